@@ -1,0 +1,26 @@
+"""Parallel Correctness Lab: navigation, language and the shared sidebar - nothing else.
+
+Run: streamlit run app.py
+"""
+
+import streamlit as st
+
+from ui.page import language_switch, t
+
+st.set_page_config(page_title="Parallel Correctness Lab", page_icon=":material/balance:", layout="wide")
+language_switch()
+
+# (file, url path, catalogue key of the title, icon). url paths stay English in both
+# languages so a shared deep link opens the same page for everyone.
+PAGES = [
+    ("pages/home.py", "home", "home.nav", ":material/home:"),
+]
+
+navigation = st.navigation(
+    [
+        st.Page(path, title=t(title_key), icon=icon, url_path=None if url == "home" else url, default=(url == "home"))
+        for path, url, title_key, icon in PAGES
+    ]
+)
+st.sidebar.caption(t("common.sidebar_note"))
+navigation.run()

@@ -1,0 +1,8 @@
+"""Shared test setup: run from the repository root so `core`, `ui` and `runners` import."""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))

@@ -1,0 +1,84 @@
+"""Streamlit helpers every page shares: language, translated errors, number formatting,
+and the "show the code" expander. Pages stay thin: widgets -> core -> these helpers."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import streamlit as st
+
+from core.validation import InvalidInput
+from ui import i18n
+
+LANG_KEY = "lang"
+
+
+def language_switch() -> str:
+    """Sidebar language radio, bound to `?lang=`; defaults from the browser locale."""
+    default = i18n.language_from_locale(getattr(st.context, "locale", None))
+    return st.sidebar.radio(
+        "Language / 语言",
+        i18n.LANGUAGES,
+        index=i18n.LANGUAGES.index(default),
+        format_func=lambda code: {"en": "English", "zh": "中文"}[code],
+        key=LANG_KEY,
+        horizontal=True,
+        bind="query-params",
+    )
+
+
+def lang() -> str:
+    value = st.session_state.get(LANG_KEY)
+    return value if value in i18n.LANGUAGES else i18n.DEFAULT_LANGUAGE
+
+
+def t(key: str, **values: object) -> str:
+    return i18n.text(lang(), key, **values)
+
+
+def fmt(value: float | int | None, digits: int = 6) -> str:
+    """A figure for display. `None` reads "undefined" - never 0, never NaN or inf."""
+    if value is None:
+        return t("common.undefined")
+    if isinstance(value, int):
+        return str(value)
+    if not math.isfinite(value):
+        return t("common.undefined")
+    text = f"{value:+.{digits}f}".rstrip("0").rstrip(".")
+    return "0" if text in ("+0", "-0") else text
+
+
+def error_message(exc: Exception) -> str:
+    """The user's-language message for a core input error."""
+    if isinstance(exc, InvalidInput):
+        rule = t(f"errors.rule.{exc.rule}")
+        if exc.detail:
+            rule = f"{rule} ({exc.detail})"
+        return t("errors.invalid", field=exc.field, value=exc.value, rule=rule)
+    return t("errors.not_a_number", detail=str(exc))
+
+
+@contextmanager
+def guard() -> Iterator[None]:
+    """Show a core ValueError / TypeError as a translated `st.error`, never a traceback."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        st.error(error_message(exc), icon=":material/error:")
+
+
+def show_code(*functions: Callable) -> None:
+    """Expander with the source of the core functions that computed this page's figures."""
+    with st.expander(t("common.show_code"), icon=":material/code:"):
+        for function in functions:
+            st.caption(f"`{function.__module__}.{function.__qualname__}`")
+            st.code(inspect.getsource(function), language="python")
+
+
+def header(section: str) -> None:
+    """Page title and lead paragraph from the catalogue's `<section>.title` / `.lead`."""
+    st.title(t(f"{section}.title"))
+    st.markdown(t(f"{section}.lead"))
