@@ -14,6 +14,9 @@ language_switch()
 # languages so a shared deep link opens the same page for everyone.
 PAGES = [
     ("pages/home.py", "home", "home.nav", ":material/home:"),
+    ("pages/01_denominator.py", "denominator", "denominator.nav", ":material/functions:"),
+    ("pages/02_ledger.py", "ledger", "ledger.nav", ":material/balance:"),
+    ("pages/03_framework.py", "framework", "framework.nav", ":material/account_tree:"),
 ]
 
 navigation = st.navigation(

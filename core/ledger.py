@@ -182,13 +182,19 @@ def quadratic_ledger(counts, targets, theta: float = 0.0, lr: float = 0.1) -> Qu
 def split_sweep(total: int, targets, theta: float = 0.0) -> list[dict[str, float | int | None]]:
     """Two replicas sharing `total` tokens: each scheme's gradient for every split n_A + n_B.
 
-    Shows where the replica mean points the other way from the correct gradient.
+    Each row holds n_a, every scheme's gradient (None where undefined) and
+    `<scheme>_reversed`: True where that gradient points the other way from the correct one.
     """
     total = v.count(total, "total", minimum=1)
     if total > 10_000:
         raise v.InvalidInput("total", total, "in_range", "1..10000")
     rows = []
     for n_a in range(total + 1):
-        ledger = quadratic_ledger((n_a, total - n_a), targets, theta)
-        rows.append({"n_a": n_a, **ledger.gradients})
+        gradients = quadratic_ledger((n_a, total - n_a), targets, theta).gradients
+        correct = gradients[CORRECT_SCHEME]
+        reversed_by = {
+            f"{s}_reversed": None if g is None or correct is None else g * correct < 0
+            for s, g in gradients.items()
+        }
+        rows.append({"n_a": n_a, **gradients, **reversed_by})
     return rows

@@ -1,0 +1,121 @@
+"""03 Framework semantics: the P/N coefficient, collectives, double scaling, regularisers."""
+
+import pandas as pd
+import streamlit as st
+
+from core import framework, ledger
+from core.scenarios import FRAMEWORK_DEFAULT
+from ui.page import fmt, guard, header, show_code, t
+
+header("framework")
+c1, c2 = st.columns(2)
+replicas = c1.number_input(t("framework.replicas"), 1, 8, 2, key="fw_replicas")
+steps = c2.number_input(t("framework.steps"), 1, 8, 2, key="fw_steps")
+
+
+def preset(r: int, k: int, field: str) -> float:
+    rows = FRAMEWORK_DEFAULT[field]
+    return rows[r][k] if r < len(rows) and k < len(rows[r]) else (4 if field == "counts" else 1.0)
+
+
+st.subheader(t("framework.table_title"))
+table = st.data_editor(
+    pd.DataFrame(
+        [
+            {"replica": r, "microstep": k, "n": preset(r, k, "counts"), "grad_sum": preset(r, k, "grad_sums")}
+            for r in range(replicas)
+            for k in range(steps)
+        ]
+    ).assign(weight_sum=lambda df: df["n"].astype(float)),
+    key="fw_table",
+    hide_index=True,
+    disabled=["replica", "microstep"],
+    column_config={
+        "replica": st.column_config.NumberColumn(t("framework.col_replica")),
+        "microstep": st.column_config.NumberColumn(t("framework.col_step")),
+        "n": st.column_config.NumberColumn(t("framework.col_count"), min_value=0, step=1),
+        "grad_sum": st.column_config.NumberColumn(t("framework.col_grad_sum"), format="%.4f"),
+        "weight_sum": st.column_config.NumberColumn(t("framework.col_weight_sum"), min_value=0.0),
+    },
+)
+o1, o2 = st.columns(2)
+collective = o1.radio(
+    t("framework.collective"), ledger.COLLECTIVES, format_func=lambda c: t(f"framework.collective_{c}"), key="fw_collective"
+)
+loss_input = o1.radio(
+    t("framework.loss_input"), framework.LOSS_INPUTS, format_func=lambda c: t(f"framework.loss_input_{c}"), key="fw_input"
+)
+divide_by_accum = o1.checkbox(t("framework.divide_by_accum"), key="fw_double")
+reg_grad = o2.number_input(t("framework.reg_grad"), -1e6, 1e6, FRAMEWORK_DEFAULT["reg_grad"], key="fw_reg")
+placement = o2.radio(
+    t("framework.reg_placement"),
+    framework.REGULARISER_PLACEMENTS,
+    format_func=lambda c: t(f"framework.placement_{c}"),
+    key="fw_placement",
+)
+
+with guard():
+    cells = table.to_dict("records")
+    grid = lambda field: [[cells[r * steps + k][field] for k in range(steps)] for r in range(replicas)]  # noqa: E731
+    update = framework.framework_update(
+        grid("grad_sum"), grid("n"), collective, loss_input, divide_by_accum, reg_grad, placement
+    )
+    if update.skip:
+        st.warning(t("framework.skip"), icon=":material/block:")
+    else:
+        m1, m2, m3 = st.columns(3)
+        m1.metric(t("framework.metric_applied"), fmt(update.applied_gradient))
+        m2.metric(t("framework.metric_reference"), fmt(update.reference_gradient))
+        m3.metric(t("framework.metric_ratio"), update.regulariser_multiplier)
+        gap = update.applied_gradient - update.reference_gradient
+        if abs(gap) <= 1e-12 * max(1.0, abs(update.reference_gradient)):
+            st.success(t("framework.verdict_ok"))
+        else:
+            st.error(t("framework.verdict_bad", diff=fmt(gap)))
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    t("framework.col_replica"): [c["replica"] for c in cells],
+                    t("framework.col_step"): [c["microstep"] for c in cells],
+                    t("framework.col_count"): [c["n"] for c in cells],
+                    t("framework.col_coefficient"): [
+                        fmt(c) if c is not None else t("framework.skipped_microbatch")
+                        for row in update.coefficients
+                        for c in row
+                    ],
+                }
+            ),
+            hide_index=True,
+        )
+
+        st.subheader(t("framework.protocol_title"))
+        scale = ledger.local_loss_scale(grid("n"), collective)
+        st.markdown(t("framework.step_count", n=update.num_valid_labels, p=replicas, k=steps))
+        why = []
+        if divide_by_accum and steps > 1:
+            why.append(t("framework.why_double", k=steps))
+        if update.regulariser_multiplier != 1:
+            why.append(t("framework.why_reg", m=update.regulariser_multiplier))
+        if why:
+            st.markdown(t("framework.step_backward_bad", why="; ".join(why)))
+        else:
+            st.markdown(t("framework.step_backward", scale=fmt(scale)))
+        st.markdown(
+            t("framework.step_normalise", collective=t(f"framework.collective_{collective}"), grad=fmt(update.token_gradient))
+        )
+        st.markdown(
+            t("framework.step_update", applied=fmt(update.applied_gradient), reference=fmt(update.reference_gradient))
+        )
+
+        with st.expander(t("framework.weights_title")):
+            weights = grid("weight_sum")
+            st.markdown(
+                t(
+                    "framework.weights_body",
+                    mean=fmt(framework.weighted_loss_scale(weights, "mean")),
+                    sum=fmt(framework.weighted_loss_scale(weights, "sum")),
+                )
+            )
+    st.info(t("framework.adamw_note"), icon=":material/info:")
+
+show_code(framework.framework_update, ledger.local_loss_scale, framework.regulariser_multiplier)
