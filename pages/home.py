@@ -1,5 +1,40 @@
-"""Home: what the lab is and a suggested path through it."""
+"""Home: what the lab is, why it matters, and a workshop path through the sections."""
 
-from ui.page import header
+from pathlib import Path
 
+import streamlit as st
+
+from ui.page import header, t
+
+ROOT = Path(__file__).resolve().parent.parent
 header("home")
+st.subheader(t("home.why_title"))
+st.markdown(t("home.why_body"))
+
+# Workshop order: (catalogue step, page file). A step whose page is not built yet is listed
+# without a link rather than hidden, so instructors see the whole arc.
+WORKSHOP = [
+    ("denominator", "pages/01_denominator.py"),
+    ("ledger", "pages/02_ledger.py"),
+    ("framework", "pages/03_framework.py"),
+    ("negatives", "pages/05_negatives.py"),
+    ("parameters", "pages/06_parameters.py"),
+    ("experiment", "pages/experiment.py"),
+    ("clipping", "pages/08_clipping.py"),
+    ("step", "pages/09_coordinated_step.py"),
+]
+
+st.subheader(t("home.path_title"))
+st.caption(t("home.path_intro"))
+for step, path in WORKSHOP:
+    minutes, shows, ask = (t(f"home.steps.{step}.{field}") for field in ("minutes", "shows", "ask"))
+    with st.container(border=True):
+        left, right = st.columns([1, 4])
+        left.markdown(f"**{minutes}′**")
+        if (ROOT / path).exists():  # every page file on disk is registered (a test checks)
+            right.page_link(path, label=f"**{t(f'{step}.nav')}**", icon=":material/arrow_forward:")
+        else:
+            right.markdown(f"**{t(f'home.steps.{step}.title')}** · {t('home.later')}")
+        right.markdown(shows)
+        right.markdown(f"❓ {ask}")
+st.caption(t("home.language_hint"))
