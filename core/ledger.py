@@ -37,7 +37,7 @@ def global_loss(loss_sums, counts) -> float | None:
     grid = v.count_grid(counts)
     sums = v.finite_grid(loss_sums, "loss_sums", (len(grid), len(grid[0])))
     n = sum(map(sum, grid))
-    return None if n == 0 else sum(map(sum, sums)) / n
+    return None if n == 0 else v.finite_result(sum(map(sum, sums)) / n, "loss_sums", loss_sums)
 
 
 def microbatch_weights(counts, scheme: str) -> WeightGrid:
@@ -99,7 +99,8 @@ def reduce_gradient(grad_sums, counts, scheme: str) -> float | None:
     weights = microbatch_weights(grid, scheme)
     if any(w is None for row in weights for w in row):
         return None
-    return sum(w * g for w_row, g_row in zip(weights, sums) for w, g in zip(w_row, g_row))
+    total = sum(w * g for w_row, g_row in zip(weights, sums) for w, g in zip(w_row, g_row))
+    return v.finite_result(total, "grad_sums", grad_sums)
 
 
 def local_loss_scale(counts, collective: str = "mean") -> float | None:
@@ -122,7 +123,8 @@ def local_loss_scale(counts, collective: str = "mean") -> float | None:
 
 def sgd_step(theta: float, gradient: float, lr: float) -> float:
     """theta - lr * gradient: plain SGD without momentum or weight decay."""
-    return v.finite(theta, "theta") - v.finite(lr, "lr") * v.finite(gradient, "gradient")
+    theta_after = v.finite(theta, "theta") - v.finite(lr, "lr") * v.finite(gradient, "gradient")
+    return v.finite_result(theta_after, "theta", theta)
 
 
 @dataclass(frozen=True)
@@ -157,13 +159,15 @@ def quadratic_ledger(counts, targets, theta: float = 0.0, lr: float = 0.1) -> Qu
     theta, lr = v.finite(theta, "theta"), v.finite(lr, "lr")
     per_token = tuple(theta - t for t in target_values)
     grad_sums = tuple(row[0] * g for row, g in zip(grid, per_token))
-    loss_sums = [[row[0] * 0.5 * g * g] for row, g in zip(grid, per_token)]
+    loss_sums = [
+        [v.finite_result(row[0] * 0.5 * g * g, "theta - targets", per_token)]
+        for row, g in zip(grid, per_token)
+    ]
     n = sum(row[0] for row in grid)
     gradients = {s: reduce_gradient([[g] for g in grad_sums], grid, s) for s in SCHEMES}
     skip = n == 0
     theta_after = {
-        s: theta if skip else (None if g is None else sgd_step(theta, g, lr))
-        for s, g in gradients.items()
+        s: theta if skip else (None if g is None else sgd_step(theta, g, lr)) for s, g in gradients.items()
     }
     return QuadraticLedger(
         counts=tuple(row[0] for row in grid),

@@ -105,6 +105,13 @@ def grid(rows: object, field: str) -> list[list[object]]:
     return rows
 
 
+def finite_result(value: float, field: str, inputs: object) -> float:
+    """A computed figure that overflowed float64 is refused, never shown as inf or NaN."""
+    if not math.isfinite(value):
+        raise InvalidInput(field, inputs, "in_range", "the result overflows float64")
+    return value
+
+
 def count_grid(rows: object, field: str = "counts") -> tuple[tuple[int, ...], ...]:
     cells = grid(rows, field)
     return tuple(

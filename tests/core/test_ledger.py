@@ -251,3 +251,11 @@ def test_type_errors_and_collective():
     with pytest.raises(ValueError, match="^lr="):
         ledger.quadratic_ledger((1, 2), (1, 2), lr=float("inf"))
     assert ledger.reduce_gradient([[1.0]], [[2.0]], "global_token") == 0.5  # 2.0 from a table is a count
+
+
+def test_overflowing_results_are_refused_not_inf():
+    # A reduced gradient is a weighted mean (weights sum to <= 1), so it cannot overflow;
+    # the quadratic loss 1/2 (theta - target)^2 can.
+    assert ledger.reduce_gradient([[1e308], [1e308]], [[1], [1]], "replica_mean") == 1e308
+    with pytest.raises(ValueError, match="overflows float64"):
+        ledger.quadratic_ledger((1, 1), (1e300, -1e300), theta=0.0)
