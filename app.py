@@ -1,14 +1,15 @@
-"""Parallel Correctness Lab: navigation, language and the shared sidebar - nothing else.
+"""Parallel Correctness Lab: navigation and the shared sidebar - nothing else.
+
+Each page renders the language switch through `ui.page.header` (see why there).
 
 Run: streamlit run app.py
 """
 
 import streamlit as st
 
-from ui.page import language_switch, t
+from ui.page import t
 
 st.set_page_config(page_title="Parallel Correctness Lab", page_icon=":material/balance:", layout="wide")
-language_switch()
 
 # (file, url path, catalogue key of the title, icon). url paths stay English in both
 # languages so a shared deep link opens the same page for everyone.

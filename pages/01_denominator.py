@@ -9,8 +9,8 @@ from ui.page import fmt, guard, header, show_code, t
 
 header("denominator")
 left, right = st.columns(2)
-replicas = left.number_input(t("denominator.replicas"), 1, 8, 2, key="den_replicas")
-steps = right.number_input(t("denominator.steps"), 1, 8, 2, key="den_steps")
+replicas = left.number_input(t("denominator.replicas"), 1, 8, 2, key="den_replicas", bind="query-params")
+steps = right.number_input(t("denominator.steps"), 1, 8, 2, key="den_steps", bind="query-params")
 
 COLUMNS = ["positions", "padding", "prompt", "truncated", "loss_sum"]
 preset = pd.DataFrame(
@@ -109,4 +109,9 @@ with guard():
             hide_index=True,
         )
 
-show_code(denominator.count_valid_labels, ledger.update_shares, ledger.microbatch_weights, denominator.sequence_mean_weights)
+show_code(
+    denominator.count_valid_labels,
+    ledger.update_shares,
+    ledger.microbatch_weights,
+    denominator.sequence_mean_weights,
+)

@@ -6,27 +6,42 @@ import streamlit as st
 
 from core import ledger
 from core.scenarios import LEDGER_SEED
+from ui import deeplink
 from ui.page import fmt, guard, header, show_code, t
 
 header("ledger")
 c1, c2, c3 = st.columns(3)
-n_a = c1.number_input(t("ledger.count_a"), 0, 10_000, LEDGER_SEED["counts"][0], key="ledger_n_a")
-n_b = c1.number_input(t("ledger.count_b"), 0, 10_000, LEDGER_SEED["counts"][1], key="ledger_n_b")
-target_a = c2.number_input(t("ledger.target_a"), -1e6, 1e6, LEDGER_SEED["targets"][0], key="ledger_target_a")
-target_b = c2.number_input(t("ledger.target_b"), -1e6, 1e6, LEDGER_SEED["targets"][1], key="ledger_target_b")
-theta = c3.number_input(t("ledger.theta"), -1e6, 1e6, LEDGER_SEED["theta"], key="ledger_theta")
-lr = c3.number_input(t("ledger.lr"), 0.0, 10.0, LEDGER_SEED["lr"], format="%.4f", key="ledger_lr")
-wrong = st.segmented_control(
+n_a = c1.number_input(
+    t("ledger.count_a"), 0, 10_000, LEDGER_SEED["counts"][0], key="ledger_n_a", bind="query-params"
+)
+n_b = c1.number_input(
+    t("ledger.count_b"), 0, 10_000, LEDGER_SEED["counts"][1], key="ledger_n_b", bind="query-params"
+)
+target_a = c2.number_input(
+    t("ledger.target_a"), -1e6, 1e6, LEDGER_SEED["targets"][0], key="ledger_target_a", bind="query-params"
+)
+target_b = c2.number_input(
+    t("ledger.target_b"), -1e6, 1e6, LEDGER_SEED["targets"][1], key="ledger_target_b", bind="query-params"
+)
+theta = c3.number_input(
+    t("ledger.theta"), -1e6, 1e6, LEDGER_SEED["theta"], key="ledger_theta", bind="query-params"
+)
+lr = c3.number_input(
+    t("ledger.lr"), 0.0, 10.0, LEDGER_SEED["lr"], format="%.4f", key="ledger_lr", bind="query-params"
+)
+wrong = deeplink.choice(
+    st.segmented_control,
     t("ledger.implementation"),
     ledger.SCHEMES[1:],
+    key="ledger_scheme",
     default="replica_mean",
     format_func=lambda s: t(f"schemes.{s}"),
-    key="ledger_scheme",
-) or "replica_mean"
+)
 
 with guard():
     result = ledger.quadratic_ledger((n_a, n_b), (target_a, target_b), theta, lr)
     correct, current = result.gradients["global_token"], result.gradients[wrong]
+
     def shown(value: float | None, theta_value: bool = False) -> str:
         if result.skip:
             return f"{fmt(theta)} · {t('common.skipped')}" if theta_value else t("common.skipped")
@@ -50,9 +65,7 @@ with guard():
             st.success(t("ledger.agree_note"))
         else:
             st.warning(t("ledger.differ_note", diff=fmt(current - correct)))
-        st.markdown(
-            t("ledger.formula", correct=fmt(correct), replica=fmt(result.gradients["replica_mean"]))
-        )
+        st.markdown(t("ledger.formula", correct=fmt(correct), replica=fmt(result.gradients["replica_mean"])))
 
     st.subheader(t("ledger.table_title"))
     st.dataframe(
@@ -85,7 +98,11 @@ with guard():
             .encode(x="lo:Q", x2="hi:Q", tooltip=alt.value(t("ledger.reversal_band")))
             + alt.Chart(lines.dropna())
             .mark_line(point=True)
-            .encode(x=x, y=alt.Y("gradient:Q", title=t("ledger.axis_gradient")), color=alt.Color("series:N", title=None))
+            .encode(
+                x=x,
+                y=alt.Y("gradient:Q", title=t("ledger.axis_gradient")),
+                color=alt.Color("series:N", title=None),
+            )
             + alt.Chart(pd.DataFrame({"n_a": [n_a]})).mark_rule(strokeDash=[4, 4]).encode(x="n_a:Q")
         )
         st.altair_chart(chart)

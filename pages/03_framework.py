@@ -5,12 +5,13 @@ import streamlit as st
 
 from core import framework, ledger
 from core.scenarios import FRAMEWORK_DEFAULT
+from ui import deeplink
 from ui.page import fmt, guard, header, show_code, t
 
 header("framework")
 c1, c2 = st.columns(2)
-replicas = c1.number_input(t("framework.replicas"), 1, 8, 2, key="fw_replicas")
-steps = c2.number_input(t("framework.steps"), 1, 8, 2, key="fw_steps")
+replicas = c1.number_input(t("framework.replicas"), 1, 8, 2, key="fw_replicas", bind="query-params")
+steps = c2.number_input(t("framework.steps"), 1, 8, 2, key="fw_steps", bind="query-params")
 
 
 def preset(r: int, k: int, field: str) -> float:
@@ -39,19 +40,33 @@ table = st.data_editor(
     },
 )
 o1, o2 = st.columns(2)
-collective = o1.radio(
-    t("framework.collective"), ledger.COLLECTIVES, format_func=lambda c: t(f"framework.collective_{c}"), key="fw_collective"
+collective = deeplink.choice(
+    o1.radio,
+    t("framework.collective"),
+    ledger.COLLECTIVES,
+    key="fw_collective",
+    default="mean",
+    format_func=lambda c: t(f"framework.collective_{c}"),
 )
-loss_input = o1.radio(
-    t("framework.loss_input"), framework.LOSS_INPUTS, format_func=lambda c: t(f"framework.loss_input_{c}"), key="fw_input"
+loss_input = deeplink.choice(
+    o1.radio,
+    t("framework.loss_input"),
+    framework.LOSS_INPUTS,
+    key="fw_input",
+    default="sum",
+    format_func=lambda c: t(f"framework.loss_input_{c}"),
 )
-divide_by_accum = o1.checkbox(t("framework.divide_by_accum"), key="fw_double")
-reg_grad = o2.number_input(t("framework.reg_grad"), -1e6, 1e6, FRAMEWORK_DEFAULT["reg_grad"], key="fw_reg")
-placement = o2.radio(
+divide_by_accum = o1.checkbox(t("framework.divide_by_accum"), key="fw_double", bind="query-params")
+reg_grad = o2.number_input(
+    t("framework.reg_grad"), -1e6, 1e6, FRAMEWORK_DEFAULT["reg_grad"], key="fw_reg", bind="query-params"
+)
+placement = deeplink.choice(
+    o2.radio,
     t("framework.reg_placement"),
     framework.REGULARISER_PLACEMENTS,
-    format_func=lambda c: t(f"framework.placement_{c}"),
     key="fw_placement",
+    default="once",
+    format_func=lambda c: t(f"framework.placement_{c}"),
 )
 
 with guard():
@@ -101,10 +116,18 @@ with guard():
         else:
             st.markdown(t("framework.step_backward", scale=fmt(scale)))
         st.markdown(
-            t("framework.step_normalise", collective=t(f"framework.collective_{collective}"), grad=fmt(update.token_gradient))
+            t(
+                "framework.step_normalise",
+                collective=t(f"framework.collective_{collective}"),
+                grad=fmt(update.token_gradient),
+            )
         )
         st.markdown(
-            t("framework.step_update", applied=fmt(update.applied_gradient), reference=fmt(update.reference_gradient))
+            t(
+                "framework.step_update",
+                applied=fmt(update.applied_gradient),
+                reference=fmt(update.reference_gradient),
+            )
         )
 
         with st.expander(t("framework.weights_title")):

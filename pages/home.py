@@ -36,5 +36,5 @@ for step, path in WORKSHOP:
         else:
             right.markdown(f"**{t(f'home.steps.{step}.title')}** · {t('home.later')}")
         right.markdown(shows)
-        right.markdown(f"❓ {ask}")
+        right.markdown(f":material/help: {ask}")
 st.caption(t("home.language_hint"))

@@ -5,34 +5,46 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 import streamlit as st
 
 from core.validation import InvalidInput
-from ui import i18n
+from ui import deeplink, i18n
 
 LANG_KEY = "lang"
 
 
+def _preferred_language() -> str:
+    """Before the switch has rendered: `?lang=` from the URL, else the browser locale."""
+    wanted = st.query_params.get(LANG_KEY)
+    if wanted in i18n.LANGUAGES:
+        return wanted
+    return i18n.language_from_locale(getattr(st.context, "locale", None))
+
+
 def language_switch() -> str:
-    """Sidebar language radio, bound to `?lang=`; defaults from the browser locale."""
-    default = i18n.language_from_locale(getattr(st.context, "locale", None))
-    return st.sidebar.radio(
+    """Sidebar language radio, carried in the URL as `?lang=en|zh`.
+
+    It is rendered by each page (through `header`), not by app.py: Streamlit 1.67 drops
+    the first interaction with a widget that lives in the navigation entry script.
+    """
+    return deeplink.choice(
+        st.sidebar.radio,
         "Language / 语言",
         i18n.LANGUAGES,
-        index=i18n.LANGUAGES.index(default),
-        format_func=lambda code: {"en": "English", "zh": "中文"}[code],
         key=LANG_KEY,
+        default=_preferred_language(),
+        format_func=lambda code: {"en": "English", "zh": "中文"}[code],
+        always_in_url=True,
         horizontal=True,
-        bind="query-params",
     )
 
 
 def lang() -> str:
     value = st.session_state.get(LANG_KEY)
-    return value if value in i18n.LANGUAGES else i18n.DEFAULT_LANGUAGE
+    return value if value in i18n.LANGUAGES else _preferred_language()
 
 
 def t(key: str, **values: object) -> str:
@@ -79,6 +91,7 @@ def show_code(*functions: Callable) -> None:
 
 
 def header(section: str) -> None:
-    """Page title and lead paragraph from the catalogue's `<section>.title` / `.lead`."""
+    """Language switch, then the page title and lead from `<section>.title` / `.lead`."""
+    language_switch()
     st.title(t(f"{section}.title"))
     st.markdown(t(f"{section}.lead"))

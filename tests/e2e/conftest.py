@@ -1,0 +1,129 @@
+"""Real-browser fixtures: `streamlit run app.py` on a free local port, driven by Playwright
+through Debian's Chromium (/usr/bin/chromium — never a downloaded browser).
+
+On a laptop without Chromium the browser tests skip and say how to enable them; under CI
+(CI=true) a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = ROOT / "test-artifacts" / "screenshots"
+ENABLE_HINT = (
+    "browser tests need Debian's Chromium and Playwright for Python: "
+    "`sudo apt-get install -y chromium && pip install -r requirements-dev.txt`"
+)
+# Chromium flags for a closed network: no background calls home, no sandbox as root.
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+
+
+def _missing(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true and {reason}: {ENABLE_HINT}")
+    pytest.skip(f"{reason}; {ENABLE_HINT}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    """A real Streamlit server for the whole session; stopped (with its children) at the end."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+            "--server.port", str(port), "--server.address", "127.0.0.1",
+            "--server.headless", "true", "--browser.gatherUsageStats", "false",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not become healthy on port {port}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        os.killpg(server.pid, 15)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, 9)
+            server.wait()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
+        _missing("Chromium is not installed")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("Playwright for Python is not installed")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="en-US")
+    tab = context.new_page()
+    tab.set_default_timeout(30_000)
+    yield tab
+    context.close()
+
+
+def wait_for_app(tab) -> None:
+    """Wait until Streamlit has finished running the script (no spinner, app rendered)."""
+    tab.wait_for_selector('[data-testid="stApp"]')
+    tab.wait_for_selector('[data-testid="stAppViewContainer"] h1')
+    tab.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+        " || document.querySelector('[data-testid=\"stStatusWidget\"]').innerText === ''",
+        timeout=30_000,
+    )
+    tab.wait_for_timeout(300)
+
+
+def screenshot(tab, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    tab.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)

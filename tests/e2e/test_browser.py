@@ -1,0 +1,58 @@
+"""The whole app in a real browser: home, language, a control driving its figure, deep links."""
+
+import re
+
+import pytest
+
+from tests.e2e.conftest import screenshot, wait_for_app
+
+pytestmark = pytest.mark.e2e
+
+
+def metric_value(tab, label: str) -> str:
+    metric = tab.locator('[data-testid="stMetric"]', has_text=label).first
+    return metric.locator('[data-testid="stMetricValue"]').inner_text().strip()
+
+
+def test_home_renders_and_switches_language(page, app_url):
+    page.goto(app_url)
+    wait_for_app(page)
+    assert "Parallel Correctness Lab" in page.locator("h1").first.inner_text()
+    screenshot(page, "home-en")
+    page.get_by_role("radio", name="中文").check(force=True)
+    page.wait_for_function("() => document.querySelector('h1').innerText.includes('并行正确性实验室')")
+    assert "lang=zh" in page.url
+    screenshot(page, "home-zh")
+
+
+def test_ledger_control_moves_its_figure(page, app_url):
+    page.goto(f"{app_url}/ledger")
+    wait_for_app(page)
+    assert metric_value(page, "Correct global gradient") == "+0.4"
+    assert metric_value(page, "Implementation's gradient") == "-0.5"
+    field = page.get_by_label("Valid labels on A (n_A)")
+    field.fill("8")
+    field.press("Enter")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=stMetricValue]')].some(e => e.innerText.trim() === '-0.5')"
+        " && ![...document.querySelectorAll('[data-testid=stMetricValue]')].some(e => e.innerText.trim() === '+0.4')"
+    )
+    assert metric_value(page, "Correct global gradient") == "-0.5"
+    assert re.search(r"ledger_n_a=8", page.url)
+    screenshot(page, "ledger")
+
+
+def test_deep_link_opens_the_exact_scenario_and_language(page, app_url):
+    page.goto(f"{app_url}/ledger?lang=zh&ledger_n_a=0&ledger_n_b=0")
+    wait_for_app(page)
+    assert "两副本" in page.locator("h1").first.inner_text()
+    assert metric_value(page, "正确的全局梯度") == "已跳过"
+    assert page.get_by_text("一起跳过").count() >= 1
+
+
+@pytest.mark.parametrize("path", ["denominator", "framework"])
+def test_section_pages_render(page, app_url, path):
+    page.goto(f"{app_url}/{path}")
+    wait_for_app(page)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    screenshot(page, path)
