@@ -18,6 +18,11 @@ PAGES = [
     ("pages/01_denominator.py", "denominator", "denominator.nav", ":material/functions:"),
     ("pages/02_ledger.py", "ledger", "ledger.nav", ":material/balance:"),
     ("pages/03_framework.py", "framework", "framework.nav", ":material/account_tree:"),
+    ("pages/05_negatives.py", "negatives", "negatives.nav", ":material/hub:"),
+    ("pages/06_parameters.py", "parameters", "parameters.nav", ":material/tune:"),
+    ("pages/experiment.py", "experiment", "experiment.nav", ":material/model_training:"),
+    ("pages/08_clipping.py", "clipping", "clipping.nav", ":material/content_cut:"),
+    ("pages/09_coordinated_step.py", "coordinated-step", "step.nav", ":material/sync_lock:"),
 ]
 
 navigation = st.navigation(

@@ -20,8 +20,8 @@ RULES = {
     "positive_int": "a whole number >= 1",
     "positive": "a finite number > 0",
     "non_negative": "a finite number >= 0",
-    "rectangular": "a non-empty rectangular [replica][microstep] grid",
-    "same_shape": "the same shape as the counts",
+    "rectangular": "a non-empty rectangular grid (the same length in every row)",
+    "same_shape": "the matching shape",
     "one_of": "one of the allowed choices",
     "non_empty": "a non-empty sequence",
     "in_range": "a value inside the allowed range",
@@ -44,7 +44,10 @@ def number(value: object, field: str) -> float:
     """Return `value` as a float; TypeError when it is not a real number."""
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{field}={value!r} is not a number")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float64, such as 10**400
+        raise InvalidInput(field, value, "finite") from None
 
 
 def finite(value: object, field: str) -> float:

@@ -5,6 +5,8 @@ import pandas as pd
 import streamlit as st
 
 from core import denominator, ledger, scenarios
+from ui import downloads
+from ui.exercise import predict_number
 from ui.page import fmt, guard, header, show_code, t
 
 header("denominator")
@@ -43,6 +45,9 @@ with guard():
     loss_sums = [[rows[r * steps + k]["loss_sum"] for k in range(steps)] for r in range(replicas)]
     n = ledger.global_count(counts)
     loss = ledger.global_loss(loss_sums, counts)
+    question, why = t("denominator.exercise"), t("denominator.exercise_why")
+    if not predict_number("den_ex", question, n, why, scenario=rows, tolerance=0):
+        st.stop()
 
     m1, m2, m3 = st.columns(3)
     m1.metric(t("denominator.metric_n"), n)
@@ -87,7 +92,9 @@ with guard():
             for v, c in zip(column, correct)
         ]
 
-    st.dataframe(table.style.apply(mark_departures).format(precision=4, na_rep="—"), hide_index=True)
+    downloads.table(
+        table.style.apply(mark_departures).format(precision=4, na_rep="—"), "update-shares", hide_index=True
+    )
     for scheme in ledger.SCHEMES:
         if n and any(w is None for row in shares[scheme] for w in row):
             st.info(t("denominator.scheme_undefined", scheme=t(f"schemes.{scheme}")))
@@ -98,7 +105,7 @@ with guard():
     if sequence is None:
         st.info(t("denominator.sequence_undefined"))
     else:
-        st.dataframe(
+        downloads.table(
             pd.DataFrame(
                 {
                     "microbatch": names,
@@ -106,6 +113,7 @@ with guard():
                     t("denominator.col_sequence_share"): list(sequence.sequence_shares),
                 }
             ).style.format(precision=4, na_rep="—"),
+            "objectives",
             hide_index=True,
         )
 

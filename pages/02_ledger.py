@@ -6,7 +6,8 @@ import streamlit as st
 
 from core import ledger
 from core.scenarios import LEDGER_SEED
-from ui import deeplink
+from ui import deeplink, downloads
+from ui.exercise import predict_number
 from ui.page import fmt, guard, header, show_code, t
 
 header("ledger")
@@ -41,6 +42,10 @@ wrong = deeplink.choice(
 with guard():
     result = ledger.quadratic_ledger((n_a, n_b), (target_a, target_b), theta, lr)
     correct, current = result.gradients["global_token"], result.gradients[wrong]
+    question = t("ledger.exercise", scheme=t(f"schemes.{wrong}"))
+    scenario = (n_a, n_b, target_a, target_b, theta, lr, wrong)
+    if not predict_number("ledger_ex", question, current, t("ledger.exercise_why"), scenario=scenario):
+        st.stop()
 
     def shown(value: float | None, theta_value: bool = False) -> str:
         if result.skip:
@@ -68,7 +73,7 @@ with guard():
         st.markdown(t("ledger.formula", correct=fmt(correct), replica=fmt(result.gradients["replica_mean"])))
 
     st.subheader(t("ledger.table_title"))
-    st.dataframe(
+    downloads.table(
         pd.DataFrame(
             {
                 t("ledger.col_replica"): ["A", "B"],
@@ -78,6 +83,7 @@ with guard():
                 t("ledger.col_share"): result.correct_shares,
             }
         ).style.format(precision=4, na_rep="—"),
+        "ledger",
         hide_index=True,
     )
 

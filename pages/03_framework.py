@@ -5,7 +5,8 @@ import streamlit as st
 
 from core import framework, ledger
 from core.scenarios import FRAMEWORK_DEFAULT
-from ui import deeplink
+from ui import deeplink, downloads
+from ui.exercise import predict_number
 from ui.page import fmt, guard, header, show_code, t
 
 header("framework")
@@ -40,33 +41,22 @@ table = st.data_editor(
     },
 )
 o1, o2 = st.columns(2)
-collective = deeplink.choice(
-    o1.radio,
-    t("framework.collective"),
-    ledger.COLLECTIVES,
-    key="fw_collective",
-    default="mean",
-    format_func=lambda c: t(f"framework.collective_{c}"),
-)
-loss_input = deeplink.choice(
-    o1.radio,
-    t("framework.loss_input"),
-    framework.LOSS_INPUTS,
-    key="fw_input",
-    default="sum",
-    format_func=lambda c: t(f"framework.loss_input_{c}"),
-)
+
+
+def choose(column, label: str, options, key: str, default: str, option_prefix: str) -> str:
+    """A radio carried in the URL by option code (see ui.deeplink)."""
+    fmt_option = lambda c: t(f"framework.{option_prefix}_{c}")  # noqa: E731
+    return deeplink.choice(column.radio, t(label), options, key=key, default=default, format_func=fmt_option)
+
+
+collective = choose(o1, "framework.collective", ledger.COLLECTIVES, "fw_collective", "mean", "collective")
+loss_input = choose(o1, "framework.loss_input", framework.LOSS_INPUTS, "fw_input", "sum", "loss_input")
 divide_by_accum = o1.checkbox(t("framework.divide_by_accum"), key="fw_double", bind="query-params")
 reg_grad = o2.number_input(
     t("framework.reg_grad"), -1e6, 1e6, FRAMEWORK_DEFAULT["reg_grad"], key="fw_reg", bind="query-params"
 )
-placement = deeplink.choice(
-    o2.radio,
-    t("framework.reg_placement"),
-    framework.REGULARISER_PLACEMENTS,
-    key="fw_placement",
-    default="once",
-    format_func=lambda c: t(f"framework.placement_{c}"),
+placement = choose(
+    o2, "framework.reg_placement", framework.REGULARISER_PLACEMENTS, "fw_placement", "once", "placement"
 )
 
 with guard():
@@ -75,6 +65,15 @@ with guard():
     update = framework.framework_update(
         grid("grad_sum"), grid("n"), collective, loss_input, divide_by_accum, reg_grad, placement
     )
+    scenario = (cells, collective, loss_input, divide_by_accum, reg_grad, placement)
+    if not predict_number(
+        "fw_ex",
+        t("framework.exercise"),
+        update.applied_gradient,
+        t("framework.exercise_why"),
+        scenario=scenario,
+    ):
+        st.stop()
     if update.skip:
         st.warning(t("framework.skip"), icon=":material/block:")
     else:
@@ -87,7 +86,7 @@ with guard():
             st.success(t("framework.verdict_ok"))
         else:
             st.error(t("framework.verdict_bad", diff=fmt(gap)))
-        st.dataframe(
+        downloads.table(
             pd.DataFrame(
                 {
                     t("framework.col_replica"): [c["replica"] for c in cells],
@@ -100,6 +99,7 @@ with guard():
                     ],
                 }
             ),
+            "coefficients",
             hide_index=True,
         )
 

@@ -3,7 +3,9 @@ and the "show the code" expander. Pages stay thin: widgets -> core -> these help
 
 from __future__ import annotations
 
+import html
 import inspect
+import json
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,6 +16,7 @@ from core.validation import InvalidInput
 from ui import deeplink, i18n
 
 LANG_KEY = "lang"
+WORKSHOP_KEY = "workshop"
 
 
 def _preferred_language() -> str:
@@ -59,6 +62,8 @@ def fmt(value: float | int | None, digits: int = 6) -> str:
         return str(value)
     if not math.isfinite(value):
         return t("common.undefined")
+    if value != 0 and not 1e-4 <= abs(value) < 1e9:
+        return f"{value:+.{digits}g}"  # 1.7e+308 or 2.2e-16, not 300 digits or a rounded 0
     text = f"{value:+.{digits}f}".rstrip("0").rstrip(".")
     return "0" if text in ("+0", "-0") else text
 
@@ -90,8 +95,32 @@ def show_code(*functions: Callable) -> None:
             st.code(inspect.getsource(function), language="python")
 
 
+def share_button() -> None:
+    """A button that copies the page's current address. Every input is carried in the URL
+    (see ui.deeplink), so the browser's own location *is* the scenario: reading it at click
+    time, rather than rebuilding it on the server, keeps it exact."""
+    label, done = json.dumps(t("common.copy_link")), json.dumps(t("common.copied"))
+    # Inline handlers are stripped by Streamlit's sanitiser; a script may bind one.
+    st.html(
+        f"""<button class="pcl-share" type="button" title={label}
+        style="font:inherit;font-size:0.85rem;padding:0.25rem 0.7rem;border-radius:0.5rem;
+        border:1px solid rgba(49,51,63,0.2);background:transparent;cursor:pointer"
+        >🔗 {html.escape(t("common.copy_link"))}</button>
+        <script>
+        document.querySelectorAll("button.pcl-share:not([data-bound])").forEach((button) => {{
+            button.dataset.bound = "1";
+            button.addEventListener("click", () =>
+                navigator.clipboard.writeText(window.location.href).then(() => {{ button.textContent = {done}; }}));
+        }});
+        </script>""",
+        unsafe_allow_javascript=True,
+    )
+
+
 def header(section: str) -> None:
-    """Language switch, then the page title and lead from `<section>.title` / `.lead`."""
+    """Language switch, then the page title, a share button and the lead paragraph."""
     language_switch()
+    st.sidebar.toggle(t("exercise.workshop_mode"), key=WORKSHOP_KEY, bind="query-params")
     st.title(t(f"{section}.title"))
+    share_button()
     st.markdown(t(f"{section}.lead"))

@@ -56,3 +56,18 @@ def test_section_pages_render(page, app_url, path):
     wait_for_app(page)
     assert page.locator('[data-testid="stException"]').count() == 0
     screenshot(page, path)
+
+
+def test_copy_link_button_copies_the_scenario(browser, app_url):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=app_url)
+    tab = context.new_page()
+    try:
+        tab.goto(f"{app_url}/ledger?lang=zh&ledger_n_a=5")
+        wait_for_app(tab)
+        tab.locator("button.pcl-share").click()
+        tab.wait_for_function("() => document.querySelector('button.pcl-share').textContent.includes('已复制')")
+        copied = tab.evaluate("() => navigator.clipboard.readText()")
+        assert "lang=zh" in copied and "ledger_n_a=5" in copied and "/ledger" in copied
+    finally:
+        context.close()

@@ -1,0 +1,150 @@
+"""08 Global gradient norm: one ownership-aware clip coefficient, beside the wrong norms."""
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from core import clipping
+from ui import deeplink
+from ui.page import fmt, guard, header, show_code, t
+
+LR = 0.1
+RUN_KEY = "clip_run_result"  # session state: (run parameters, RunResult) of the last press
+RUN_PARAMS = {"inject_overflow": 1, "nonfinite": "inf"}  # the same launch as page 09's default
+URL = "query-params"  # numbers and toggles travel in the link as they are
+
+
+def rank_label(rank: int) -> str:
+    return t("clipping.rank_label", rank=rank)
+
+
+header("clipping")
+st.markdown(t("clipping.formula"))
+c1, c2, c3 = st.columns(3)
+layout = deeplink.choice(
+    c1.selectbox,
+    t("clipping.scenario"),
+    tuple(clipping.SCENARIOS),
+    key="clip_layout",
+    default="seed",
+    format_func=lambda k: t(f"clipping.scenarios.{k}"),
+)
+scale = c2.number_input(t("clipping.scale"), value=8.0, key="clip_scale", bind=URL)
+tau = c3.number_input(t("clipping.threshold"), value=1.0, key="clip_threshold", bind=URL)
+add_rep = c1.toggle(t("clipping.add_replicated"), key="clip_add_rep", bind=URL)
+rep_value = c1.number_input(t("clipping.replicated_value"), value=12.0, key="clip_rep_value", bind=URL)
+add_shard = c2.toggle(t("clipping.add_sharded"), key="clip_add_shard", bind=URL)
+shard_value = c2.number_input(t("clipping.sharded_value"), value=-2.0, key="clip_shard_value", bind=URL)
+# "rank 0" reads the same in every language, so the bound label is a safe URL value.
+shard_rank = c3.selectbox(
+    t("clipping.sharded_rank"), (0, 1), format_func=rank_label, key="clip_rank", bind=URL
+)
+variant = deeplink.choice(
+    st.segmented_control,
+    t("clipping.variant"),
+    clipping.VARIANTS[:4],
+    key="clip_variant",
+    default="global",
+    format_func=lambda k: t(f"clipping.variants.{k}"),
+)
+st.caption(t("clipping.setup", scale=fmt(scale), lr=fmt(LR)))
+
+with guard():
+    grads = clipping.scenario_grads(
+        layout,
+        scale,
+        extra_sharded=((shard_rank, "w2", shard_value),) if add_shard else (),
+        extra_replicated=(("shared2", rep_value),) if add_rep else (),
+    )
+    report = clipping.clip_report(grads, tau, scale, LR)
+    steps = report.outcomes[variant]
+
+    def shown(x: float | None) -> str:  # a skipped step reads "skipped", never NaN
+        return t("common.skipped") if report.skip else fmt(x)
+
+    m1, m2, m3 = st.columns(3)
+    m1.metric(t("clipping.metric_norm"), shown(report.global_norm))
+    m2.metric(t("clipping.metric_clipped"), shown(report.applied_norms[variant]))
+    coefficients = " / ".join(dict.fromkeys(shown(s.coefficient) for s in steps))  # one, or one per rank
+    m3.metric(t("clipping.metric_coefficient"), coefficients)
+    if report.skip:  # only scale * g overflowing gets here: this page injects nothing
+        st.warning(t("clipping.skip_note"), icon=":material/block:")
+    else:
+        figures = {
+            "norm": fmt(report.global_norm),
+            "coefficient": fmt(report.coefficient),
+            "clipped": "[" + ", ".join(fmt(g, 4) for g in report.clipped.values()) + "]",
+            "double": fmt(report.double_counted_norm),
+            "local": " / ".join(map(fmt, report.per_rank_norms)),
+            "scaled": fmt(report.scaled_norm),
+        }
+        st.markdown(t("clipping.seed_check", **figures))
+    marks = clipping.protocol_marks(report, variant)
+    (st.error if "wrong" in marks.values() else st.info)(t(f"clipping.why.{variant}"))
+    if report.diverged[variant]:
+        st.error(t("clipping.diverged_note"), icon=":material/call_split:")
+    st.subheader(t("clipping.table_title"))
+    own = report.owners
+    rows = [
+        {
+            "rank": rank_label(s.rank),
+            "id": j,
+            "value": f"{fmt(report.scaled[s.rank][j])} → {fmt(report.unscaled[s.rank][j])}",
+            "owner": t("clipping.owner_self") if own[j] == s.rank else t("clipping.owner_copy", rank=own[j]),
+            "coefficient": shown(s.coefficient),
+            "applied": shown(None if s.skip else s.applied[j]),
+            "param": f"{fmt(s.params[j])} · {t('common.skipped')}" if s.skip else fmt(s.params[j]),
+        }
+        for s in steps
+        for j in report.scaled[s.rank]
+    ]
+    config = {c: st.column_config.TextColumn(t(f"clipping.col_{c}")) for c in rows[0]} if rows else None
+    st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=config, key="clip_table")
+
+    st.subheader(t("clipping.chart_title"), help=t("clipping.chart_help"))
+    top = min(2 * max(tau, report.global_norm or 0, 0.5), 1e308)  # the chart's last threshold
+    sweep = pd.DataFrame(clipping.threshold_sweep(report, top))
+    names = {k: t(f"clipping.series.{k}") for k in ("global", "double_counted", "before_unscale")}
+    names |= {f"per_rank_{r}": t("clipping.series.per_rank", rank=r) for r in (0, 1)}
+    if not sweep.empty:
+        sweep = sweep.assign(series=sweep["norm"].map(names), correct=sweep["norm"] == "global")
+        x = alt.X("threshold:Q", title=t("clipping.axis_threshold"))
+        y = alt.Y("coefficient:Q", title=t("clipping.axis_coefficient"))
+        dash = alt.StrokeDash("correct:N", legend=None)  # the correct norm solid, the others dashed
+        color = alt.Color("series:N", title=None)
+        lines = alt.Chart(sweep).mark_line().encode(x=x, y=y, color=color, strokeDash=dash)
+        now = pd.DataFrame({"threshold": [tau]})
+        rule = alt.Chart(now).mark_rule(strokeDash=[4, 4]).encode(x="threshold:Q")
+        st.altair_chart(lines + rule)
+
+st.subheader(t("clipping.run_title"))
+st.caption(t("clipping.run_caption"))
+if st.button(t("clipping.run_button"), key="clip_run", icon=":material/play_arrow:"):
+    import runners.clipping  # lazily: rendering the page never imports the runner
+    from ui.runs import run_with_status
+
+    result = run_with_status(t("clipping.run_label"), runners.clipping.run, **RUN_PARAMS)
+    st.session_state[RUN_KEY] = (RUN_PARAMS, result)
+stored, result = st.session_state.get(RUN_KEY, (None, None))
+if stored == RUN_PARAMS and result is not None and result.ok:
+    from runners.clipping import summary_rows
+
+    rows = summary_rows(result.report)
+    yes_no = {True: t("common.yes"), False: t("common.no")}
+    table = pd.DataFrame(rows).drop(columns="inject_rank")
+    table["scenario"] = [t(f"clipping.scenario_{r['scenario']}", rank=r["inject_rank"]) for r in rows]
+    table["rank"] = table["rank"].map(rank_label)
+    table[["skip", "core_skip", "agrees"]] = table[["skip", "core_skip", "agrees"]].replace(yes_no)
+    labels = {c: t(f"clipping.run_col.{c}") for c in table.columns}
+    shown_table = table.style.format(precision=6, na_rep=t("common.skipped"))  # a skip, never NaN
+    st.dataframe(shown_table, hide_index=True, column_config=labels, key="clip_run_table")
+    agree = result.report["agree"]
+    (st.success if agree else st.error)(t(f"clipping.run_{'agree' if agree else 'disagree'}"))
+    finite = result.report["scenarios"]["finite"]
+    agrees = yes_no.get(finite["agree_fsdp2"])
+    if finite["fsdp2"]["supported"]:
+        st.caption(t("clipping.fsdp2_line", norm=finite["fsdp2"]["norm"], agree=agrees))
+    else:
+        st.warning(t("clipping.fsdp2_unsupported", reason=finite["fsdp2"]["reason"]))
+
+show_code(clipping.clip_report, clipping.norm_parts, clipping.clip_coefficient)

@@ -1,0 +1,150 @@
+"""09 Coordinate the step: an overflow on one rank, and the four steps every rank takes together."""
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from core import clipping
+from ui import deeplink
+from ui.page import fmt, guard, header, show_code, t
+
+LR = 0.1
+RUN_KEY = "step_run_result"  # session state: (run parameters, RunResult) of the last press
+URL = "query-params"  # numbers travel in the link as they are
+FINITE_RUN = {"inject_overflow": None, "nonfinite": "inf"}
+BADGE = {"ok": ("green", ":material/check:"), "wrong": ("red", ":material/close:")}
+BADGE |= {"latent": ("orange", ":material/visibility_off:"), "skipped": ("gray", ":material/block:")}
+
+
+def rank_label(rank: int) -> str:
+    return t("clipping.rank_label", rank=rank)
+
+
+def given(x: float) -> str:  # an injected inf or NaN is an input: named, not "undefined"
+    return fmt(x) if math.isfinite(x) else t(f"clipping.injections.{'nan' if math.isnan(x) else 'inf'}")
+
+
+header("step")
+c1, c2, c3 = st.columns(3)
+layout = deeplink.choice(
+    c1.selectbox,
+    t("clipping.scenario"),
+    tuple(clipping.SCENARIOS),
+    key="step_layout",
+    default="seed_replicated",
+    format_func=lambda k: t(f"clipping.scenarios.{k}"),
+)
+scale = c1.number_input(t("clipping.scale"), value=8.0, key="step_scale", bind=URL)
+tau = c1.number_input(t("clipping.threshold"), value=1.0, key="step_threshold", bind=URL)
+inject = deeplink.choice(
+    c2.selectbox,
+    t("clipping.inject"),
+    ("none", *clipping.INJECTIONS),
+    key="step_inject",
+    default="inf",
+    format_func=lambda k: t(f"clipping.injections.{k}"),
+)
+# "rank 0" and parameter ids read the same in every language: safe as URL values.
+inject_rank = c2.selectbox(t("clipping.inject_rank"), (0, 1), 1, rank_label, key="step_rank", bind=URL)
+held = tuple(clipping.scenario_grads(layout, 1.0)[inject_rank])
+inject_id = c2.selectbox(t("step.inject_id"), held, key="step_inject_id", bind=URL)
+variant = deeplink.choice(
+    c3.radio,
+    t("clipping.variant"),
+    clipping.VARIANTS,
+    key="step_variant",
+    default="global",
+    format_func=lambda k: t(f"clipping.variants.{k}"),
+)
+st.caption(t("clipping.setup", scale=fmt(scale), lr=fmt(LR)))
+
+with guard():
+    injection = None if inject == "none" else (inject_rank, inject_id, inject)
+    grads = clipping.scenario_grads(layout, scale, inject=injection)
+    report = clipping.clip_report(grads, tau, scale, LR)
+    marks = clipping.protocol_marks(report, variant)
+    steps = report.outcomes[variant]
+    skipping = [rank_label(s.rank) for s in steps if s.skip]
+    stepping = [rank_label(s.rank) for s in steps if not s.skip]
+    decision = "all_skip" if not stepping else "all_step" if not skipping else "split"
+    norms = " / ".join(dict.fromkeys(fmt(s.norm) for s in steps if not s.skip))
+    coefficients = " / ".join(dict.fromkeys(fmt(s.coefficient) for s in steps if not s.skip))
+    flags = [t(f"step.flag_{'nonfinite' if b else 'finite'}", rank=r) for r, b in enumerate(report.nonfinite)]
+    figures = {
+        "unscale": " · ".join(flags),
+        "agree": t(f"step.{decision}", skipping=", ".join(skipping), stepping=", ".join(stepping)),
+        "reduce": t("common.skipped") if not stepping else t("step.norm_line", norm=norms, c=coefficients),
+        "update": " · ".join(t("step.count_line", rank=s.rank, steps=s.step) for s in steps),
+    }
+    for column, name in zip(st.columns(4), clipping.PROTOCOL, strict=True):
+        with column.container(border=True):
+            st.markdown(f"{t(f'step.steps.{name}.kicker')}  \n**{t(f'step.steps.{name}.title')}**")
+            st.markdown(t(f"step.steps.{name}.body"))
+            color, icon = BADGE[marks[name]]
+            st.badge(t(f"step.marks.{marks[name]}"), color=color, icon=icon)
+            st.markdown(figures[name])
+
+    (st.error if "wrong" in marks.values() else st.info)(t(f"clipping.why.{variant}"))
+    if report.diverged[variant]:
+        st.error(t("step.diverged_note"), icon=":material/call_split:")
+    elif report.skip and variant != "local_skip":
+        st.success(t("step.skip_note"), icon=":material/pause_circle:")
+
+    own = report.owners
+    rows = [
+        {
+            "rank": rank_label(s.rank),
+            "id": j,
+            "value": f"{given(report.scaled[s.rank][j])} → {given(report.unscaled[s.rank][j])}",
+            "owner": t("clipping.owner_self") if own[j] == s.rank else t("clipping.owner_copy", rank=own[j]),
+            "coefficient": t("common.skipped") if s.skip else fmt(s.coefficient),
+            "applied": t("common.skipped") if s.skip else fmt(s.applied[j]),
+            "param": f"{fmt(s.params[j])} · {t('common.skipped')}" if s.skip else fmt(s.params[j]),
+            "steps": str(s.step),
+        }
+        for s in steps
+        for j in report.scaled[s.rank]
+    ]
+    st.subheader(t("clipping.table_title"))
+    config = {c: st.column_config.TextColumn(t(f"step.col.{c}")) for c in rows[0]} if rows else None
+    st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=config, key="step_table")
+    st.caption(t("step.scope"))
+
+st.subheader(t("clipping.run_title"))
+st.caption(t("step.run_caption"))
+# The real run writes the non-finite value into the chosen rank's own shard (w0 or w1).
+params = FINITE_RUN if inject == "none" else {"inject_overflow": inject_rank, "nonfinite": inject}
+if st.button(t("clipping.run_button"), key="step_run", icon=":material/play_arrow:"):
+    import runners.clipping  # lazily: rendering the page never imports the runner
+    from ui.runs import run_with_status
+
+    st.session_state[RUN_KEY] = (
+        params,
+        run_with_status(t("clipping.run_label"), runners.clipping.run, **params),
+    )
+stored, result = st.session_state.get(RUN_KEY, (None, None))
+if stored == params and result is not None and result.ok:
+    from runners.clipping import summary_rows
+
+    rows = summary_rows(result.report)
+    table = pd.DataFrame(rows).drop(columns="inject_rank")
+    table["scenario"] = [t(f"clipping.scenario_{r['scenario']}", rank=r["inject_rank"]) for r in rows]
+    table["rank"] = table["rank"].map(rank_label)
+    yes_no = {True: t("common.yes"), False: t("common.no")}
+    table[["skip", "core_skip", "agrees"]] = table[["skip", "core_skip", "agrees"]].replace(yes_no)
+    labels = {c: t(f"clipping.run_col.{c}") for c in table.columns}
+    shown_table = table.style.format(precision=6, na_rep=t("common.skipped"))  # a skip, never NaN
+    st.dataframe(shown_table, hide_index=True, column_config=labels, key="step_run_table")
+    agree = result.report["agree"]
+    (st.success if agree else st.error)(t(f"clipping.run_{'agree' if agree else 'disagree'}"))
+    for name, s in result.report["scenarios"].items():
+        if not s["fsdp2"]["supported"]:
+            st.warning(t("clipping.fsdp2_unsupported", reason=s["fsdp2"]["reason"]))
+        elif name == "overflow" and all(r["skip"] for r in s["fsdp2_ranks"]):
+            shards = " · ".join(
+                f"{rank_label(r['rank'])}: {r['local_scaled_grad']}" for r in s["fsdp2_ranks"]
+            )
+            st.caption(t("step.fsdp2_overflow", shards=shards))
+
+show_code(clipping.clip_report, clipping.protocol_marks)

@@ -1,0 +1,420 @@
+"""Launch a worker under `torchrun` and collect each rank's JSON - without ever hanging a page.
+
+The launcher side (`launch`) runs, as an argument list and never through a shell,
+
+    python -m torch.distributed.run --standalone --nproc-per-node P ... -m <worker> *args --out-dir <tmp>
+
+in a new session, polls it against a wall-clock timeout, and always ends with no process and
+no temporary directory left behind. A failed or timed-out run is a `RunResult` with a
+one-line message naming the failing rank and its root cause - never an exception.
+
+The worker side (`init_worker`, `write_rank_output`) is what a torchrun entry point calls:
+Gloo on CPU (NCCL when CUDA is present), float64 by default, a process-group timeout, and
+one `rank<RANK>.json` per rank. Workers know nothing about this launcher beyond those two
+calls, so they run unchanged under a hand-typed `torchrun` with more ranks or more nodes.
+
+Run a worker by hand:  torchrun --standalone --nproc-per-node 2 -m runners.negatives --out-dir /tmp/o
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from core.validation import InvalidInput, count, positive
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_WORLD_SIZE = 64
+PG_TIMEOUT_ENV = "PCL_PG_TIMEOUT_S"  # the process-group timeout handed to every worker
+TOKEN_ENV = "PCL_LAUNCH_TOKEN"  # marks every process of one launch, so none can escape the sweep
+MAX_CONCURRENT_RUNS = max(1, int(os.environ.get("PCL_MAX_CONCURRENT_RUNS", "1")))
+_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
+GRACE_S = 3.0  # between SIGTERM and SIGKILL when a run is stopped
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
+_MAX_MESSAGE = 400
+_SOURCE_LOCATION = re.compile(r"\[[^\]\s]+\.(?:cc|cpp|h|hpp):\d+\]\s*")  # "[/__w/.../pair.cc:553] "
+_RANK_PREFIX = re.compile(r"^\[(?:default)?rank\d+\]:\s?")
+_FATAL = ("terminate called", "what():", "Fatal Python error", "Segmentation fault")
+# Symptoms of a peer having died first; these ranks are never reported as the root cause.
+_SECONDARY = (
+    "Connection closed by peer",
+    "remote worker crashing",
+    "Connection reset by peer",
+    "Broken pipe",
+    "DistNetworkError",
+    "DistBackendError",
+)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Outcome of one launch. `ok=False` carries a one-line `message`; `ranks` is then empty."""
+
+    ok: bool
+    message: str
+    ranks: tuple[dict, ...]
+    seconds: float
+    worker_hash: str
+    report: dict | None = None
+
+
+class ProgressEvent(str):
+    """A progress line (plain English text) that also carries a stable `event` code and its
+    `values`, so a page can show it in the reader's language from its catalogue.
+
+    Events: start (world_size, worker), queued, rank_done (rank, done, world_size),
+    finished (seconds), failed (message), timeout (seconds, timeout_s).
+    """
+
+    event: str
+    values: dict
+
+    def __new__(cls, event: str, text: str, **values: object) -> ProgressEvent:
+        self = super().__new__(cls, text)
+        self.event = event
+        self.values = values
+        return self
+
+
+# ---------------------------------------------------------------- launcher side
+
+
+def worker_code_hash(worker: str) -> str:
+    """sha256 (hex) of the worker module's source file: the cache key for its results."""
+    return hashlib.sha256(_worker_file(worker).read_bytes()).hexdigest()
+
+
+def launch(
+    worker: str,
+    world_size: int,
+    args: Sequence[str] = (),
+    *,
+    timeout_s: float = 120.0,
+    pg_timeout_s: float = 60.0,
+    progress: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Run `worker` on `world_size` local processes under torchrun and gather their JSON.
+
+    Args:
+        worker: module path of a torchrun entry point, e.g. "runners.negatives".
+        world_size: number of processes P (1..64).
+        args: extra worker arguments; "--out-dir <tmp>" is appended.
+        timeout_s: wall-clock limit of the whole launch; on expiry every process is killed.
+        pg_timeout_s: process-group timeout the workers pass to init_process_group.
+        progress: called with a `ProgressEvent` (a str) as the run advances.
+    Returns:
+        RunResult: ok with every rank's JSON ordered by rank, or ok=False with a message.
+    Raises:
+        ValueError / TypeError only for invalid arguments (never for a failed run).
+    """
+    if not isinstance(worker, str) or not _MODULE.match(worker):
+        raise InvalidInput("worker", worker, "one_of", "a dotted module name")
+    world_size = count(world_size, "world_size", minimum=1)
+    if world_size > MAX_WORLD_SIZE:
+        raise InvalidInput("world_size", world_size, "in_range", f"1..{MAX_WORLD_SIZE}")
+    if isinstance(args, str) or any(not isinstance(a, str) for a in args):
+        raise TypeError(f"args={args!r} is not a sequence of strings")
+    timeout_s = positive(timeout_s, "timeout_s")
+    pg_timeout_s = positive(pg_timeout_s, "pg_timeout_s")
+    worker_hash = worker_code_hash(worker)
+
+    def say(event: str, text: str, **values: object) -> None:
+        if progress is not None:
+            progress(ProgressEvent(event, text, **values))
+
+    start = time.monotonic()
+    # A small shared box: runs beyond MAX_CONCURRENT_RUNS queue, inside their own time budget.
+    if not _SLOTS.acquire(blocking=False):
+        say("queued", "waiting for another run to finish")
+        if not _SLOTS.acquire(timeout=timeout_s):
+            message = f"timed out after {timeout_s:g} s waiting for other runs to finish"
+            say("timeout", message, seconds=time.monotonic() - start, timeout_s=timeout_s)
+            return RunResult(False, message, (), time.monotonic() - start, worker_hash)
+    try:
+        return _launch(worker, world_size, args, start, timeout_s, pg_timeout_s, worker_hash, say)
+    finally:
+        _SLOTS.release()
+
+
+def _launch(worker, world_size, args, start, timeout_s, pg_timeout_s, worker_hash, say) -> RunResult:
+    tmp = Path(tempfile.mkdtemp(prefix="pcl-run-"))
+    out_dir, log_dir = tmp / "out", tmp / "logs"
+    out_dir.mkdir()
+    log_dir.mkdir()
+    token = uuid.uuid4().hex
+    env = dict(os.environ)
+    env.update(
+        {
+            "OMP_NUM_THREADS": "1",  # P processes share a small CPU; threads would fight
+            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p),
+            "PYTHONUNBUFFERED": "1",
+            PG_TIMEOUT_ENV: repr(pg_timeout_s),
+            TOKEN_ENV: token,
+        }
+    )
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run",
+        "--standalone", "--nproc-per-node", str(world_size),
+        "--max-restarts", "0", "--monitor-interval", "0.1",
+        "--shutdown-timeout", str(int(GRACE_S)),
+        "--log-dir", str(log_dir), "--redirects", "3",  # per-rank stdout/stderr files: root causes
+        "-m", worker, *args, "--out-dir", str(out_dir),
+    ]  # fmt: skip
+    proc: subprocess.Popen | None = None
+    try:
+        say("start", f"starting {world_size} processes of {worker}", world_size=world_size, worker=worker)
+        with (tmp / "torchrun.out").open("wb") as out, (tmp / "torchrun.err").open("wb") as err:
+            proc = subprocess.Popen(
+                cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                start_new_session=True,  # its own process group: one killpg reaches it all
+            )  # fmt: skip
+        finished: set[int] = set()
+        timed_out = False
+        while True:
+            try:
+                returncode = proc.wait(timeout=0.1)
+            except subprocess.TimeoutExpired:
+                returncode = None
+            for rank in range(world_size):
+                if rank not in finished and (out_dir / f"rank{rank}.json").exists():
+                    finished.add(rank)
+                    say(
+                        "rank_done",
+                        f"rank {rank} reported ({len(finished)}/{world_size})",
+                        rank=rank, done=len(finished), world_size=world_size,
+                    )  # fmt: skip
+            if returncode is not None:
+                break
+            if time.monotonic() - start >= timeout_s:
+                timed_out = True
+                break
+        if timed_out:
+            _stop(proc, token)
+            missing = [str(r) for r in range(world_size) if r not in finished]
+            which = f"rank{'s' if len(missing) > 1 else ''} {', '.join(missing)} unfinished"
+            message = f"timed out after {timeout_s:g} s ({which}); stopped all {world_size} processes"
+            seconds = time.monotonic() - start
+            say("timeout", message, seconds=seconds, timeout_s=timeout_s)
+            return RunResult(False, message, (), seconds, worker_hash)
+        if returncode != 0:
+            message = _root_cause(log_dir, tmp / "torchrun.err", returncode)
+        else:
+            ranks, message = _read_ranks(out_dir, world_size)
+            if not message:
+                seconds = time.monotonic() - start
+                say("finished", f"all {world_size} ranks finished in {seconds:.1f} s", seconds=seconds)
+                return RunResult(True, "", ranks, seconds, worker_hash)
+        seconds = time.monotonic() - start
+        say("failed", message, message=message)
+        return RunResult(False, message, (), seconds, worker_hash)
+    finally:
+        # Also runs when the progress callback raises (e.g. a page being re-run).
+        if proc is not None:
+            _stop(proc, token)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _worker_file(worker: str) -> Path:
+    if not isinstance(worker, str) or not _MODULE.match(worker):
+        raise InvalidInput("worker", worker, "one_of", "a dotted module name")
+    base = ROOT.joinpath(*worker.split("."))
+    for path in (base.with_suffix(".py"), base / "__main__.py", base / "__init__.py"):
+        if path.is_file():
+            return path
+    try:
+        spec = importlib.util.find_spec(worker)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin or not Path(spec.origin).is_file():
+        raise InvalidInput("worker", worker, "one_of", "an importable module with a source file")
+    return Path(spec.origin)
+
+
+def _tagged_pids(token: str) -> list[int]:
+    """Live processes whose environment carries this launch's token (Linux /proc)."""
+    needle = f"{TOKEN_ENV}={token}".encode()
+    found = []
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    found.append(int(entry.name))
+        except OSError:
+            continue  # gone, or not ours
+    return found
+
+
+def _signal_all(proc: subprocess.Popen, token: str, sig: int) -> None:
+    for pid in _tagged_pids(token):
+        for kill in (os.killpg, os.kill):  # workers lead their own groups (torchrun's choice)
+            try:
+                kill(pid, sig)
+            except OSError:
+                pass
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, sig)
+        except OSError:
+            pass
+
+
+def _stop(proc: subprocess.Popen, token: str) -> None:
+    """Stop torchrun and every worker of this launch: SIGTERM, a grace period, SIGKILL; reap."""
+    if proc.poll() is None or _tagged_pids(token):
+        _signal_all(proc, token, signal.SIGTERM)
+        deadline = time.monotonic() + GRACE_S
+        while time.monotonic() < deadline and (proc.poll() is None or _tagged_pids(token)):
+            time.sleep(0.05)
+        _signal_all(proc, token, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + GRACE_S
+    while _tagged_pids(token) and time.monotonic() < deadline:
+        _signal_all(proc, token, signal.SIGKILL)
+        time.sleep(0.05)
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= _MAX_MESSAGE else line[: _MAX_MESSAGE - 1] + "…"
+
+
+def _exception_line(stderr: str) -> str:
+    """The 'Type: message' line that ends the last Python traceback in `stderr`, or ''."""
+    # torchrun prefixes every line a worker prints with "[rank<N>]: ".
+    stderr = "\n".join(_RANK_PREFIX.sub("", line) for line in stderr.splitlines())
+    at = stderr.rfind("Traceback (most recent call last):")
+    if at < 0:  # a crash below Python (a C++ abort, a fatal signal) leaves no traceback
+        fatal = [ln.strip() for ln in stderr.splitlines() if ln.strip().startswith(_FATAL)]
+        return " ".join(fatal[:2])
+    lines = [ln for ln in stderr[at:].splitlines()[1:] if ln.strip()]
+    tail = [ln for ln in lines if not ln.startswith((" ", "\t"))]
+    return tail[0] if tail else ""
+
+
+def _is_secondary(text: str) -> bool:
+    """A rank that failed only because a peer died first (its collective lost the peer)."""
+    return any(marker in text for marker in _SECONDARY)
+
+
+def _root_cause(log_dir: Path, torchrun_err: Path, returncode: int) -> str:
+    """The earliest failing rank and its exception, from torchrun's per-rank error files."""
+    failures: list[tuple[bool, int, int, str]] = []  # (secondary, time_ns, rank, text)
+    for rank_dir in log_dir.glob("*/attempt_*/*"):
+        if not rank_dir.name.isdigit():
+            continue
+        rank, text, when = int(rank_dir.name), "", 0
+        error_file = rank_dir / "error.json"  # written by torch's @record
+        if error_file.is_file():
+            try:
+                message = json.loads(error_file.read_text()).get("message", "")
+                text = message.get("message", "") if isinstance(message, dict) else str(message)
+                when = error_file.stat().st_mtime_ns
+            except (OSError, ValueError, AttributeError):
+                text = ""
+        stderr_file = rank_dir / "stderr.log"
+        if not text and stderr_file.is_file():
+            text = _exception_line(stderr_file.read_text(errors="replace"))
+            when = stderr_file.stat().st_mtime_ns
+        if text:
+            failures.append((_is_secondary(text), when, rank, text))
+    if failures:
+        _, _, rank, text = min(failures)
+        return _one_line(f"rank {rank}: {_SOURCE_LOCATION.sub('', text)}")
+    try:
+        err = torchrun_err.read_text(errors="replace")
+    except OSError:
+        err = ""
+    rank = re.search(r"rank\s*:\s*(\d+)", err)
+    code = re.search(r"exitcode\s*:\s*(-?\d+)", err)
+    if rank and code:
+        exit_code = int(code.group(1))
+        how = f"killed by {signal.Signals(-exit_code).name}" if exit_code < 0 else f"exit code {exit_code}"
+        return _one_line(f"rank {rank.group(1)}: {how}")
+    last = _exception_line(err) or next((ln for ln in reversed(err.splitlines()) if ln.strip()), "")
+    return _one_line(f"torchrun exited with code {returncode}" + (f": {last}" if last else ""))
+
+
+def _read_ranks(out_dir: Path, world_size: int) -> tuple[tuple[dict, ...], str]:
+    ranks = []
+    for rank in range(world_size):
+        path = out_dir / f"rank{rank}.json"
+        try:
+            payload = json.loads(path.read_text())
+        except FileNotFoundError:
+            return (), f"rank {rank}: wrote no output"
+        except (OSError, ValueError) as exc:
+            return (), _one_line(f"rank {rank}: unreadable output ({exc})")
+        if not isinstance(payload, dict):
+            return (), f"rank {rank}: output is not a JSON object"
+        body = {k: v for k, v in payload.items() if k != "sha256"}
+        if payload.get("sha256") != payload_sha256(body):
+            return (), f"rank {rank}: output checksum mismatch"
+        ranks.append(payload)
+    return tuple(ranks), ""
+
+
+# ---------------------------------------------------------------- worker side
+
+
+def payload_sha256(payload: dict) -> str:
+    """sha256 of a payload's canonical JSON (sorted keys, no spaces): what a rank signs."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def init_worker(pg_timeout_s: float | None = None) -> tuple[int, int]:
+    """Join the process group torchrun set up; returns (rank, world_size).
+
+    Gloo on CPU, NCCL (one device per local rank) when CUDA is present; float64 by default.
+    `pg_timeout_s` defaults to the launcher's PCL_PG_TIMEOUT_S, else 60 s.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if pg_timeout_s is None:
+        pg_timeout_s = float(os.environ.get(PG_TIMEOUT_ENV, "60"))
+    torch.set_default_dtype(torch.float64)
+    torch.set_num_threads(1)
+    backend = "gloo"
+    if torch.cuda.is_available():
+        backend = "nccl"
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group(backend=backend, timeout=timedelta(seconds=pg_timeout_s))
+    return dist.get_rank(), dist.get_world_size()
+
+
+def worker_device():
+    """The torch device this rank computes on: its local CUDA device, else the CPU."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device("cpu")
+
+
+def write_rank_output(out_dir: str | os.PathLike, rank: int, payload: dict) -> None:
+    """Write `<out_dir>/rank<rank>.json` atomically, with a "sha256" of the payload added."""
+    body = {k: v for k, v in payload.items() if k != "sha256"}
+    data = dict(body, sha256=payload_sha256(body))
+    path = Path(out_dir) / f"rank{rank}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(data, sort_keys=True))
+    os.replace(partial, path)  # the launcher never sees a half-written file

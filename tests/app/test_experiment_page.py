@@ -1,0 +1,119 @@
+"""The Full Transformer experiment page: renders in both languages without a run, its label
+controls drive the highlighted text and the theory table, and a stored run's results render.
+
+No process is started here: the results section is fed a report of the documented shape
+built from `transformer.predictions` (the real run is tested in tests/runners)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from runners import transformer
+from runners.launcher import RunResult
+from runners.lm import data
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = "pages/experiment.py"
+
+
+def open_page(lang: str = "en") -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["lang"] = lang
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def theory(at: AppTest) -> list[str]:
+    return list(at.dataframe[0].value.iloc[:, 2])  # the prediction table comes first
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_renders_without_starting_anything(lang):
+    at = open_page(lang)
+    assert at.title[0].value == ("Full Transformer experiment" if lang == "en" else "完整 Transformer 实验")
+    assert [at.number_input(key=f"exp_labels{i}").value for i in range(4)] == list(data.DEFAULT_LABELS)
+    assert at.number_input(key="exp_labels3").max < 96  # the short tail window
+
+
+def test_rendering_needs_no_torch():
+    """Everything the page imports to render stays light: torch only loads in the workers."""
+    code = (
+        "import sys; from runners import transformer; from runners.lm import artifacts, data; "
+        "data.experiment_windows(artifacts.tokenizer()); transformer.predictions((40, 7, 0, 23)); "
+        "print('torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def test_label_counts_drive_the_text_and_the_theory():
+    at = open_page()
+    highlighted = [m.value for m in at.markdown if ":orange-background[" in m.value]
+    assert len(highlighted) == 3  # window 2 carries no label by default
+    assert theory(at)[2] == "different update" and theory(at)[3] == "different update"
+    for i, n in enumerate((30, 10, 25, 15)):  # equal microbatch and rank counts
+        at.number_input(key=f"exp_labels{i}").set_value(n).run()
+    assert not at.exception
+    assert len([m for m in at.markdown if ":orange-background[" in m.value]) == 4
+    assert set(theory(at)) == {"same update"}
+    at.number_input(key="exp_labels0").set_value(0).run()
+    at.number_input(key="exp_labels1").set_value(0).run()
+    assert theory(at)[2].startswith("undefined")
+
+
+def fake_report(labels) -> dict:
+    """A report of the CLI's shape (numbers illustrative): what the page must be able to show."""
+    branches = []
+    for row in transformer.predictions(labels):
+        ok = row["expected_correct"] is True
+        diff = 0.0 if row["name"] == "full_batch" else (1e-16 if ok else 3e-2)
+        branches.append(
+            {
+                **row,
+                "max_abs_diff": diff,
+                "passed": ok,
+                "first_divergence": None if ok else {"stage": "loss", "tensor": None},
+                "rank_hashes": ["ab" * 32, "ab" * 32],
+                "param_diffs": {"tok_emb.weight": diff, "head.weight": diff / 2},
+            }
+        )
+    adamw = {"naive_changed": ["weights", "exp_avg", "exp_avg_sq", "step"], "naive_max_weight_change": 2e-3}
+    return {
+        "tolerance": 2e-10,
+        "labels": list(labels),
+        "num_valid_labels": sum(labels),
+        "branches": branches,
+        "equal_count_control": {"labels": [30, 10, 25, 15], "branches": branches},
+        "zero_labels": {
+            "skip_state_identical": True,
+            "naive_changed": ["adamw.weights"],
+            "by_optimizer": {
+                "adamw": {**adamw, "steps_before": [800.0], "steps_after_naive": [801.0]},
+                "sgd": {"naive_changed": [], "naive_max_weight_change": 0.0},
+            },
+        },
+    }
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_stored_run_renders_its_results(lang):
+    at = open_page(lang)
+    params = {"labels": data.DEFAULT_LABELS, "world_size": 2, "optimizer": "both"}
+    result = RunResult(True, "", (), 12.0, "0" * 64, fake_report(data.DEFAULT_LABELS))
+    at.session_state["exp_run_result"] = (params, result)
+    at.run()
+    assert not at.exception, at.exception
+    predictions, results, control = (d.value for d in at.dataframe)
+    assert len(predictions) == len(results) == len(control) == 10
+    assert results.iloc[2, 3] == "3.00e-02" and results.iloc[0, 3] == "0.00e+00"
+    assert at.metric[0].value == ("yes" if lang == "en" else "是")
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 1 and '"log"' in charts[0].proto.spec  # |delta| per tensor, log scale

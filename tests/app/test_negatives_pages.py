@@ -1,0 +1,145 @@
+"""Pages 05 (global negatives) and 06 (from representations to parameters) under AppTest.
+
+The figures on screen must be the seed's, must follow the widgets, and the run section must
+show a stored real-run result beside the prediction (the real torchrun launch itself is
+tested in tests/runners/). Rendering must never import torch.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+NEGATIVES, PARAMETERS = "pages/05_negatives.py", "pages/06_parameters.py"
+
+
+def open_page(page: str, lang: str = "en", **query) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["lang"] = lang
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def metrics(at: AppTest) -> list[str]:
+    return [m.value for m in at.metric]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("page", [NEGATIVES, PARAMETERS])
+def test_page_renders_in_both_languages(page, lang):
+    at = open_page(page, lang)
+    assert at.dataframe and at.metric
+    has_chinese = any("\u4e00" <= ch <= "\u9fff" for ch in at.title[0].value)
+    assert has_chinese == (lang == "zh")
+
+
+def test_negatives_shows_the_seed_figures():
+    at = open_page(NEGATIVES)
+    assert metrics(at)[:3] == ["+2.072539", "+0.922412", "-0.059601"]
+    contributions = at.dataframe[1].value
+    assert contributions.loc[0, "kept"] == pytest.approx(-0.059601, abs=5e-7)
+    assert contributions.loc[0, "full"] == pytest.approx(0.922412, abs=5e-7)
+
+
+def test_changing_tau_changes_the_loss_shown():
+    at = open_page(NEGATIVES)
+    before = metrics(at)
+    at.slider(key="neg_tau").set_value(2.0).run()
+    after = metrics(at)
+    assert not at.exception
+    assert after[0] != before[0] and after[1] != before[1]
+
+
+def test_changing_a_query_changes_the_probability_table():
+    at = open_page(NEGATIVES)
+    before = at.dataframe[0].value["p_0"].tolist()
+    at.number_input(key="neg_q0").set_value(-1.0).run()
+    assert at.dataframe[0].value["p_0"].tolist() != before
+
+
+def test_deep_link_sets_tau():
+    at = open_page(NEGATIVES, neg_tau="2.0")
+    assert at.slider(key="neg_tau").value == 2.0
+    assert metrics(at)[0] != "+2.072539"
+
+
+def test_parameters_scheme_switch_shows_the_full_loss_factor():
+    at = open_page(PARAMETERS)
+    gather = metrics(at)
+    assert gather[:2] == gather[2:] == ["+1.844825", "+1.844825"]  # applied == objective
+    at.segmented_control(key="par_scheme").set_value("full_loss_each_rank").run()
+    assert metrics(at)[:2] == ["+0.922412", "+0.922412"]  # 1/n of the objective ...
+    assert "×2" in " ".join(m.value for m in at.markdown)  # ... so the page names the factor n
+    at.slider(key="par_tau").set_value(0.5).run()
+    assert metrics(at)[0] != "+0.922412"
+
+
+def stored_run(report: dict):
+    from runners.launcher import RunResult
+
+    return RunResult(ok=True, message="", ranks=(), seconds=1.0, worker_hash="x", report=report)
+
+
+def seed_report(perturb: float = 0.0) -> dict:
+    """A report shaped like runners.negatives' at the seed (numbers from the core: this test
+    checks the page's display, the real run's numbers are checked in tests/runners/)."""
+    from core import infonce
+
+    schemes = {}
+    for s in infonce.SCHEMES:
+        r = infonce.encoder_grads([1.0, 2.0], [1.0, -1.0], 1.0, 1.0, 1.0, s)
+        schemes[s] = {
+            "grad_wq": r.grad_wq + perturb,
+            "grad_wd": r.grad_wd,
+            "params_after_sgd": {"wq": 1.0 - 0.1 * r.grad_wq, "wd": 1.0 - 0.1 * r.grad_wd},
+            "ranks": [
+                {
+                    "local_loss": r.local_loss[k],
+                    "grad_wq_local": r.grad_wq_local[k],
+                    "grad_wd_local": r.grad_wd_local[k],
+                }
+                for k in range(2)
+            ],
+        }
+    inputs = {"a": [1.0, 2.0], "b": [1.0, -1.0], "wq": 1.0, "wd": 1.0, "tau": 1.0, "lr": 0.1}
+    return {**inputs, "backend": "gloo", "world_size": 2, "schemes": schemes}
+
+
+@pytest.mark.parametrize("perturb, agrees", [(0.0, True), (1e-6, False)])
+def test_stored_run_is_shown_beside_the_prediction(perturb, agrees):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    params = {"world_size": 2, "tau": 1.0, "wq": 1.0, "wd": 1.0}
+    at.session_state["par_run_result"] = (params, stored_run(seed_report(perturb)))
+    at.switch_page(PARAMETERS).run()
+    assert not at.exception, at.exception
+    table = at.dataframe[-1].value
+    assert list(table["agree"]) == (["yes"] * 4 if agrees else ["no", "no", "no", "no"])
+    assert bool(at.success) == agrees and bool(at.warning) != agrees
+    # A different tau is a different experiment: the stored run is no longer shown.
+    at.slider(key="par_tau").set_value(2.0).run()
+    assert not at.success and not at.warning
+
+
+def test_rendering_never_imports_torch():
+    code = f"""
+import sys, json
+sys.path.insert(0, {str(ROOT)!r})
+from streamlit.testing.v1 import AppTest
+out = {{}}
+for page in ({NEGATIVES!r}, {PARAMETERS!r}):
+    at = AppTest.from_file({str(ROOT / "app.py")!r}, default_timeout=60)
+    at.switch_page(page).run()
+    out[page] = [not at.exception, "torch" in sys.modules]
+print(json.dumps(out))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {NEGATIVES: [True, False], PARAMETERS: [True, False]}
