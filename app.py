@@ -5,9 +5,16 @@ Each page renders the language switch through `ui.page.header` (see why there).
 Run: streamlit run app.py
 """
 
+import os
+
 import streamlit as st
 
 from ui.page import t
+
+# One intra-op thread per torch computation: the pages' tensors are tiny, and on a small
+# shared box (2 cores, several visitors) extra threads only contend - measured 25x slower.
+# Set before any page imports torch, which reads it once.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 st.set_page_config(page_title="Parallel Correctness Lab", page_icon=":material/balance:", layout="wide")
 
@@ -18,11 +25,14 @@ PAGES = [
     ("pages/01_denominator.py", "denominator", "denominator.nav", ":material/functions:"),
     ("pages/02_ledger.py", "ledger", "ledger.nav", ":material/balance:"),
     ("pages/03_framework.py", "framework", "framework.nav", ":material/account_tree:"),
+    ("pages/04_limits.py", "limits", "limits.nav", ":material/rule:"),
     ("pages/05_negatives.py", "negatives", "negatives.nav", ":material/hub:"),
     ("pages/06_parameters.py", "parameters", "parameters.nav", ":material/tune:"),
     ("pages/experiment.py", "experiment", "experiment.nav", ":material/model_training:"),
+    ("pages/07_validation.py", "validation", "validation.nav", ":material/fact_check:"),
     ("pages/08_clipping.py", "clipping", "clipping.nav", ":material/content_cut:"),
     ("pages/09_coordinated_step.py", "coordinated-step", "step.nav", ":material/sync_lock:"),
+    ("pages/sources.py", "sources", "sources.nav", ":material/menu_book:"),
 ]
 
 navigation = st.navigation(

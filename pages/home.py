@@ -17,9 +17,11 @@ WORKSHOP = [
     ("denominator", "pages/01_denominator.py"),
     ("ledger", "pages/02_ledger.py"),
     ("framework", "pages/03_framework.py"),
+    ("limits", "pages/04_limits.py"),
     ("negatives", "pages/05_negatives.py"),
     ("parameters", "pages/06_parameters.py"),
     ("experiment", "pages/experiment.py"),
+    ("validation", "pages/07_validation.py"),
     ("clipping", "pages/08_clipping.py"),
     ("step", "pages/09_coordinated_step.py"),
 ]

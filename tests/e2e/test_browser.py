@@ -1,6 +1,8 @@
 """The whole app in a real browser: home, language, a control driving its figure, deep links."""
 
+import ast
 import re
+from pathlib import Path
 
 import pytest
 
@@ -66,8 +68,39 @@ def test_copy_link_button_copies_the_scenario(browser, app_url):
         tab.goto(f"{app_url}/ledger?lang=zh&ledger_n_a=5")
         wait_for_app(tab)
         tab.locator("button.pcl-share").click()
-        tab.wait_for_function("() => document.querySelector('button.pcl-share').textContent.includes('已复制')")
+        tab.wait_for_function(
+            "() => document.querySelector('button.pcl-share').textContent.includes('已复制')"
+        )
         copied = tab.evaluate("() => navigator.clipboard.readText()")
         assert "lang=zh" in copied and "ledger_n_a=5" in copied and "/ledger" in copied
     finally:
         context.close()
+
+
+def registered_url_paths() -> list[str]:
+    """URL paths of app.py's PAGES (home is the root)."""
+    tree = ast.parse((Path(__file__).resolve().parents[2] / "app.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PAGES":
+            return ["" if url == "home" else url for _, url, *_ in ast.literal_eval(node.value)]
+    raise AssertionError("app.py has no PAGES list")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("path", registered_url_paths())
+def test_every_page_renders_in_the_browser(page, app_url, path, lang):
+    page.goto(f"{app_url}/{path}?lang={lang}")
+    wait_for_app(page)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    if lang == "zh":
+        assert re.search(r"[\u4e00-\u9fff]", page.locator("h1").first.inner_text())
+    screenshot(page, f"page-{path or 'home'}-{lang}")
+
+
+def test_two_process_check_shows_its_verdict(page, app_url):
+    """A real torchrun + Gloo launch from the browser, and the page's verdict."""
+    page.goto(f"{app_url}/parameters")
+    wait_for_app(page)
+    page.get_by_role("button", name=re.compile("Run the two-process check")).click()
+    page.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(timeout=180_000)
+    screenshot(page, "parameters-real-run")
