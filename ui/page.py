@@ -105,7 +105,7 @@ def share_button() -> None:
         f"""<button class="pcl-share" type="button" title={label}
         style="font:inherit;font-size:0.85rem;padding:0.25rem 0.7rem;border-radius:0.5rem;
         border:1px solid rgba(49,51,63,0.2);background:transparent;cursor:pointer"
-        >🔗 {html.escape(t("common.copy_link"))}</button>
+        >{html.escape(t("common.copy_link"))}</button>
         <script>
         document.querySelectorAll("button.pcl-share:not([data-bound])").forEach((button) => {{
             button.dataset.bound = "1";

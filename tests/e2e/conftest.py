@@ -57,9 +57,19 @@ def app_url():
     port = _free_port()
     server = subprocess.Popen(
         [
-            sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
-            "--server.port", str(port), "--server.address", "127.0.0.1",
-            "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app.py"),
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
         ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
@@ -113,15 +123,15 @@ def page(browser):
 
 
 def wait_for_app(tab) -> None:
-    """Wait until Streamlit has finished running the script (no spinner, app rendered)."""
-    tab.wait_for_selector('[data-testid="stApp"]')
+    """Wait until Streamlit has finished the script run and drawn every element: no
+    running indicator and no element skeletons (lazy widgets paint a frame later)."""
     tab.wait_for_selector('[data-testid="stAppViewContainer"] h1')
-    tab.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-        " || document.querySelector('[data-testid=\"stStatusWidget\"]').innerText === ''",
-        timeout=30_000,
-    )
-    tab.wait_for_timeout(300)
+    settled = """() => document.querySelectorAll(
+        '[data-testid=stStatusWidgetRunningIcon], [data-testid=stAppRunningIcon], [data-testid*=keleton]'
+    ).length === 0"""
+    for _ in range(2):  # settled twice in a row, 250 ms apart: not just between two reruns
+        tab.wait_for_function(settled, timeout=60_000)
+        tab.wait_for_timeout(250)
 
 
 def screenshot(tab, name: str) -> None:
