@@ -5,6 +5,8 @@ import pandas as pd
 import streamlit as st
 
 from core import infonce
+from ui import downloads
+from ui.exercise import predict_number
 from ui.page import fmt, guard, header, show_code, t
 
 header("negatives")
@@ -33,6 +35,9 @@ with guard():
     result = infonce.contrastive(q, d, tau)
     sweep = infonce.tau_sweep(q, d)
     n = len(result.probs)
+    question, why = t("negatives.exercise"), t("negatives.exercise_why")
+    if not predict_number("neg_ex", question, result.grad_d_local[0], why, scenario=(q, d, tau)):
+        st.stop()
 
     m = st.columns(4)
     m[0].metric(t("negatives.metric.loss"), fmt(result.loss), help=t("negatives.metric.loss_help"))
@@ -55,8 +60,9 @@ with guard():
             for i in range(n)
         ]
     )
-    st.dataframe(
+    downloads.table(
         probs,
+        "probabilities",
         hide_index=True,
         column_config={
             "query": st.column_config.TextColumn(t("negatives.probs.query")),
@@ -79,8 +85,9 @@ with guard():
             for j in range(n)
         ]
     )
-    st.dataframe(
+    downloads.table(
         contributions,
+        "contributions",
         hide_index=True,
         column_config={
             "document": st.column_config.TextColumn(t("negatives.contrib.document")),

@@ -5,6 +5,8 @@ import pandas as pd
 import streamlit as st
 
 from core import infonce
+from ui import deeplink, downloads
+from ui.exercise import predict_number
 from ui.page import fmt, guard, header, show_code, t
 
 RUN_KEY = "par_run_result"  # session state: (run parameters, RunResult) of the last press
@@ -15,39 +17,30 @@ header("parameters")
 st.markdown(t("parameters.setup"))
 st.latex(t("parameters.formula"))
 
-cols = st.columns(7)
-a, b = (
-    [
-        cols[2 * k + i].number_input(
-            t(f"parameters.controls.{name}", i=i),
-            -10.0,
-            10.0,
-            SEED[name][i],
-            0.5,
-            key=f"par_{name}{i}",
-            bind="query-params",
-        )
-        for i in range(2)
-    ]
-    for k, name in enumerate(("a", "b"))
-)
-wq, wd = (
-    cols[4 + k].number_input(
-        t(f"parameters.controls.{name}"), -5.0, 5.0, SEED[name], 0.25, key=f"par_{name}", bind="query-params"
+
+def field(column, name: str, i: int | None, bound: float, step: float) -> float:
+    """One input number, carried in the URL as par_<name>[<i>]."""
+    default, suffix = (SEED[name], "") if i is None else (SEED[name][i], i)
+    label = t(f"parameters.controls.{name}", i=i)
+    return column.number_input(
+        label, -bound, bound, default, step, key=f"par_{name}{suffix}", bind="query-params"
     )
-    for k, name in enumerate(("wq", "wd"))
-)
+
+
+cols = st.columns(7)
+a, b = ([field(cols[2 * k + i], name, i, 10.0, 0.5) for i in range(2)] for k, name in enumerate(("a", "b")))
+wq, wd = (field(cols[4 + k], name, None, 5.0, 0.25) for k, name in enumerate(("wq", "wd")))
 tau = cols[6].slider(
     t("parameters.controls.tau"), 0.05, 5.0, SEED["tau"], 0.05, key="par_tau", bind="query-params"
 )
-scheme = st.segmented_control(
+scheme = deeplink.choice(
+    st.segmented_control,
     t("parameters.controls.scheme"),
     infonce.SCHEMES,
-    default=infonce.CORRECT_SCHEME,
-    required=True,
-    format_func=lambda s: t(f"parameters.scheme.{s}"),
     key="par_scheme",
-    bind="query-params",
+    default=infonce.CORRECT_SCHEME,
+    format_func=lambda s: t(f"parameters.scheme.{s}"),
+    required=True,
 )
 
 
@@ -58,6 +51,10 @@ def factor(x: float | None) -> str:
 with guard():
     results = {s: infonce.encoder_grads(a, b, wq, wd, tau, s) for s in infonce.SCHEMES}
     chosen = results[scheme]
+    question = t("parameters.exercise", scheme=t(f"parameters.scheme.{scheme}"))
+    why, scenario = t("parameters.exercise_why"), (a, b, wq, wd, tau, scheme)
+    if not predict_number("par_ex", question, chosen.grad_wq, why, scenario=scenario):
+        st.stop()
     st.subheader(t("parameters.owner.heading"))
     st.caption(t("parameters.owner.caption"))
     per_rank = zip(chosen.local_loss, chosen.grad_wq_local, chosen.grad_wd_local, strict=True)
@@ -67,16 +64,10 @@ with guard():
     ]
     config = {k: number(t(f"parameters.owner.{k}"), format="%+.6f") for k in ("loss", "gwq", "gwd")}
     config["rank"] = t("parameters.owner.rank")
-    st.dataframe(pd.DataFrame(owners), hide_index=True, column_config=config, key="par_owners")
-    m = st.columns(4)
-    m[0].metric(t("parameters.ddp.grad_wq"), fmt(chosen.grad_wq))
-    m[1].metric(t("parameters.ddp.grad_wd"), fmt(chosen.grad_wd))
-    m[2].metric(
-        t("parameters.ddp.reference_wq"), fmt(chosen.reference_wq), help=t("parameters.ddp.reference_help")
-    )
-    m[3].metric(
-        t("parameters.ddp.reference_wd"), fmt(chosen.reference_wd), help=t("parameters.ddp.reference_help")
-    )
+    downloads.table(pd.DataFrame(owners), "owners", hide_index=True, column_config=config, key="par_owners")
+    for column, name in zip(st.columns(4), ("grad_wq", "grad_wd", "reference_wq", "reference_wd")):
+        tip = t("parameters.ddp.reference_help") if name.startswith("reference") else None
+        column.metric(t(f"parameters.ddp.{name}"), fmt(getattr(chosen, name)), help=tip)
     cwq, cwd = factor(chosen.correction_wq), factor(chosen.correction_wd)
     st.markdown(t(f"parameters.explain.{scheme}", n=chosen.world_size, cwq=cwq, cwd=cwd))
 
@@ -96,14 +87,19 @@ with guard():
     )
     config = {k: t(f"parameters.compare.{k}") for k in compare.columns}
     config.update({k: number(config[k], format="%+.6f") for k in ("grad_wq", "grad_wd")})
-    st.dataframe(compare, hide_index=True, column_config=config, key="par_compare")
+    downloads.table(compare, "recipes", hide_index=True, column_config=config, key="par_compare")
     st.markdown(t("parameters.ddp_note"))
     st.markdown(t("parameters.accumulation"))
 
 st.subheader(t("parameters.run.heading"))
 st.markdown(t("parameters.run.body"))
 world_size = st.segmented_control(
-    t("parameters.run.world_size"), (2, 3, 4), default=2, required=True, key="par_world_size"
+    t("parameters.run.world_size"),
+    (2, 3, 4),
+    default=2,
+    required=True,
+    key="par_world_size",
+    bind="query-params",
 )
 params = {"world_size": world_size, "tau": tau, "wq": wq, "wd": wd}
 if st.button(t("parameters.run.button"), key="par_run", icon=":material/play_arrow:", type="primary"):
@@ -129,7 +125,7 @@ if stored_params == params and result is not None and result.ok:
         table = pd.DataFrame([{k: text[k](x) if k in text else x for k, x in row.items()} for row in rows])
         config = {k: t(f"parameters.run.{'diff' if k == 'max_abs_diff' else k}") for k in table.columns}
         config.update({k: number(config[k], format="%+.6f") for k in ("predicted_wq", "predicted_wd")})
-        st.dataframe(table, hide_index=True, column_config=config, key="par_run_table")
+        downloads.table(table, "run-check", hide_index=True, column_config=config, key="par_run_table")
         if all(row["agree"] for row in rows):
             worst = f"{max(row['max_abs_diff'] for row in rows):.1e}"
             st.success(
@@ -139,5 +135,6 @@ if stored_params == params and result is not None and result.ok:
         else:
             failing = ", ".join(t(f"parameters.scheme.{r['scheme']}") for r in rows if not r["agree"])
             st.warning(t("parameters.run.disagree", schemes=failing), icon=":material/warning:")
+        downloads.run_download(result, stored_params, "negatives")
 
 show_code(infonce.encoder_grads, infonce.check_run)

@@ -5,7 +5,8 @@ import pandas as pd
 import streamlit as st
 
 from core import clipping
-from ui import deeplink
+from ui import deeplink, downloads
+from ui.exercise import predict_number
 from ui.page import fmt, guard, header, show_code, t
 
 LR = 0.1
@@ -18,17 +19,16 @@ def rank_label(rank: int) -> str:
     return t("clipping.rank_label", rank=rank)
 
 
+def choose(widget, key: str, name: str, options: tuple, default: str) -> str:
+    """A choice carried in the URL by its option code (ui.deeplink); labels from clipping.<name>s."""
+    text = lambda k: t(f"clipping.{name}s.{k}")  # noqa: E731
+    return deeplink.choice(widget, t(f"clipping.{name}"), options, key=key, default=default, format_func=text)
+
+
 header("clipping")
 st.markdown(t("clipping.formula"))
 c1, c2, c3 = st.columns(3)
-layout = deeplink.choice(
-    c1.selectbox,
-    t("clipping.scenario"),
-    tuple(clipping.SCENARIOS),
-    key="clip_layout",
-    default="seed",
-    format_func=lambda k: t(f"clipping.scenarios.{k}"),
-)
+layout = choose(c1.selectbox, "clip_layout", "scenario", tuple(clipping.SCENARIOS), "seed")
 scale = c2.number_input(t("clipping.scale"), value=8.0, key="clip_scale", bind=URL)
 tau = c3.number_input(t("clipping.threshold"), value=1.0, key="clip_threshold", bind=URL)
 add_rep = c1.toggle(t("clipping.add_replicated"), key="clip_add_rep", bind=URL)
@@ -39,14 +39,7 @@ shard_value = c2.number_input(t("clipping.sharded_value"), value=-2.0, key="clip
 shard_rank = c3.selectbox(
     t("clipping.sharded_rank"), (0, 1), format_func=rank_label, key="clip_rank", bind=URL
 )
-variant = deeplink.choice(
-    st.segmented_control,
-    t("clipping.variant"),
-    clipping.VARIANTS[:4],
-    key="clip_variant",
-    default="global",
-    format_func=lambda k: t(f"clipping.variants.{k}"),
-)
+variant = choose(st.segmented_control, "clip_variant", "variant", clipping.VARIANTS[:4], "global")
 st.caption(t("clipping.setup", scale=fmt(scale), lr=fmt(LR)))
 
 with guard():
@@ -58,6 +51,10 @@ with guard():
     )
     report = clipping.clip_report(grads, tau, scale, LR)
     steps = report.outcomes[variant]
+    scenario = (layout, scale, tau, add_rep, rep_value, add_shard, shard_value, shard_rank, variant)
+    question, why = t("clipping.exercise"), t("clipping.exercise_why")
+    if not predict_number("clip_ex", question, report.coefficient, why, scenario=scenario):
+        st.stop()
 
     def shown(x: float | None) -> str:  # a skipped step reads "skipped", never NaN
         return t("common.skipped") if report.skip else fmt(x)
@@ -99,7 +96,7 @@ with guard():
         for j in report.scaled[s.rank]
     ]
     config = {c: st.column_config.TextColumn(t(f"clipping.col_{c}")) for c in rows[0]} if rows else None
-    st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=config, key="clip_table")
+    downloads.table(pd.DataFrame(rows), "ranks", hide_index=True, column_config=config, key="clip_table")
 
     st.subheader(t("clipping.chart_title"), help=t("clipping.chart_help"))
     top = min(2 * max(tau, report.global_norm or 0, 0.5), 1e308)  # the chart's last threshold
@@ -137,7 +134,7 @@ if stored == RUN_PARAMS and result is not None and result.ok:
     table[["skip", "core_skip", "agrees"]] = table[["skip", "core_skip", "agrees"]].replace(yes_no)
     labels = {c: t(f"clipping.run_col.{c}") for c in table.columns}
     shown_table = table.style.format(precision=6, na_rep=t("common.skipped"))  # a skip, never NaN
-    st.dataframe(shown_table, hide_index=True, column_config=labels, key="clip_run_table")
+    downloads.table(shown_table, "run-check", hide_index=True, column_config=labels, key="clip_run_table")
     agree = result.report["agree"]
     (st.success if agree else st.error)(t(f"clipping.run_{'agree' if agree else 'disagree'}"))
     finite = result.report["scenarios"]["finite"]
@@ -146,5 +143,6 @@ if stored == RUN_PARAMS and result is not None and result.ok:
         st.caption(t("clipping.fsdp2_line", norm=finite["fsdp2"]["norm"], agree=agrees))
     else:
         st.warning(t("clipping.fsdp2_unsupported", reason=finite["fsdp2"]["reason"]))
+    downloads.run_download(result, stored, "clipping")
 
 show_code(clipping.clip_report, clipping.norm_parts, clipping.clip_coefficient)

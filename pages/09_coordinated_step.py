@@ -6,7 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from core import clipping
-from ui import deeplink
+from ui import deeplink, downloads
+from ui.exercise import predict_choice
 from ui.page import fmt, guard, header, show_code, t
 
 LR = 0.1
@@ -15,10 +16,17 @@ URL = "query-params"  # numbers travel in the link as they are
 FINITE_RUN = {"inject_overflow": None, "nonfinite": "inf"}
 BADGE = {"ok": ("green", ":material/check:"), "wrong": ("red", ":material/close:")}
 BADGE |= {"latent": ("orange", ":material/visibility_off:"), "skipped": ("gray", ":material/block:")}
+DECISIONS = ("all_skip", "all_step", "split")
 
 
 def rank_label(rank: int) -> str:
     return t("clipping.rank_label", rank=rank)
+
+
+def choose(widget, key: str, name: str, options: tuple, default: str, prefix: str = "") -> str:
+    """A choice carried in the URL by its option code (ui.deeplink); labels from clipping.<name>s."""
+    text = lambda k: t(f"clipping.{prefix or name + 's'}.{k}")  # noqa: E731
+    return deeplink.choice(widget, t(f"clipping.{name}"), options, key=key, default=default, format_func=text)
 
 
 def given(x: float) -> str:  # an injected inf or NaN is an input: named, not "undefined"
@@ -27,36 +35,15 @@ def given(x: float) -> str:  # an injected inf or NaN is an input: named, not "u
 
 header("step")
 c1, c2, c3 = st.columns(3)
-layout = deeplink.choice(
-    c1.selectbox,
-    t("clipping.scenario"),
-    tuple(clipping.SCENARIOS),
-    key="step_layout",
-    default="seed_replicated",
-    format_func=lambda k: t(f"clipping.scenarios.{k}"),
-)
+layout = choose(c1.selectbox, "step_layout", "scenario", tuple(clipping.SCENARIOS), "seed_replicated")
 scale = c1.number_input(t("clipping.scale"), value=8.0, key="step_scale", bind=URL)
 tau = c1.number_input(t("clipping.threshold"), value=1.0, key="step_threshold", bind=URL)
-inject = deeplink.choice(
-    c2.selectbox,
-    t("clipping.inject"),
-    ("none", *clipping.INJECTIONS),
-    key="step_inject",
-    default="inf",
-    format_func=lambda k: t(f"clipping.injections.{k}"),
-)
+inject = choose(c2.selectbox, "step_inject", "inject", ("none", *clipping.INJECTIONS), "inf", "injections")
 # "rank 0" and parameter ids read the same in every language: safe as URL values.
 inject_rank = c2.selectbox(t("clipping.inject_rank"), (0, 1), 1, rank_label, key="step_rank", bind=URL)
 held = tuple(clipping.scenario_grads(layout, 1.0)[inject_rank])
 inject_id = c2.selectbox(t("step.inject_id"), held, key="step_inject_id", bind=URL)
-variant = deeplink.choice(
-    c3.radio,
-    t("clipping.variant"),
-    clipping.VARIANTS,
-    key="step_variant",
-    default="global",
-    format_func=lambda k: t(f"clipping.variants.{k}"),
-)
+variant = choose(c3.radio, "step_variant", "variant", clipping.VARIANTS, "global")
 st.caption(t("clipping.setup", scale=fmt(scale), lr=fmt(LR)))
 
 with guard():
@@ -68,6 +55,11 @@ with guard():
     skipping = [rank_label(s.rank) for s in steps if s.skip]
     stepping = [rank_label(s.rank) for s in steps if not s.skip]
     decision = "all_skip" if not stepping else "all_step" if not skipping else "split"
+    question, why = t("step.exercise", variant=t(f"clipping.variants.{variant}")), t("step.exercise_why")
+    scenario = (layout, scale, tau, inject, inject_rank, inject_id, variant)
+    label = lambda k: t(f"step.decision.{k}")  # noqa: E731
+    if not predict_choice("step_ex", question, DECISIONS, decision, why, label, scenario=scenario):
+        st.stop()
     norms = " / ".join(dict.fromkeys(fmt(s.norm) for s in steps if not s.skip))
     coefficients = " / ".join(dict.fromkeys(fmt(s.coefficient) for s in steps if not s.skip))
     flags = [t(f"step.flag_{'nonfinite' if b else 'finite'}", rank=r) for r, b in enumerate(report.nonfinite)]
@@ -108,7 +100,7 @@ with guard():
     ]
     st.subheader(t("clipping.table_title"))
     config = {c: st.column_config.TextColumn(t(f"step.col.{c}")) for c in rows[0]} if rows else None
-    st.dataframe(pd.DataFrame(rows), hide_index=True, column_config=config, key="step_table")
+    downloads.table(pd.DataFrame(rows), "ranks", hide_index=True, column_config=config, key="step_table")
     st.caption(t("step.scope"))
 
 st.subheader(t("clipping.run_title"))
@@ -135,7 +127,7 @@ if stored == params and result is not None and result.ok:
     table[["skip", "core_skip", "agrees"]] = table[["skip", "core_skip", "agrees"]].replace(yes_no)
     labels = {c: t(f"clipping.run_col.{c}") for c in table.columns}
     shown_table = table.style.format(precision=6, na_rep=t("common.skipped"))  # a skip, never NaN
-    st.dataframe(shown_table, hide_index=True, column_config=labels, key="step_run_table")
+    downloads.table(shown_table, "run-check", hide_index=True, column_config=labels, key="step_run_table")
     agree = result.report["agree"]
     (st.success if agree else st.error)(t(f"clipping.run_{'agree' if agree else 'disagree'}"))
     for name, s in result.report["scenarios"].items():
@@ -146,5 +138,6 @@ if stored == params and result is not None and result.ok:
                 f"{rank_label(r['rank'])}: {r['local_scaled_grad']}" for r in s["fsdp2_ranks"]
             )
             st.caption(t("step.fsdp2_overflow", shards=shards))
+    downloads.run_download(result, stored, "coordinated-step")
 
 show_code(clipping.clip_report, clipping.protocol_marks)

@@ -9,9 +9,13 @@ import streamlit as st
 
 from runners import transformer
 from runners.lm import data
+from ui import deeplink, downloads
+from ui.exercise import predict_choice
 from ui.page import fmt, guard, header, show_code, t
 
 RUN_KEY = "exp_run_result"  # session state: (run parameters, RunResult) of the last press
+VERDICTS = {True: "same", False: "different", None: "undefined"}  # expected_correct -> verdict code
+verdict = lambda code: t(f"experiment.verdict.{code}")  # noqa: E731
 
 
 @st.cache_resource(show_spinner=False)
@@ -24,10 +28,6 @@ def windows_and_tokenizer():
 def md(text: str) -> str:
     """Plain text for Markdown: special characters escaped, line breaks shown as ⏎."""
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|~<>$:])", r"\\\1", text).replace("\n", " ⏎ ")
-
-
-def verdict(value: bool | None) -> str:
-    return t("experiment.verdict." + {True: "same", False: "different", None: "undefined"}[value])
 
 
 def first(row: dict) -> str:
@@ -43,7 +43,7 @@ def table(rows: list[dict], key: str, extra: tuple[str, ...] = ()) -> None:
         {
             "branch": t(f"experiment.branch.{r['name']}"),
             "optimizer": t(f"experiment.optimizer.{r['optimizer']}"),
-            "theory": verdict(r["expected_correct"]),
+            "theory": verdict(VERDICTS[r["expected_correct"]]),
             "max_abs_diff": fmt(None) if r.get("max_abs_diff") is None else f"{r['max_abs_diff']:.2e}",
             "passed": t("common.yes") if r.get("passed") else t("common.no"),
             "first": first(r) if extra else "",
@@ -53,19 +53,18 @@ def table(rows: list[dict], key: str, extra: tuple[str, ...] = ()) -> None:
     )
     columns = ["branch", "optimizer", "theory", *extra]
     config = {k: t(f"experiment.results.{k}") for k in columns}
-    st.dataframe(frame[columns], hide_index=True, key=key, column_config=config)
+    downloads.table(frame[columns], key.removeprefix("exp_"), hide_index=True, key=key, column_config=config)
 
 
 header("experiment")
 st.markdown(t("experiment.setup"))
 c1, c2 = st.columns(2)
-optimizer = c1.segmented_control(
-    t("experiment.run.optimizer"), tuple(transformer.OPTIMIZER_CHOICES), default="both", required=True,
-    key="exp_optimizer", format_func=lambda o: t(f"experiment.optimizer.{o}"), bind="query-params",
+optimizer = deeplink.choice(
+    c1.segmented_control, t("experiment.run.optimizer"), tuple(transformer.OPTIMIZER_CHOICES),
+    key="exp_optimizer", default="both", format_func=lambda o: t(f"experiment.optimizer.{o}"), required=True,
 )  # fmt: skip
 world_size = c2.segmented_control(
-    t("experiment.run.world_size"), (2, 4), default=2, required=True, key="exp_world_size",
-    bind="query-params",
+    t("experiment.run.world_size"), (2, 4), default=2, required=True, key="exp_world_size", bind="query-params"
 )  # fmt: skip
 labels = []
 with guard():
@@ -89,6 +88,11 @@ with guard():
         right.markdown(md(plain) + (f":orange-background[{md(supervised)}]" if supervised else ""))
 
     counts = transformer.label_counts(labels, world_size)
+    answer = VERDICTS[transformer.expected_correct("ddp_mean_of_means", labels, world_size)]  # not a run
+    question, why = t("experiment.exercise", world_size=world_size), t("experiment.exercise_why")
+    scenario = (tuple(labels), world_size, optimizer)
+    if not predict_choice("exp_ex", question, [*VERDICTS.values()], answer, why, verdict, scenario=scenario):
+        st.stop()
     st.subheader(t("experiment.predict.heading"))
     parts = {k: " + ".join(map(str, counts[k])) for k in ("microbatches", "ranks")}
     st.markdown(t("experiment.predict.counts", n=counts["num_valid_labels"], **parts))
@@ -104,8 +108,7 @@ if st.button(t("experiment.run.button"), key="exp_run", icon=":material/play_arr
     st.session_state[RUN_KEY] = (params, run_with_status(label, transformer.run, **params))
 stored, result = st.session_state.get(RUN_KEY, (None, None))
 if stored == params and result is not None and result.ok:
-    report = result.report
-    measured = ("max_abs_diff", "passed", "first", "hashes")
+    report, measured = result.report, ("max_abs_diff", "passed", "first", "hashes")
     st.subheader(t("experiment.results.heading"))
     tol, seconds = f"{report['tolerance']:.0e}", f"{result.seconds:.0f}"
     st.caption(t("experiment.results.caption", n=report["num_valid_labels"], seconds=seconds, tol=tol))
@@ -139,6 +142,7 @@ if stored == params and result is not None and result.ok:
     changed = ", ".join(t(f"experiment.zero.kind.{k}") for k in adamw["naive_changed"])
     z2.metric(t("experiment.zero.changed"), changed or t("experiment.zero.none"))
     z3.metric(t("experiment.zero.max_change"), f"{adamw['naive_max_weight_change']:.2e}")
+    downloads.run_download(result, stored, "transformer")
 
 st.info(t("experiment.scope"), icon=":material/info:")
 with st.expander(t("experiment.branch_code"), icon=":material/code:"):

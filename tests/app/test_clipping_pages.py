@@ -21,9 +21,10 @@ ROOT = Path(__file__).resolve().parents[2]
 CLIP, STEP = "pages/08_clipping.py", "pages/09_coordinated_step.py"
 
 
-def open_page(page: str, lang: str = "en", **query) -> AppTest:
+def open_page(page: str, lang: str = "en", workshop: bool = False, **query) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.session_state["lang"] = lang
+    at.session_state["workshop"] = workshop
     for key, value in query.items():
         at.query_params[key] = value
     at.switch_page(page).run()
@@ -37,6 +38,16 @@ def metrics(at: AppTest) -> list[str]:
 
 def text(at: AppTest) -> str:
     return " ".join(m.value for m in at.markdown)
+
+
+def download_labels(at: AppTest) -> list[str]:
+    return sorted(b.proto.label for b in at.get("download_button"))
+
+
+def reveal(at: AppTest, key: str) -> AppTest:
+    at.button(key=f"{key}_reveal").click().run()
+    assert not at.exception, at.exception
+    return at
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -134,6 +145,70 @@ def test_nan_on_a_copy_that_is_not_counted_still_stops_everyone():
     assert "rank 1: **non-finite**" in text(at) and set(table["steps"]) == {"0"}
 
 
+# ---------------------------------------------------------------- exercise, workshop, links, downloads
+
+
+def test_clipping_exercise_judges_the_coefficient():
+    at = open_page(CLIP)
+    at.number_input(key="clip_ex_guess").set_value(0.25).run()  # 1/4: rank 1's local norm, not n = 5
+    reveal(at, "clip_ex")
+    assert not at.success and any("+0.2" in w.value and "+0.05" in w.value for w in at.warning)
+    at.number_input(key="clip_ex_guess").set_value(0.2).run()
+    assert any("Right" in s.value and "+0.2" in s.value for s in at.success)
+
+
+def test_clipping_workshop_mode_hides_the_figures_until_revealed():
+    at = open_page(CLIP, workshop=True, clip_threshold="2.5")
+    assert at.session_state["clip_threshold"] == 2.5  # the bound number came from the link
+    assert not at.metric and not at.dataframe and not at.get("vega_lite_chart")
+    at.number_input(key="clip_ex_guess").set_value(0.5).run()
+    assert not at.metric
+    reveal(at, "clip_ex")
+    assert any("Right" in s.value and "+0.5" in s.value for s in at.success)  # c = 2.5 / 5
+    assert metrics(at) == ["+5", "+2.5", "+0.5"] and len(at.get("vega_lite_chart")) == 1
+    assert download_labels(at) == ["CSV", "JSON"]
+    at.toggle(key="clip_add_rep").set_value(True).run()  # a new scenario: hidden again
+    assert not at.metric and not at.dataframe
+
+
+def test_clipping_choice_links_carry_the_option_code():
+    at = open_page(CLIP, clip_layout="mixed")
+    assert at.selectbox(key="clip_layout").value == "mixed"
+    assert list(at.dataframe[0].value["id"]) == ["a0", "a1", "bias", "b0", "bias"]
+    at.segmented_control(key="clip_variant").set_value("double_counted").run()
+    assert at.query_params["clip_variant"] == "double_counted"
+    at.session_state["lang"] = "zh"
+    at.run()
+    assert at.query_params["clip_variant"] == "double_counted"
+    assert at.segmented_control(key="clip_variant").value == "double_counted"
+
+
+def test_step_exercise_asks_for_the_decision():
+    at = open_page(STEP, workshop=True)
+    assert not at.dataframe and "02 / AGREE" not in text(at)  # no protocol cards, no table
+    at.radio(key="step_ex_guess").set_value("split").run()  # one rank overflows: does only it skip?
+    reveal(at, "step_ex")
+    assert any("every rank skips" in w.value for w in at.warning)
+    assert len(at.dataframe) == 1 and set(at.dataframe[0].value["steps"]) == {"0"}
+    assert "02 / AGREE" in text(at)
+    assert download_labels(at) == ["CSV", "JSON"]
+
+
+def test_step_linked_local_skip_splits_the_ranks():
+    at = open_page(STEP, workshop=True, step_variant="local_skip", step_inject="nan")
+    assert (
+        at.radio(key="step_variant").value == "local_skip" and at.selectbox(key="step_inject").value == "nan"
+    )
+    at.radio(key="step_ex_guess").set_value("split").run()
+    reveal(at, "step_ex")
+    assert any("Right" in s.value and "one rank skips, the other steps" in s.value for s in at.success)
+    assert "rank 1 skips, rank 0 steps" in text(at)
+    at.selectbox(key="step_inject").set_value("none").run()  # new scenario: every rank steps
+    assert not at.dataframe
+    reveal(at, "step_ex")
+    assert any("every rank steps" in w.value for w in at.warning)
+
+
 # ---------------------------------------------------------------- a stored two-process run
 
 
@@ -192,8 +267,16 @@ def stored(page_key, params, ranks):
 
 
 @pytest.mark.parametrize("drift, agrees", [(0.0, True), (1e-9, False)])
-@pytest.mark.parametrize("page, key", [(CLIP, "clip_run_result"), (STEP, "step_run_result")])
-def test_stored_run_is_shown_beside_core(page, key, drift, agrees):
+@pytest.mark.parametrize(
+    "page, key, experiment",
+    [(CLIP, "clip_run_result", "clipping"), (STEP, "step_run_result", "coordinated-step")],
+)
+def test_stored_run_is_shown_beside_core(monkeypatch, page, key, experiment, drift, agrees):
+    from ui import downloads
+
+    records = []
+    record = downloads.run_record
+    monkeypatch.setattr(downloads, "run_record", lambda *args: records.append(args[1:]) or record(*args))
     ranks = rank_payloads(1)
     ranks[1]["scenarios"]["finite"]["protocol"]["params"]["shared"] += drift
     at = stored(key, {"inject_overflow": 1, "nonfinite": "inf"}, ranks)
@@ -204,6 +287,9 @@ def test_stored_run_is_shown_beside_core(page, key, drift, agrees):
     assert list(table["agrees"]) == (["yes"] * 4 if agrees else ["no", "no", "yes", "yes"])
     assert bool(at.success) == agrees or page == STEP  # page 09 also shows a success for the skip
     assert any("does not match" in e.value for e in at.error) != agrees
+    # Both tables as CSV and JSON, and the run's record with the parameters it was launched with.
+    assert download_labels(at) == ["CSV", "CSV", "Download the run record (JSON)", "JSON", "JSON"]
+    assert records[-1] == ({"inject_overflow": 1, "nonfinite": "inf"}, experiment)
 
 
 def test_stored_run_without_fsdp2_says_so():

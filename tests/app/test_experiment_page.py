@@ -21,9 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGE = "pages/experiment.py"
 
 
-def open_page(lang: str = "en") -> AppTest:
+def open_page(lang: str = "en", workshop: bool = False, **query) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.session_state["lang"] = lang
+    at.session_state["workshop"] = workshop
+    for key, value in query.items():
+        at.query_params[key] = value
     at.run()
     at.switch_page(PAGE).run()
     assert not at.exception, at.exception
@@ -103,8 +106,57 @@ def fake_report(labels) -> dict:
     }
 
 
+def download_labels(at: AppTest) -> list[str]:
+    return sorted(b.proto.label for b in at.get("download_button"))
+
+
+def predict(at: AppTest, guess: str) -> AppTest:
+    at.radio(key="exp_ex_guess").set_value(guess).run()
+    at.button(key="exp_ex_reveal").click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_exercise_asks_whether_ddp_mean_of_means_matches():
+    at = predict(open_page(), "same")  # 47 labels on rank 0, 23 on rank 1: not the same weights
+    assert any("different update" in w.value for w in at.warning) and not at.success
+    at = predict(at, "different")
+    assert any("Right" in s.value and "different update" in s.value for s in at.success)
+
+
+def test_workshop_mode_hides_the_theory_table_until_revealed():
+    at = open_page(workshop=True)
+    assert not at.dataframe and not at.get("download_button")
+    assert len([m for m in at.markdown if ":orange-background[" in m.value]) == 3  # the inputs stay
+    at = predict(at, "different")
+    assert theory(at)[3] == "different update" and download_labels(at) == ["CSV", "JSON"]
+    at.number_input(key="exp_labels0").set_value(16).run()  # 23 + 23: now the ranks hold equal counts
+    assert not at.dataframe
+    at = predict(at, "same")
+    assert any("Right" in s.value for s in at.success) and theory(at)[3] == "same update"
+
+
+def test_deep_link_sets_the_scenario():
+    at = open_page(workshop=True, exp_optimizer="sgd", exp_world_size="4", exp_labels1="5")
+    assert at.session_state["exp_world_size"] == 4 and at.session_state["exp_labels1"] == 5
+    assert at.segmented_control(key="exp_optimizer").value == "sgd"
+    at = predict(at, "undefined")  # four ranks, one window each: window 2 holds no label
+    assert any("Right" in s.value and "undefined" in s.value for s in at.success)
+    table = at.dataframe[0].value
+    assert len(table) == len(transformer.BRANCHES) and set(table.iloc[:, 1]) == {"SGD"}
+    at.segmented_control(key="exp_optimizer").set_value("adamw").run()
+    at.session_state["lang"] = "zh"
+    at.run()
+    assert at.query_params["exp_optimizer"] == "adamw"  # the option code, in any language
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_a_stored_run_renders_its_results(lang):
+def test_a_stored_run_renders_its_results(monkeypatch, lang):
+    from ui import downloads
+
+    records = []
+    record = downloads.run_record
+    monkeypatch.setattr(downloads, "run_record", lambda *args: records.append(args[1:]) or record(*args))
     at = open_page(lang)
     params = {"labels": data.DEFAULT_LABELS, "world_size": 2, "optimizer": "both"}
     result = RunResult(True, "", (), 12.0, "0" * 64, fake_report(data.DEFAULT_LABELS))
@@ -117,3 +169,5 @@ def test_a_stored_run_renders_its_results(lang):
     assert at.metric[0].value == ("yes" if lang == "en" else "是")
     charts = at.get("vega_lite_chart")
     assert len(charts) == 1 and '"log"' in charts[0].proto.spec  # |delta| per tensor, log scale
+    assert len(at.get("download_button")) == 7  # three tables as CSV and JSON, and the run record
+    assert records[-1] == (params, "transformer")

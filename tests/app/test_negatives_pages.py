@@ -17,9 +17,10 @@ ROOT = Path(__file__).resolve().parents[2]
 NEGATIVES, PARAMETERS = "pages/05_negatives.py", "pages/06_parameters.py"
 
 
-def open_page(page: str, lang: str = "en", **query) -> AppTest:
+def open_page(page: str, lang: str = "en", workshop: bool = False, **query) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.session_state["lang"] = lang
+    at.session_state["workshop"] = workshop
     for key, value in query.items():
         at.query_params[key] = value
     at.switch_page(page).run()
@@ -30,6 +31,18 @@ def open_page(page: str, lang: str = "en", **query) -> AppTest:
 
 def metrics(at: AppTest) -> list[str]:
     return [m.value for m in at.metric]
+
+
+def predict(at: AppTest, key: str, guess: float) -> AppTest:
+    """Type a prediction into the page's exercise and press Reveal."""
+    at.number_input(key=f"{key}_guess").set_value(guess).run()
+    at.button(key=f"{key}_reveal").click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def download_labels(at: AppTest) -> list[str]:
+    return sorted(b.proto.label for b in at.get("download_button"))
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -114,7 +127,12 @@ def seed_report(perturb: float = 0.0) -> dict:
 
 
 @pytest.mark.parametrize("perturb, agrees", [(0.0, True), (1e-6, False)])
-def test_stored_run_is_shown_beside_the_prediction(perturb, agrees):
+def test_stored_run_is_shown_beside_the_prediction(monkeypatch, perturb, agrees):
+    from ui import downloads
+
+    records = []
+    record = downloads.run_record
+    monkeypatch.setattr(downloads, "run_record", lambda *args: records.append(args[1:]) or record(*args))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     params = {"world_size": 2, "tau": 1.0, "wq": 1.0, "wd": 1.0}
     at.session_state["par_run_result"] = (params, stored_run(seed_report(perturb)))
@@ -123,9 +141,67 @@ def test_stored_run_is_shown_beside_the_prediction(perturb, agrees):
     table = at.dataframe[-1].value
     assert list(table["agree"]) == (["yes"] * 4 if agrees else ["no", "no", "no", "no"])
     assert bool(at.success) == agrees and bool(at.warning) != agrees
+    # Three tables as CSV and JSON, and the run's record with the parameters it was launched with.
+    assert download_labels(at) == ["CSV"] * 3 + ["Download the run record (JSON)"] + ["JSON"] * 3
+    assert records[-1] == (params, "negatives")
     # A different tau is a different experiment: the stored run is no longer shown.
     at.slider(key="par_tau").set_value(2.0).run()
     assert not at.success and not at.warning
+
+
+# ---------------------------------------------------------------- exercise, workshop, links, downloads
+
+
+def test_negatives_exercise_judges_the_kept_gradient():
+    at = predict(open_page(NEGATIVES), "neg_ex", -0.0596)
+    assert any("Right" in s.value and "-0.059601" in s.value for s in at.success)
+    at = predict(at, "neg_ex", 0.922412)  # the full objective's gradient is not what detaching keeps
+    assert not at.success
+    assert any("-0.059601" in w.value and "+0.982013" in w.value for w in at.warning)
+
+
+def test_workshop_mode_hides_the_negatives_figures_until_revealed():
+    at = open_page(NEGATIVES, workshop=True)
+    assert not at.metric and not at.dataframe and not at.get("vega_lite_chart")
+    assert not at.get("download_button")
+    at.number_input(key="neg_ex_guess").set_value(0.5).run()
+    assert not at.metric  # typing a guess reveals nothing
+    at.button(key="neg_ex_reveal").click().run()
+    assert metrics(at)[:3] == ["+2.072539", "+0.922412", "-0.059601"] and len(at.dataframe) == 2
+    assert len(at.get("vega_lite_chart")) == 1
+    at.slider(key="neg_tau").set_value(2.0).run()  # a new scenario hides them again
+    assert not at.metric and not at.dataframe
+
+
+def test_negatives_tables_download():
+    at = open_page(NEGATIVES)
+    assert download_labels(at) == ["CSV", "CSV", "JSON", "JSON"]
+
+
+def test_parameters_exercise_follows_the_linked_scheme():
+    at = open_page(PARAMETERS, workshop=True, par_scheme="full_loss_each_rank")
+    assert at.segmented_control(key="par_scheme").value == "full_loss_each_rank"
+    assert not at.metric and not at.dataframe and not at.get("download_button")
+    at = predict(at, "par_ex", 1.844825)  # the objective's gradient: n times too much here
+    assert any("+0.922412" in w.value for w in at.warning)
+    at = predict(at, "par_ex", 0.922412)
+    assert any("Right" in s.value and "+0.922412" in s.value for s in at.success)
+    assert metrics(at)[:2] == ["+0.922412", "+0.922412"]
+    assert download_labels(at) == ["CSV", "CSV", "JSON", "JSON"]
+
+
+def test_parameters_deep_link_sets_the_scenario_in_any_language():
+    at = open_page(PARAMETERS, par_scheme="detach", par_wd="2.0", par_world_size="3")
+    assert at.session_state["par_wd"] == 2.0 and at.session_state["par_world_size"] == 3
+    assert at.segmented_control(key="par_scheme").value == "detach"
+    linked = metrics(at)
+    assert linked != ["+1.844825"] * 4 and linked[0] == linked[2]  # detaching keeps wq's gradient
+    at.segmented_control(key="par_scheme").set_value("local").run()
+    assert at.query_params["par_scheme"] == "local"  # the option code, never its label
+    at.session_state["lang"] = "zh"
+    at.run()
+    assert not at.exception and at.query_params["par_scheme"] == "local"
+    assert metrics(at) == ["0", "0", linked[2], linked[3]]  # own pair only: nothing applied
 
 
 def test_rendering_never_imports_torch():
