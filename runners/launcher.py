@@ -7,6 +7,9 @@ The launcher side (`launch`) runs, as an argument list and never through a shell
 in a new session, polls it against a wall-clock timeout, and always ends with no process and
 no temporary directory left behind. A failed or timed-out run is a `RunResult` with a
 one-line message naming the failing rank and its root cause - never an exception.
+Every launch goes through `runners.jobs`: identical requests share one run, at most
+PCL_MAX_CONCURRENT_RUNS jobs hold processes at once, the others wait in line (or hear
+"busy" when the line is full), and a run nobody waits for any more is stopped.
 
 The worker side (`init_worker`, `write_rank_output`) is what a torchrun entry point calls:
 Gloo on CPU (NCCL when CUDA is present), float64 by default, a process-group timeout, and
@@ -40,10 +43,10 @@ from core.validation import InvalidInput, count, positive
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_WORLD_SIZE = 64
+MAX_TIMEOUT_S = 3600.0  # no request may hold processes for more than an hour
+MAX_ARGS, MAX_ARG_CHARS = 256, 4096  # far beyond any worker's needs; keeps argv sane
 PG_TIMEOUT_ENV = "PCL_PG_TIMEOUT_S"  # the process-group timeout handed to every worker
 TOKEN_ENV = "PCL_LAUNCH_TOKEN"  # marks every process of one launch, so none can escape the sweep
-MAX_CONCURRENT_RUNS = max(1, int(os.environ.get("PCL_MAX_CONCURRENT_RUNS", "1")))
-_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_RUNS)
 GRACE_S = 3.0  # between SIGTERM and SIGKILL when a run is stopped
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
 _MAX_MESSAGE = 400
@@ -63,7 +66,12 @@ _SECONDARY = (
 
 @dataclass(frozen=True)
 class RunResult:
-    """Outcome of one launch. `ok=False` carries a one-line `message`; `ranks` is then empty."""
+    """Outcome of one launch. `ok=False` carries a one-line `message`; `ranks` is then empty.
+
+    `code` says why a run did not finish: "failed" (a rank's root cause), "timeout",
+    "cancelled" (stopped on request), "busy" (the line was full: nothing was launched);
+    "" for a finished run.
+    """
 
     ok: bool
     message: str
@@ -71,14 +79,16 @@ class RunResult:
     seconds: float
     worker_hash: str
     report: dict | None = None
+    code: str = ""
 
 
 class ProgressEvent(str):
     """A progress line (plain English text) that also carries a stable `event` code and its
     `values`, so a page can show it in the reader's language from its catalogue.
 
-    Events: start (world_size, worker), queued, rank_done (rank, done, world_size),
-    finished (seconds), failed (message), timeout (seconds, timeout_s).
+    Events: start (world_size, worker), queued (position, running), shared, busy (waiting),
+    rank_done (rank, done, world_size), finished (seconds), failed (message),
+    timeout (seconds, timeout_s), cancelled (seconds).
     """
 
     event: str
@@ -107,16 +117,22 @@ def launch(
     timeout_s: float = 120.0,
     pg_timeout_s: float = 60.0,
     progress: Callable[[str], None] | None = None,
+    cancel: threading.Event | Callable[[], object] | None = None,
 ) -> RunResult:
     """Run `worker` on `world_size` local processes under torchrun and gather their JSON.
 
     Args:
         worker: module path of a torchrun entry point, e.g. "runners.negatives".
         world_size: number of processes P (1..64).
-        args: extra worker arguments; "--out-dir <tmp>" is appended.
-        timeout_s: wall-clock limit of the whole launch; on expiry every process is killed.
+        args: extra worker arguments (at most 256 strings); "--out-dir <tmp>" is appended.
+        timeout_s: wall-clock limit of the whole launch, time in line included (at most
+            3600 s); on expiry every process is killed.
         pg_timeout_s: process-group timeout the workers pass to init_process_group.
-        progress: called with a `ProgressEvent` (a str) as the run advances.
+        progress: called with a `ProgressEvent` (a str) as the run advances, in this thread;
+            if it raises, the run is stopped (unless an identical request still waits for it)
+            and the exception propagates after the cleanup.
+        cancel: a threading.Event or a zero-argument callable, polled every 0.1 s; when it
+            fires this request ends with code "cancelled". Default: `jobs.cancel_when`'s.
     Returns:
         RunResult: ok with every rank's JSON ordered by rank, or ok=False with a message.
     Raises:
@@ -127,31 +143,42 @@ def launch(
     world_size = count(world_size, "world_size", minimum=1)
     if world_size > MAX_WORLD_SIZE:
         raise InvalidInput("world_size", world_size, "in_range", f"1..{MAX_WORLD_SIZE}")
-    if isinstance(args, str) or any(not isinstance(a, str) for a in args):
+    if isinstance(args, str | bytes) or not isinstance(args, Sequence):
         raise TypeError(f"args={args!r} is not a sequence of strings")
-    timeout_s = positive(timeout_s, "timeout_s")
-    pg_timeout_s = positive(pg_timeout_s, "pg_timeout_s")
+    if any(not isinstance(a, str) for a in args):
+        raise TypeError(f"args={args!r} is not a sequence of strings")
+    args = tuple(args)
+    if len(args) > MAX_ARGS or any(len(a) > MAX_ARG_CHARS or "\0" in a for a in args):
+        detail = f"at most {MAX_ARGS} strings of at most {MAX_ARG_CHARS} characters, no NUL"
+        raise InvalidInput("args", args, "in_range", detail)
+    timeout_s = _seconds(timeout_s, "timeout_s")
+    pg_timeout_s = _seconds(pg_timeout_s, "pg_timeout_s")
     worker_hash = worker_code_hash(worker)
+    from runners import jobs  # imports this module: loaded on first use
 
-    def say(event: str, text: str, **values: object) -> None:
-        if progress is not None:
-            progress(ProgressEvent(event, text, **values))
+    def work(job: jobs.Job) -> RunResult:
+        return _launch(job, worker, world_size, args, pg_timeout_s, worker_hash)
 
-    start = time.monotonic()
-    # A small shared box: runs beyond MAX_CONCURRENT_RUNS queue, inside their own time budget.
-    if not _SLOTS.acquire(blocking=False):
-        say("queued", "waiting for another run to finish")
-        if not _SLOTS.acquire(timeout=timeout_s):
-            message = f"timed out after {timeout_s:g} s waiting for other runs to finish"
-            say("timeout", message, seconds=time.monotonic() - start, timeout_s=timeout_s)
-            return RunResult(False, message, (), time.monotonic() - start, worker_hash)
-    try:
-        return _launch(worker, world_size, args, start, timeout_s, pg_timeout_s, worker_hash, say)
-    finally:
-        _SLOTS.release()
+    key = (worker, world_size, args, worker_hash)
+    return jobs.submit(
+        key, work, timeout_s=timeout_s, worker_hash=worker_hash, progress=progress, cancel=cancel
+    )
 
 
-def _launch(worker, world_size, args, start, timeout_s, pg_timeout_s, worker_hash, say) -> RunResult:
+def _seconds(value: object, field: str) -> float:
+    seconds = positive(value, field)
+    if seconds > MAX_TIMEOUT_S:
+        raise InvalidInput(field, value, "in_range", f"0 < {field} <= {MAX_TIMEOUT_S:g}")
+    return seconds
+
+
+def _launch(job, worker, world_size, args, pg_timeout_s, worker_hash) -> RunResult:
+    """One torchrun job, run in its `runners.jobs.Job` thread; `job.say` reaches every requester."""
+    start, timeout_s, say = job.start, job.timeout_s, job.say
+    if job.cancelled():  # everyone left before it began
+        return RunResult(
+            False, "stopped on request before it started", (), 0.0, worker_hash, code="cancelled"
+        )
     tmp = Path(tempfile.mkdtemp(prefix="pcl-run-"))
     out_dir, log_dir = tmp / "out", tmp / "logs"
     out_dir.mkdir()
@@ -184,7 +211,7 @@ def _launch(worker, world_size, args, start, timeout_s, pg_timeout_s, worker_has
                 start_new_session=True,  # its own process group: one killpg reaches it all
             )  # fmt: skip
         finished: set[int] = set()
-        timed_out = False
+        timed_out = cancelled = False
         while True:
             try:
                 returncode = proc.wait(timeout=0.1)
@@ -200,9 +227,18 @@ def _launch(worker, world_size, args, start, timeout_s, pg_timeout_s, worker_has
                     )  # fmt: skip
             if returncode is not None:
                 break
+            if job.cancelled():  # every requester left: Stop, rerun, closed tab
+                cancelled = True
+                break
             if time.monotonic() - start >= timeout_s:
                 timed_out = True
                 break
+        if cancelled:
+            _stop(proc, token)
+            seconds = time.monotonic() - start
+            message = f"stopped on request; all {world_size} processes were ended"
+            say("cancelled", message, seconds=seconds)
+            return RunResult(False, message, (), seconds, worker_hash, code="cancelled")
         if timed_out:
             _stop(proc, token)
             missing = [str(r) for r in range(world_size) if r not in finished]
@@ -210,7 +246,7 @@ def _launch(worker, world_size, args, start, timeout_s, pg_timeout_s, worker_has
             message = f"timed out after {timeout_s:g} s ({which}); stopped all {world_size} processes"
             seconds = time.monotonic() - start
             say("timeout", message, seconds=seconds, timeout_s=timeout_s)
-            return RunResult(False, message, (), seconds, worker_hash)
+            return RunResult(False, message, (), seconds, worker_hash, code="timeout")
         if returncode != 0:
             message = _root_cause(log_dir, tmp / "torchrun.err", returncode)
         else:
@@ -221,9 +257,9 @@ def _launch(worker, world_size, args, start, timeout_s, pg_timeout_s, worker_has
                 return RunResult(True, "", ranks, seconds, worker_hash)
         seconds = time.monotonic() - start
         say("failed", message, message=message)
-        return RunResult(False, message, (), seconds, worker_hash)
+        return RunResult(False, message, (), seconds, worker_hash, code="failed")
     finally:
-        # Also runs when the progress callback raises (e.g. a page being re-run).
+        # Also runs on any error in this thread; a requester that leaves cancels the job above.
         if proc is not None:
             _stop(proc, token)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -334,21 +370,35 @@ def _root_cause(log_dir: Path, torchrun_err: Path, returncode: int) -> str:
             when = stderr_file.stat().st_mtime_ns
         if text:
             failures.append((_is_secondary(text), when, rank, text))
-    if failures:
-        _, _, rank, text = min(failures)
-        return _one_line(f"rank {rank}: {_SOURCE_LOCATION.sub('', text)}")
     try:
         err = torchrun_err.read_text(errors="replace")
     except OSError:
         err = ""
-    rank = re.search(r"rank\s*:\s*(\d+)", err)
-    code = re.search(r"exitcode\s*:\s*(-?\d+)", err)
-    if rank and code:
-        exit_code = int(code.group(1))
-        how = f"killed by {signal.Signals(-exit_code).name}" if exit_code < 0 else f"exit code {exit_code}"
+    # torchrun's summary: its "Root Cause (first observed failure)" section, when present.
+    summary = err[err.rfind("Root Cause") :] if "Root Cause" in err else err
+    rank = re.search(r"rank\s*:\s*(\d+)", summary)
+    code = re.search(r"exitcode\s*:\s*(-?\d+)", summary)
+    exit_code = int(code.group(1)) if rank and code else None
+    primary = [f for f in failures if not f[0]]
+    # A rank killed from outside (kill -9, the OOM killer) leaves no traceback: its peers'
+    # lost-connection errors are only symptoms, and torchrun's summary names the signal.
+    if not primary and exit_code is not None and exit_code < 0:
+        return _one_line(f"rank {rank.group(1)}: killed by {_signal_name(-exit_code)}")
+    if failures:
+        _, _, failed_rank, text = min(failures)
+        return _one_line(f"rank {failed_rank}: {_SOURCE_LOCATION.sub('', text)}")
+    if exit_code is not None:
+        how = f"killed by {_signal_name(-exit_code)}" if exit_code < 0 else f"exit code {exit_code}"
         return _one_line(f"rank {rank.group(1)}: {how}")
     last = _exception_line(err) or next((ln for ln in reversed(err.splitlines()) if ln.strip()), "")
     return _one_line(f"torchrun exited with code {returncode}" + (f": {last}" if last else ""))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _read_ranks(out_dir: Path, world_size: int) -> tuple[tuple[dict, ...], str]:

@@ -12,6 +12,12 @@ timeout on a busy box is retried next time rather than remembered.
 Progress is drawn in `st.status` *outside* the cached function, so a cache hit replays no
 elements (Streamlit would otherwise record the progress lines and replay them); the cached
 function itself only hands back results that were just computed or are already stored.
+
+While a run is in progress the status label is refreshed every HEARTBEAT_S seconds (elapsed
+time, or the place in line). That refresh is a Streamlit call, and a Streamlit call is where
+Stop, a rerun or a closed session surfaces as an exception in the script thread: the
+launcher then stops the run (unless another visitor's identical request still waits for it)
+and removes every process and temporary file before the exception goes on.
 """
 
 from __future__ import annotations
@@ -19,12 +25,17 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 import streamlit as st
 
+from core.validation import InvalidInput
+from runners import jobs
 from runners.launcher import RunResult, worker_code_hash
 from ui.page import error_message, t
+
+HEARTBEAT_S = 1.0  # how often a running page makes a Streamlit call (where Stop surfaces)
 
 _FRESH: dict[tuple[str, str, str], RunResult] = {}  # results on their way into the cache
 _FRESH_LOCK = threading.Lock()
@@ -73,7 +84,11 @@ def run_with_status(label: str, runner: Callable[..., RunResult], **params: obje
     try:
         params = _validated(runner, params)
     except (ValueError, TypeError) as exc:
-        st.error(error_message(exc), icon=":material/error:")
+        # A refused input names its rule; anything else (a damaged artifact) is said as is.
+        plain = isinstance(exc, ValueError) and not isinstance(exc, InvalidInput)
+        st.error(
+            t("runs.cannot_start", message=exc) if plain else error_message(exc), icon=":material/error:"
+        )
         return None
     runner_id = f"{runner.__module__}.{runner.__qualname__}"
     worker_hash = worker_code_hash(_worker_of(runner))
@@ -87,13 +102,18 @@ def run_with_status(label: str, runner: Callable[..., RunResult], **params: obje
         return result
 
     with st.status(t("runs.running", label=label), expanded=False) as status:
-        result = runner(**params, progress=lambda line: status.write(progress_text(line)))
+        result = _run_live(status, label, runner, params)
         if result.ok:
             status.update(label=t("runs.done", label=label, seconds=result.seconds), state="complete")
         else:
-            status.update(label=t("runs.failed", label=label), state="error", expanded=True)
+            status.update(label=t("runs.failed", label=label), state="error", expanded=result.code != "busy")
     if not result.ok:
-        st.error(t("runs.error", message=result.message), icon=":material/error:")
+        if result.code == "busy":
+            st.warning(t("runs.busy"), icon=":material/hourglass_top:")
+        elif result.code == "cancelled":
+            st.info(t("runs.cancelled"), icon=":material/stop_circle:")
+        else:
+            st.error(t("runs.error", message=result.message), icon=":material/error:")
         return result
     with _FRESH_LOCK:
         _FRESH[(runner_id, worker_hash, params_key)] = result
@@ -104,6 +124,37 @@ def run_with_status(label: str, runner: Callable[..., RunResult], **params: obje
     with _FRESH_LOCK:  # left over only if another session stored the same key first
         _FRESH.pop((runner_id, worker_hash, params_key), None)
     return result
+
+
+def _run_live(status, label: str, runner: Callable[..., RunResult], params: dict) -> RunResult:
+    """Call the runner with progress lines in `status` and a label that ticks every second."""
+    began = time.monotonic()
+    state = {"beat": began, "position": None}
+
+    def label_now() -> str:
+        if state["position"] is not None:
+            return t("runs.waiting", label=label, position=state["position"])
+        return t("runs.running_for", label=label, seconds=time.monotonic() - began)
+
+    def on_event(line: str) -> None:
+        event = getattr(line, "event", None)
+        if event == "queued":
+            state["position"] = line.values.get("position")
+            status.update(label=label_now())
+        elif event == "start":
+            state["position"] = None
+        status.write(progress_text(line))
+
+    def heartbeat() -> bool:
+        # Never "cancel" by itself: the Streamlit call raises when the session was stopped.
+        now = time.monotonic()
+        if now - state["beat"] >= HEARTBEAT_S:
+            state["beat"] = now
+            status.update(label=label_now())
+        return False
+
+    with jobs.cancel_when(heartbeat):
+        return runner(**params, progress=on_event)
 
 
 def clear() -> None:

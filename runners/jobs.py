@@ -1,0 +1,305 @@
+"""One registry of torchrun jobs for the whole server process: share, queue, refuse, cancel.
+
+Every `runners.launcher.launch` call goes through `submit`, so every experiment's `run()`
+gets these rules without knowing about them:
+
+    identical requests share one run   key: (worker, world_size, args, worker code hash);
+                                       a second identical request waits for the first's
+                                       RunResult instead of launching again
+    distinct requests queue, FIFO      at most MAX_CONCURRENT_RUNS jobs hold processes at once
+                                       (env PCL_MAX_CONCURRENT_RUNS; default: half the CPUs,
+                                       at least 1 - so 1 on a 2-core box); a waiting job's
+                                       requesters see "queued" events with their position
+    a full queue answers at once       beyond MAX_WAITING_RUNS waiting jobs (env
+                                       PCL_MAX_WAITING_RUNS, default 8) a new request gets
+                                       code "busy" immediately: try again shortly
+    nobody waiting, nothing running    a requester leaves on its cancel check, its own
+                                       time limit or an exception in its progress callback
+                                       (Streamlit's Stop / rerun / closed tab); when the last
+                                       one leaves, the job is cancelled and its processes
+                                       and temporary directory are gone before `submit`
+                                       returns or re-raises
+
+A job runs in its own thread; each requester polls in its *own* thread and calls its own
+progress callback there, so a Streamlit page only ever draws from its script thread.
+
+    python -c "from runners import jobs; print(jobs.MAX_CONCURRENT_RUNS, jobs.MAX_WAITING_RUNS)"
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterator
+from contextvars import ContextVar
+
+from runners.launcher import ProgressEvent, RunResult
+
+
+def _setting(name: str, default: int, minimum: int) -> int:
+    """A whole-number environment setting; a malformed value falls back to the default."""
+    try:
+        return max(minimum, int(os.environ.get(name, default)))
+    except ValueError:
+        return default
+
+
+MAX_CONCURRENT_RUNS = _setting("PCL_MAX_CONCURRENT_RUNS", max(1, (os.cpu_count() or 2) // 2), 1)
+MAX_WAITING_RUNS = _setting("PCL_MAX_WAITING_RUNS", 8, 0)
+POLL_S = 0.1  # how often a requester forwards events and checks its cancel flag
+CLEANUP_S = 30.0  # longest wait for a cancelled job's processes to be stopped and reaped
+# launched: torchrun jobs started; shared: requests served by another's run; busy: refused;
+# cancelled: jobs ended because nobody waited any more; max_running: peak concurrent jobs.
+STATS: Counter = Counter()
+
+Cancel = threading.Event | Callable[[], object] | None
+_CANCEL: ContextVar[Cancel] = ContextVar("pcl_cancel", default=None)
+_LOCK = threading.Condition()  # guards everything below (an RLock inside: re-entrant)
+_JOBS: dict[Hashable, Job] = {}  # in flight, by key: what an identical request joins
+_WAITING: list[Job] = []  # FIFO of jobs waiting for a slot
+_RUNNING: set[Job] = set()  # jobs holding a slot (their processes may be alive)
+
+
+@contextlib.contextmanager
+def cancel_when(check: Cancel) -> Iterator[None]:
+    """Within the block, launches from this thread also stop when `check` fires.
+
+    `check` is a threading.Event or a zero-argument callable, polled every POLL_S seconds
+    in the requester's thread. A callable may also *raise* (Streamlit raises its stop or
+    rerun exception from any element call): the run is cleaned up and the exception goes on.
+    """
+    token = _CANCEL.set(check)
+    try:
+        yield
+    finally:
+        _CANCEL.reset(token)
+
+
+def _is_set(check: Cancel) -> bool:
+    if check is None:
+        return False
+    if isinstance(check, threading.Event):
+        return check.is_set()
+    return bool(check())
+
+
+class Job:
+    """One run in flight: its deadline, its requesters' event queues, and its result."""
+
+    def __init__(self, key: Hashable, work: Callable[[Job], RunResult], timeout_s: float, worker_hash: str):
+        self.key, self.work, self.timeout_s, self.worker_hash = key, work, timeout_s, worker_hash
+        self.start = time.monotonic()
+        self.cancel = threading.Event()
+        self.done = threading.Event()
+        self.result: RunResult | None = None
+        self.waiters: list[queue.SimpleQueue] = []
+        self.last_queued: ProgressEvent | None = None  # replayed to a late joiner
+        self.thread = threading.Thread(target=self._main, name="pcl-job", daemon=True)
+
+    def say(self, event: str, text: str, **values: object) -> None:
+        """Send a progress event to every requester (each forwards it in its own thread)."""
+        line = ProgressEvent(event, text, **values)
+        with _LOCK:
+            if event == "queued":
+                self.last_queued = line
+            for waiter in self.waiters:
+                waiter.put(line)
+
+    def cancelled(self) -> bool:
+        return self.cancel.is_set()
+
+    def _end(self, code: str, message: str) -> RunResult:
+        seconds = time.monotonic() - self.start
+        return RunResult(False, message, (), seconds, self.worker_hash, code=code)
+
+    def _wait_for_slot(self) -> RunResult | None:
+        """Hold its place in line (taken in `submit`) until a slot is free (None), or end unstarted."""
+        with _LOCK:
+            if self in _RUNNING:  # `submit` found a free slot and nobody in line
+                return None
+            try:
+                shown = None
+                while True:
+                    if self.cancel.is_set():
+                        return self._end("cancelled", "stopped on request before it started")
+                    if time.monotonic() - self.start >= self.timeout_s:
+                        message = f"timed out after {self.timeout_s:g} s waiting for other runs to finish"
+                        self.say("timeout", message, seconds=self.timeout_s, timeout_s=self.timeout_s)
+                        return self._end("timeout", message)
+                    ahead = _WAITING.index(self)
+                    if ahead == 0 and len(_RUNNING) < MAX_CONCURRENT_RUNS:
+                        _take_slot(self)
+                        return None
+                    if ahead + 1 != shown:
+                        shown = ahead + 1
+                        text = f"waiting in line: position {shown} ({len(_RUNNING)} running)"
+                        self.say("queued", text, position=shown, running=len(_RUNNING))
+                    _LOCK.wait(POLL_S)
+            finally:
+                _WAITING.remove(self)
+                _LOCK.notify_all()
+
+    def _main(self) -> None:
+        result = None
+        try:
+            result = self._wait_for_slot()
+            if result is None:
+                try:
+                    result = self.work(self)
+                finally:
+                    with _LOCK:
+                        _RUNNING.discard(self)
+                        _LOCK.notify_all()
+        except Exception as exc:  # a launcher bug must still answer every requester
+            result = self._end("failed", f"launcher error: {type(exc).__name__}: {exc}")
+        finally:
+            with _LOCK:
+                self.result = result or self._end("failed", "launcher error: no result")
+                if _JOBS.get(self.key) is self:
+                    del _JOBS[self.key]  # a later identical request launches afresh
+                if self.result.code == "cancelled":
+                    STATS["cancelled"] += 1
+            self.done.set()
+
+
+def submit(
+    key: Hashable,
+    work: Callable[[Job], RunResult],
+    *,
+    timeout_s: float,
+    worker_hash: str,
+    progress: Callable[[str], None] | None = None,
+    cancel: Cancel = None,
+) -> RunResult:
+    """Run `work(job)` once per in-flight `key`, bounded and queued; returns its RunResult.
+
+    Args:
+        key: what makes two requests identical.
+        work: the launch itself; it must poll `job.cancelled()` and honour `job.timeout_s`
+            counted from `job.start` (the time in line included).
+        timeout_s: this request's wall-clock limit (a joiner's own limit; a new job's too).
+        progress: called in this thread with every ProgressEvent of the job.
+        cancel: an Event or callable; default: the one installed by `cancel_when`.
+    Returns:
+        The job's RunResult (shared by identical requests), or ok=False with code "busy",
+        "cancelled" or "timeout" for this request alone.
+    """
+    cancel = _CANCEL.get() if cancel is None else cancel
+    start = time.monotonic()
+    mine: queue.SimpleQueue = queue.SimpleQueue()
+    with _LOCK:
+        job = _JOBS.get(key)
+        joined = job is not None
+        if joined:
+            STATS["shared"] += 1
+            mine.put(ProgressEvent("shared", "an identical run is in progress; sharing its result"))
+            if job.last_queued is not None and job not in _RUNNING:
+                mine.put(job.last_queued)
+        else:
+            # Slots and places in line are taken here, under the lock, so the very next
+            # request already counts this one.
+            waiting = len(_WAITING)
+            must_wait = waiting > 0 or len(_RUNNING) >= MAX_CONCURRENT_RUNS
+            if must_wait and waiting >= MAX_WAITING_RUNS:
+                STATS["busy"] += 1
+                job, running = None, len(_RUNNING)
+            else:
+                job = Job(key, work, timeout_s, worker_hash)
+                _JOBS[key] = job
+                if must_wait:
+                    _WAITING.append(job)
+                else:
+                    _take_slot(job)
+        if job is not None:
+            job.waiters.append(mine)
+            if not joined:
+                job.thread.start()
+    if job is None:  # refused at once: the line is full
+        message = f"busy: {running} running and {waiting} waiting; try again shortly"
+        if progress is not None:
+            progress(ProgressEvent("busy", message, waiting=waiting))
+        return RunResult(False, message, (), 0.0, worker_hash, code="busy")
+    # A request relies on the job's own limit (plus its cleanup) when that ends first; a
+    # joiner with a shorter limit of its own leaves at that limit instead.
+    deadline = start + timeout_s
+    if not joined or job.start + job.timeout_s <= deadline:
+        deadline = job.start + job.timeout_s + CLEANUP_S
+    try:
+        while True:
+            finished = job.done.is_set()
+            _forward(mine, progress)
+            if finished:
+                return job.result
+            if _is_set(cancel):
+                _leave(job, mine)
+                seconds = time.monotonic() - start
+                message = "stopped on request; every process of the run was ended"
+                if progress is not None:
+                    progress(ProgressEvent("cancelled", message, seconds=seconds))
+                return RunResult(False, message, (), seconds, worker_hash, code="cancelled")
+            if time.monotonic() >= deadline:
+                _leave(job, mine)
+                message = f"timed out after {timeout_s:g} s waiting for an identical run to finish"
+                return RunResult(False, message, (), time.monotonic() - start, worker_hash, code="timeout")
+            job.done.wait(POLL_S)
+    except BaseException:
+        _leave(job, mine)  # Stop, rerun, closed tab, Ctrl-C: nothing may outlive the request
+        raise
+
+
+def _take_slot(job: Job) -> None:
+    """Move `job` into a free slot (the caller holds _LOCK)."""
+    _RUNNING.add(job)
+    STATS["launched"] += 1
+    STATS["max_running"] = max(STATS["max_running"], len(_RUNNING))
+
+
+def _forward(mine: queue.SimpleQueue, progress: Callable[[str], None] | None) -> None:
+    while True:
+        try:
+            line = mine.get_nowait()
+        except queue.Empty:
+            return
+        if progress is not None:
+            progress(line)
+
+
+def _leave(job: Job, mine: queue.SimpleQueue) -> None:
+    """Stop waiting; the last requester to leave cancels the job and waits for its cleanup."""
+    with _LOCK:
+        if mine in job.waiters:
+            job.waiters.remove(mine)
+        last = not job.waiters and not job.done.is_set()
+        if last:
+            job.cancel.set()
+            if _JOBS.get(job.key) is job:
+                del _JOBS[job.key]  # a rerun's identical request must not join a dying job
+    if last:
+        job.done.wait(CLEANUP_S)
+
+
+def in_flight() -> dict[str, int]:
+    """How many jobs wait and run right now, and how many requesters they serve."""
+    with _LOCK:
+        jobs = set(_JOBS.values()) | set(_WAITING) | _RUNNING
+        return {
+            "waiting": len(_WAITING),
+            "running": len(_RUNNING),
+            "requesters": sum(len(j.waiters) for j in jobs),
+        }
+
+
+@atexit.register
+def _shutdown() -> None:
+    """On interpreter exit, cancel every job and wait for its processes to be stopped."""
+    with _LOCK:
+        jobs = set(_JOBS.values()) | set(_WAITING) | _RUNNING
+        for job in jobs:
+            job.cancel.set()
+    for job in jobs:
+        job.done.wait(CLEANUP_S)

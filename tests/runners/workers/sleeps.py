@@ -1,0 +1,23 @@
+"""Tiny worker for the fault tests: no torch, no process group - each rank sleeps, then
+reports its pid and the request's tag. Cheap enough to launch a dozen times."""
+
+import argparse
+import os
+import time
+
+from runners.launcher import write_rank_output
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out-dir", required=True)
+    parser.add_argument("--seconds", type=float, default=0.5)
+    parser.add_argument("--tag", default="")
+    args = parser.parse_args()
+    time.sleep(args.seconds)
+    rank = int(os.environ["RANK"])
+    write_rank_output(args.out_dir, rank, {"rank": rank, "tag": args.tag, "pid": os.getpid()})
+
+
+if __name__ == "__main__":
+    main()
