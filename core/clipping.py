@@ -13,9 +13,8 @@ owner counts it. The protocol, in the same order on every rank:
     04 update   theta_j <- theta_j - lr * c * g_j; a skip leaves parameters, optimizer
                 state and the successful-step count exactly as they were
 
-The norm is overflow-safe (`norm_parts`). Beside it, the variants real code has shipped:
-clipping each rank on its local norm, counting every replicated copy, clipping before
-unscaling, and each rank deciding to skip on its own.
+The norm is overflow-safe (`norm_parts`). Beside it, the variants real code has shipped: per-rank
+local norms, every replicated copy counted, clipping before unscaling, ranks skipping alone.
 
 Run: python -c "from core.clipping import *; print(clip_report([{'w0': 24}, {'w1': 32}], 1, 8))"
 """
@@ -31,8 +30,7 @@ from core import validation as v
 Grads = dict[str, float]
 VARIANTS = ("global", "per_rank", "double_counted", "before_unscale", "local_skip")
 PROTOCOL = ("unscale", "agree", "reduce", "update")
-# The protocol step each variant gets wrong (the correct one gets none wrong).
-BROKEN_STEP = dict(zip(VARIANTS, (None, "reduce", "reduce", "unscale", "agree"), strict=True))
+BROKEN_STEP = dict(zip(VARIANTS, (None, "reduce", "reduce", "unscale", "agree")))  # the step each gets wrong
 INJECTIONS = {"inf": math.inf, "nan": math.nan}
 # Unscaled gradients of the pages' presets: sharded (rank, id, g) and replicated (id, g).
 SCENARIOS = {
@@ -42,25 +40,27 @@ SCENARIOS = {
 }
 
 
-def norm_parts(groups) -> tuple[float, list[float]]:
+def norm_parts(groups, *, allow_overflow: bool = False) -> tuple[float, list[float | None]]:
     """n = m sqrt(sum_r sum_grp (g/m)^2), m = max |g|, and each group's s_r = sum_grp g^2.
 
-    Every term is <= 1, so finite gradients near the float64 limit give a finite n wherever it
-    is representable (s_r itself may still overflow)."""
-    groups = [[v.number(g, "values[]") for g in grp] for grp in groups]
+    Every term is <= 1: n is finite wherever representable. Beyond float64 n is refused unless
+    `allow_overflow` (clip_report: c = 0) and s_r is None. Non-finite gradients are refused."""
+    groups = [[v.finite(g, "values[]") for g in grp] for grp in groups]
     m = max((abs(g) for grp in groups for g in grp), default=0.0)
     if m == 0:
         return 0.0, [0.0] * len(groups)
     parts = [math.fsum((g / m) ** 2 for g in grp) for grp in groups]
-    return m * math.sqrt(math.fsum(parts)), [m * m * p for p in parts]
+    n, sums = m * math.sqrt(math.fsum(parts)), [m * (m * p) for p in parts]  # m * p: no early overflow
+    n = n if allow_overflow else v.finite_result(n, "groups", groups)
+    return n, [s if math.isfinite(s) else None for s in sums]
 
 
 def clip_coefficient(norm: float | None, max_norm: float) -> float | None:
-    """c = 1 when norm = 0, else min(1, max_norm / norm); `None` when the norm is undefined."""
+    """c = 1 when norm = 0, else min(1, max_norm / norm) (0 for norm = inf); None for norm None."""
     max_norm = v.non_negative(max_norm, "max_norm")
-    if norm is None:
-        return None
-    return 1.0 if norm == 0 else min(1.0, max_norm / norm)
+    if norm is not None and not v.number(norm, "norm") >= 0:  # NaN or negative: not a norm
+        raise v.InvalidInput("norm", norm, "non_negative")
+    return None if norm is None else 1.0 if norm == 0 else min(1.0, max_norm / norm)
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class ClipReport:
     unscaled: tuple[Grads, ...]
     nonfinite: tuple[bool, ...]  # each rank's own flag (01)
     skip: bool  # the agreed decision (02)
-    owned_square_sums: tuple[float | None, ...]  # s_r (03); None when skipped
+    owned_square_sums: tuple[float | None, ...]  # s_r (03); None when skipped or beyond float64
     global_norm: float | None
     coefficient: float | None
     clipped: Grads | None  # id -> unscaled clipped gradient; None when skipped
@@ -160,15 +160,13 @@ def clip_report(
     """
     scaled = _rank_grads(rank_grads)
     tau, scale = v.non_negative(max_norm, "max_norm"), v.positive(scale, "scale")
-    lr, momentum = v.non_negative(lr, "lr"), v.non_negative(momentum, "momentum")
-    step = v.count(step, "step")
+    lr, momentum, step = v.non_negative(lr, "lr"), v.non_negative(momentum, "momentum"), v.count(step, "step")
     owners: dict[str, int] = {}
     for r, grads in enumerate(scaled):
         owners |= {pid: r for pid in grads if pid not in owners}
     params = _initial(params, owners, "params", 1.0)
     buffers = _initial(momentum_buffers, owners, "momentum_buffers", None)
-    # 01 unscale, and each rank's own non-finite flag over everything it holds (not only
-    # what it owns: a replicated copy can overflow on a rank that does not count it).
+    # 01 unscale; each rank flags all it holds (a copy it does not count can overflow too).
     unscaled = tuple({j: g / scale for j, g in grads.items()} for grads in scaled)
     nonfinite = tuple(not all(map(math.isfinite, grads.values())) for grads in unscaled)
     skip = any(nonfinite)  # 02 agree
@@ -179,17 +177,17 @@ def clip_report(
     def owned(grads_by_rank, ranks) -> list[list[float]]:
         return [[g for j, g in grads_by_rank[r].items() if owners[j] == r] for r in ranks]
 
-    world, everyone = len(scaled), range(len(scaled))
+    world, everyone, norm = len(scaled), range(len(scaled)), lambda g: norm_parts(g, allow_overflow=True)
     n = c = double = scaled_n = None
     sums = local = (None,) * world
     if not skip:  # 03 reduce
-        n, sums = norm_parts(owned(unscaled, everyone))
+        n, sums = norm(owned(unscaled, everyone))
         c = clip_coefficient(n, tau)
-        double = norm_parts([[g for grads in unscaled for g in grads.values()]])[0]
-        scaled_n = norm_parts(owned(scaled, everyone))[0]
-        local = tuple(norm_parts([grads.values()])[0] for grads in unscaled)
-    healthy = [r for r in everyone if not nonfinite[r]]
-    healthy_n = norm_parts(owned(unscaled, healthy))[0] if healthy else None
+        double = norm([[g for grads in unscaled for g in grads.values()]])[0]
+        scaled_n = norm(owned(scaled, everyone))[0]
+        local = tuple(norm([grads.values()])[0] for grads in unscaled)
+    healthy = [r for r in everyone if not nonfinite[r]]  # local_skip: the ranks that still step
+    healthy_n = norm(owned(unscaled, healthy))[0] if healthy else None
     plan = {  # variant -> (skip per rank, the norm each rank clips with)
         "global": ((skip,) * world, (n,) * world),
         "per_rank": ((skip,) * world, local),
@@ -201,8 +199,8 @@ def clip_report(
     outcomes = {name: _steps(skips, norms, *state) for name, (skips, norms) in plan.items()}
 
     def applied_norm(steps) -> float | None:  # None when an owner skipped
-        stepped = not any(steps[r].skip for r in owners.values())
-        return norm_parts([[steps[owners[j]].applied[j] for j in owners]])[0] if stepped else None
+        skipped = any(steps[r].skip for r in owners.values())
+        return None if skipped else norm([[steps[owners[j]].applied[j] for j in owners]])[0]
 
     def diverged(steps) -> bool:
         moved = any(s.params[j] != steps[owners[j]].params[j] for s in steps for j in s.params)
@@ -268,15 +266,16 @@ def threshold_sweep(report: ClipReport, max_threshold=None, points=41) -> list[d
     Rows {"threshold", "norm", "coefficient"}; `norm` names the variant ("per_rank_<r>"
     for each rank's local norm). Empty when the step is skipped: there is no norm.
     """
-    points = v.count(points, "points", minimum=2)
-    if points > 1000:
+    if not isinstance(report, ClipReport):
+        raise TypeError(f"report={report!r} is not a ClipReport")
+    if (points := v.count(points, "points", minimum=2)) > 1000:
         raise v.InvalidInput("points", points, "in_range", "2..1000")
     if report.skip:
         return []
     norms = {"global": report.global_norm, "double_counted": report.double_counted_norm}
     norms |= {f"per_rank_{r}": x for r, x in enumerate(report.per_rank_norms)}
     norms["before_unscale"] = report.scaled_norm
-    top = 2 * report.global_norm or 1.0
+    top = min(2 * report.global_norm, 1e308) or 1.0  # an overflowed norm: the largest top
     top = top if max_threshold is None else v.positive(max_threshold, "max_threshold")
     taus = [top * (i / (points - 1)) for i in range(points)]  # never past top, even near the limit
     rows = [(t, k, clip_coefficient(x, t)) for k, x in norms.items() for t in taus]
@@ -286,6 +285,8 @@ def threshold_sweep(report: ClipReport, max_threshold=None, points=41) -> list[d
 def protocol_marks(report: ClipReport, variant: str) -> dict[str, str]:
     """Each PROTOCOL step under `variant`: "wrong" (its faulty step, changing the outcome here),
     "latent" (the faulty step, hidden by these inputs), "skipped" (every rank skipped) or "ok"."""
+    if not isinstance(report, ClipReport):
+        raise TypeError(f"report={report!r} is not a ClipReport")
     variant = v.choice(variant, "variant", VARIANTS)
     steps, right = report.outcomes[variant], report.outcomes[VARIANTS[0]]
     same = all(a.params == b.params and a.step == b.step for a, b in zip(steps, right, strict=True))

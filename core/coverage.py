@@ -83,9 +83,18 @@ def within(diff: float | None, tolerance: float) -> bool:
 
 
 def cell_status(evidence: Evidence | None) -> str:
-    """The status of one cell (see the module table)."""
+    """The status of one cell (see the module table).
+
+    Args: an Evidence (tolerance finite >= 0, each gap a number or None) or None (not run).
+    """
     if evidence is None:
         return "not_run"
+    if not isinstance(evidence, Evidence):
+        raise TypeError(f"evidence={evidence!r} is not an Evidence record")
+    v.non_negative(evidence.tolerance, "tolerance")
+    for field in ("correct_diff", "slip_diff"):  # None or a number; inf and NaN are "not finite"
+        if getattr(evidence, field) is not None:
+            v.number(getattr(evidence, field), field)
     if not within(evidence.correct_diff, evidence.tolerance):
         return "broken"
     if not evidence.slip_run:
@@ -162,13 +171,34 @@ TRANSFORMER_BRANCHES = {
 TRANSFORMER_COLUMNS = ("loss", "parameters")  # the gaps its report gives as numbers
 
 
+def _records(report: object, key: str, fields: tuple[str, ...]) -> list[Mapping]:
+    """report[key] as a list of records, each holding `fields`; ValueError naming it otherwise."""
+    if not isinstance(report, Mapping):
+        raise TypeError(f"report={report!r} is not a mapping (a runners.transformer report)")
+    items = report.get(key)
+    if not isinstance(items, list | tuple) or any(
+        not isinstance(item, Mapping) or not set(fields) <= item.keys() for item in items
+    ):
+        raise v.InvalidInput(key, items, "same_shape", f"a list of records with {', '.join(fields)}")
+    return list(items)
+
+
 def transformer_rows(report: Mapping) -> tuple[str, ...]:
-    """The rows a Transformer run exercises (its windows are listed in label order)."""
+    """The rows a Transformer run exercises (its windows are listed in label order).
+
+    Args: a runners.transformer report: "windows" [{"rank", "padding"}] and "labels", one
+        whole-number count per window.
+    """
+    windows = _records(report, "windows", ("rank", "padding"))
+    labels = report.get("labels")
+    if not isinstance(labels, list | tuple) or len(labels) != len(windows):
+        raise v.InvalidInput("labels", labels, "same_shape", f"one count per window ({len(windows)})")
     rank_counts: dict[int, int] = {}
-    for labels, window in zip(report["labels"], report["windows"], strict=True):
-        rank_counts[window["rank"]] = rank_counts.get(window["rank"], 0) + labels
+    for i, (count, window) in enumerate(zip(labels, windows)):
+        rank = v.count(window["rank"], f"windows[{i}].rank")
+        rank_counts[rank] = rank_counts.get(rank, 0) + v.count(count, f"labels[{i}]")
     rows = ["accumulation_window"]
-    if any(window["padding"] > 0 for window in report["windows"]):
+    if any(v.count(w["padding"], f"windows[{i}].padding") > 0 for i, w in enumerate(windows)):
         rows.append("tail_batch")
     if len(set(rank_counts.values())) > 1:
         rows.append("unequal_lengths")
@@ -189,20 +219,26 @@ def evidence_from_transformer(report: Mapping | None) -> tuple[Evidence, ...]:
     """
     if not isinstance(report, Mapping) or not report.get("branches"):
         return ()
-    tolerance = v.non_negative(report["tolerance"], "tolerance")
-    by_name: dict[str, list[dict]] = {}
-    for branch in report["branches"]:
+    tolerance = v.non_negative(report.get("tolerance"), "tolerance")
+    by_name: dict[str, list[Mapping]] = {}
+    for i, branch in enumerate(_records(report, "branches", ("name", "optimizer", "loss", "max_abs_diff"))):
+        if not (isinstance(branch["name"], str) and isinstance(branch["optimizer"], str)):
+            raise v.InvalidInput(f"branches[{i}]", branch, "same_shape", "name and optimizer as text")
         by_name.setdefault(branch["name"], []).append(branch)
     reference = {b["optimizer"]: b for b in by_name.get("full_batch", [])}
+
+    def number(x: object, field: str) -> float | None:  # None: the run had no figure
+        return None if x is None else v.number(x, field)
 
     def worst(name: str, column: str) -> float | None:
         gaps = []
         for branch in by_name.get(name, []):
             if column == "parameters":
-                gaps.append(branch["max_abs_diff"])
-            else:
-                ref = reference[branch["optimizer"]]["loss"]
-                gaps.append(None if branch["loss"] is None or ref is None else abs(branch["loss"] - ref))
+                gaps.append(number(branch["max_abs_diff"], "max_abs_diff"))
+            else:  # no full-batch run of this optimizer: no reference, no gap
+                ref = number(reference.get(branch["optimizer"], {}).get("loss"), "loss")
+                loss = number(branch["loss"], "loss")
+                gaps.append(None if loss is None or ref is None else abs(loss - ref))
         if not gaps or any(g is None or not math.isfinite(g) for g in gaps):
             return None
         return max(gaps)

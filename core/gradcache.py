@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from core import validation as v
-from core.limits import DTYPE, bounded_count, max_abs_diff, seeded_generator
+from core.limits import DTYPE, bounded_count, max_abs_diff, seeded_generator, tensor
 
 INPUT_DIM, HIDDEN, REP_DIM = 5, 16, 4
 NEGATIVE_VARIANTS = ("full_pool", "per_microbatch", "gradient_cache")
@@ -47,21 +47,51 @@ def encoder(seed: int = 0) -> torch.nn.Module:
 
 
 def pairs(batch_size: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Query inputs a (B, 5) and positive document inputs b, b a noisy copy of a."""
-    gen = seeded_generator(seed + 1)
+    """Query inputs a (B, 5) and positive document inputs b, b a noisy copy of a.
+
+    Args: batch_size B in 1..10000, seed in 0..2^31-2 (the inputs draw from seed + 1).
+    """
+    batch_size = bounded_count(batch_size, "batch_size", 1, 10_000)
+    gen = seeded_generator(bounded_count(seed, "seed", 0, 2**31 - 2) + 1)
     a = torch.randn(batch_size, INPUT_DIM, generator=gen, dtype=DTYPE)
     return a, a + 0.5 * torch.randn(batch_size, INPUT_DIM, generator=gen, dtype=DTYPE)
 
 
 def info_nce_sum(q: torch.Tensor, d: torch.Tensor, tau: float) -> torch.Tensor:
-    """sum_i -log softmax_j(q_i . d_j / tau)[i]: every document of the pool is a candidate."""
-    logits = q @ d.T / tau
-    return torch.nn.functional.cross_entropy(logits, torch.arange(len(q)), reduction="sum")
+    """sum_i -log softmax_j(q_i . d_j / tau)[i]: every document of the pool is a candidate.
+
+    Args: q, d finite (B, R) float tensors of one shape and dtype, B >= 1; tau finite > 0.
+    Returns: a 0-d tensor (with autograd history); a loss beyond float64 is refused.
+    """
+    _pair(q, d)
+    tau = v.positive(tau, "tau")
+    loss = torch.nn.functional.cross_entropy(q @ d.T / tau, torch.arange(len(q)), reduction="sum")
+    v.finite_result(float(loss.detach()), "tau", tau)  # q . d / tau beyond float64
+    return loss
+
+
+def _pair(q: torch.Tensor, d: torch.Tensor, names: str = "qd") -> None:
+    """Two sides of the pairs: finite float tensors of one 2-D shape and dtype, at least one row."""
+    tensor(q, names[0]), tensor(d, names[1])
+    if not (q.is_floating_point() and q.dtype == d.dtype):
+        raise TypeError(
+            f"{names[0]} and {names[1]} must be float tensors of one dtype, not {q.dtype}, {d.dtype}"
+        )
+    if q.ndim != 2 or q.shape != d.shape or not len(q):
+        raise v.InvalidInput(
+            names[1], tuple(d.shape), "same_shape", f"(B >= 1, R) like {names[0]}: {tuple(q.shape)}"
+        )
 
 
 @contextmanager
 def saved_activation_counter(params) -> Iterator[Callable[[], int]]:
-    """Count elements autograd saves for backward inside the block, parameters excluded."""
+    """Count elements autograd saves for backward inside the block, parameters excluded.
+
+    params: an iterable of tensors (e.g. net.parameters()); TypeError for anything else.
+    """
+    params = list(params) if hasattr(params, "__iter__") and not isinstance(params, str) else params
+    if not isinstance(params, list) or not all(isinstance(p, torch.Tensor) for p in params):
+        raise TypeError(f"params={params!r} is not an iterable of tensors")
     pointers = {p.data_ptr() for p in params}
     total = [0]
 
@@ -77,9 +107,17 @@ def saved_activation_counter(params) -> Iterator[Callable[[], int]]:
 def gradient_cache(net: torch.nn.Module, a: torch.Tensor, b: torch.Tensor, accum_steps: int, tau: float):
     """Accumulate d(full-pool InfoNCE / B)/dw into net's .grad, one microbatch graph at a time.
 
+    Args: net a torch module mapping (n, 5) to representations; a, b finite (B, 5) inputs of
+        one shape and dtype (see `pairs`); accum_steps K in 1..B; tau finite > 0.
     Returns (loss, encoder_saved, loss_saved): the full-pool mean loss, the most activation
     elements one encoder graph saved for backward, and what the pool's loss graph saved.
     """
+    if not isinstance(net, torch.nn.Module):
+        raise TypeError(f"net={net!r} is not a torch module")
+    _pair(a, b, "ab")
+    if a.shape[1] != INPUT_DIM or a.dtype != DTYPE:
+        raise v.InvalidInput("a", tuple(a.shape), "same_shape", f"(B, {INPUT_DIM}) float64, like pairs()")
+    accum_steps, tau = bounded_count(accum_steps, "accum_steps", 1, len(a)), v.positive(tau, "tau")
     params = list(net.parameters())
     with torch.no_grad():  # 1: representations only, no graph
         q = torch.cat([net(x) for x in a.tensor_split(accum_steps)])
@@ -165,6 +203,9 @@ def negatives_split(
     loss, enc, lss = gradient_cache(net, a, b, steps, tau)
     results["gradient_cache"] = (loss, flat(net), enc, lss, size - 1)
 
+    for loss, grad, *_ in results.values():  # tau near the float64 limit: the logits overflow
+        for x in (loss, float(grad.abs().max())):
+            v.finite_result(x, "tau", tau)
     ref = results["full_pool"][1]
     rows = tuple(
         {

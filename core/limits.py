@@ -28,6 +28,7 @@ DTYPE = torch.float64
 FEATURES = 3
 WINDOW_VARIANTS = ("large_batch", "accumulate", "step_inside", "reg_every_microstep")
 NORM_VARIANTS = ("batchnorm_train", "batchnorm_eval", "layernorm")
+MAX_ELEMENTS = 100_000  # the most samples (or elements) a data helper builds: the pages use <= 8192
 
 
 def bounded_count(value: object, field: str, low: int, high: int) -> int:
@@ -38,9 +39,20 @@ def bounded_count(value: object, field: str, low: int, high: int) -> int:
     return n
 
 
+def tensor(value: object, field: str) -> torch.Tensor:
+    """`value` itself when it is a torch tensor with finite entries; TypeError when not a tensor."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{field}={value!r} is not a torch tensor")
+    if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+        raise v.InvalidInput(field, value, "finite")
+    return value
+
+
 def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    """max |a - b| over every element (0 for empty tensors)."""
-    return float((a - b).abs().max()) if a.numel() else 0.0
+    """max |a - b| over every element (0 for empty tensors); a and b finite, of one shape."""
+    if tensor(a, "a").shape != tensor(b, "b").shape:
+        raise v.InvalidInput("b", tuple(b.shape), "same_shape", str(tuple(a.shape)))
+    return v.finite_result(float((a - b).abs().max()), "a - b", (a, b)) if a.numel() else 0.0
 
 
 def seeded_generator(seed: object) -> torch.Generator:
@@ -52,8 +64,8 @@ def seeded_generator(seed: object) -> torch.Generator:
 
 
 def regression_data(num_samples: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Inputs x (n, 3), targets y and a non-zero starting point w0 for least squares."""
-    gen = seeded_generator(seed)
+    """Inputs x (n, 3), targets y and a non-zero starting point w0 for least squares (n <= 100000)."""
+    num_samples, gen = bounded_count(num_samples, "num_samples", 1, MAX_ELEMENTS), seeded_generator(seed)
     x = torch.randn(num_samples, FEATURES, generator=gen, dtype=DTYPE)
     y = x @ torch.tensor([1.0, -2.0, 0.5], dtype=DTYPE) + 0.3 * torch.randn(
         num_samples, generator=gen, dtype=DTYPE
@@ -118,9 +130,10 @@ def window_update(
         "step_inside": run(steps, True, False),
         "reg_every_microstep": run(steps, False, True),
     }
-    ref = results["large_batch"]
-    gaps = {name: max_abs_diff(w, ref) for name, w in results.items()}
     after = {name: objective(w) for name, w in results.items()}
+    for x in (*after.values(), *(float(w.abs().max()) for w in results.values())):
+        v.finite_result(x, "lr, reg", (lr, reg))  # a huge rate overflows the step or the loss
+    gaps = {name: max_abs_diff(w, results["large_batch"]) for name, w in results.items()}
     rows = tuple(
         {"variant": name, "max_param_diff": gaps[name], "objective_after": after[name]}
         for name in WINDOW_VARIANTS
@@ -134,8 +147,8 @@ def window_update(
 
 
 def norm_data(batch_size: int, seed: int = 0) -> dict[str, torch.Tensor]:
-    """A batch x (B, 3) with a shifted mean, targets, affine weight/bias and a linear head."""
-    gen = seeded_generator(seed)
+    """A batch x (B, 3) with a shifted mean, targets, affine weight/bias and a linear head (B <= 100000)."""
+    batch_size, gen = bounded_count(batch_size, "batch_size", 1, MAX_ELEMENTS), seeded_generator(seed)
     scale = torch.tensor([1.0, 2.0, 0.5], dtype=DTYPE)
     x = torch.randn(batch_size, FEATURES, generator=gen, dtype=DTYPE) * scale + 1.5
     return {
@@ -212,30 +225,25 @@ def batchnorm_split(batch_size: int = 8, accum_steps: int = 2, seed: int = 0) ->
             }
         )
     full, split = runs["batchnorm_train"]
-    return NormSplit(
-        steps,
-        tuple(full["pred"].tolist()),
-        tuple(split["pred"].tolist()),
-        tuple(full["running"].tolist()),
-        tuple(split["running"].tolist()),
-        max_abs_diff(full["running"], split["running"]),
-        tuple(rows),
-        rows[0]["max_grad_diff"],
-    )
+    values = (tuple(t.tolist()) for t in (full["pred"], split["pred"], full["running"], split["running"]))
+    gap = max_abs_diff(full["running"], split["running"])
+    return NormSplit(steps, *values, gap, tuple(rows), rows[0]["max_grad_diff"])
 
 
 # ---------------------------------------------------------------- 3 the same non-linear processing
 
 
 def clip_vector(g: torch.Tensor, max_norm: float) -> torch.Tensor:
-    """g * c with c = 1 if |g| = 0 else min(1, tau / |g|) (the exact rule, no epsilon)."""
-    norm = float(torch.linalg.vector_norm(g))
+    """g * c with c = 1 if |g| = 0 else min(1, tau / |g|) (the exact rule, no epsilon); g finite, tau >= 0."""
+    g, max_norm = tensor(g, "g"), v.non_negative(max_norm, "max_norm")
+    norm = v.finite_result(float(torch.linalg.vector_norm(g)), "g", g)  # a norm beyond float64
     return g if norm == 0 else g * min(1.0, max_norm / norm)
 
 
 def microstep_grads(accum_steps: int, dim: int, seed: int = 0) -> torch.Tensor:
-    """K seeded microstep gradient contributions (K, dim), sharing a common drift."""
-    gen = seeded_generator(seed)
+    """K seeded microstep gradient contributions (K, dim), sharing a common drift; K * dim <= 100000."""
+    accum_steps = bounded_count(accum_steps, "accum_steps", 1, MAX_ELEMENTS)
+    dim, gen = bounded_count(dim, "dim", 1, MAX_ELEMENTS // accum_steps), seeded_generator(seed)
     drift = torch.randn(dim, generator=gen, dtype=DTYPE)
     return 0.5 * drift + torch.randn(accum_steps, dim, generator=gen, dtype=DTYPE)
 

@@ -26,16 +26,25 @@ LAYERS = 2  # two dropout layers: the split interleaves their draws
 
 
 def summands(count: int, seed: int = 0) -> np.ndarray:
-    """`count` float32 values of mixed sign spanning eight decades (seeded)."""
-    gen = seeded_generator(seed)
+    """`count` float32 values of mixed sign spanning eight decades (seeded); count in 1..200000."""
+    count, gen = bounded_count(count, "count", 1, 200_000), seeded_generator(seed)
     mantissa = torch.randn(count, generator=gen, dtype=DTYPE)
     exponent = torch.empty(count, dtype=DTYPE).uniform_(-4.0, 4.0, generator=gen)
     return (mantissa * 10.0**exponent).to(torch.float32).numpy()
 
 
 def sequential_sum(values: np.ndarray) -> float:
-    """Left-to-right sum rounded to float32 after every addition (numpy's accumulate)."""
-    return float(np.add.accumulate(values, dtype=np.float32)[-1])
+    """Left-to-right sum rounded to float32 after every addition (numpy's accumulate).
+
+    values: a non-empty 1-D numpy array of finite real numbers; a sum beyond float32 is refused.
+    """
+    if not isinstance(values, np.ndarray) or values.dtype.kind not in "fiu":
+        raise TypeError(f"values={values!r} is not a numpy array of real numbers")
+    if values.ndim != 1 or not values.size:
+        raise v.InvalidInput("values", values, "non_empty", "a 1-D array")
+    if not np.isfinite(values).all():
+        raise v.InvalidInput("values", values, "finite")
+    return v.finite_result(float(np.add.accumulate(values, dtype=np.float32)[-1]), "values", values)
 
 
 @dataclass(frozen=True)
@@ -88,14 +97,38 @@ def summation_order(count: int = 10_000, replicas: int = 4, seed: int = 0) -> Su
 # ---------------------------------------------------------------- dropout's random stream
 
 
+def _probability(p: object) -> float:
+    """A dropout probability: finite, 0 <= p < 1."""
+    p = v.non_negative(p, "p")
+    if p >= 1:
+        raise v.InvalidInput("p", p, "in_range", "0 <= p < 1")
+    return p
+
+
+def _features(features: object, rows: int) -> int:
+    """At most 100000 mask elements in all."""
+    return bounded_count(features, "features", 1, 100_000 // rows)
+
+
 def dropout_mask(rows: int, features: int, p: float) -> torch.Tensor:
-    """0/1 mask of one real `F.dropout` call on the global stream (scale removed)."""
+    """0/1 mask of one real `F.dropout` call on the global stream (scale removed).
+
+    Args: rows in 1..100000, features with rows * features <= 100000, p in [0, 1).
+    """
+    rows = bounded_count(rows, "rows", 1, 100_000)
+    features, p = _features(features, rows), _probability(p)
     kept = torch.nn.functional.dropout(torch.ones(rows, features, dtype=DTYPE), p, training=True)
     return (kept != 0).to(DTYPE)
 
 
 def sample_masks(sample: int, features: int, p: float, seed: int) -> torch.Tensor:
-    """Both layers' masks (2, features) keyed on the sample's identity: generator seed + sample."""
+    """Both layers' masks (2, features) keyed on the sample's identity: generator seed + sample.
+
+    Args: sample >= 0 and seed >= 0 with seed + sample <= 2^31-1, features in 1..50000, p in [0, 1).
+    """
+    sample = bounded_count(sample, "sample", 0, 2**31 - 1)
+    seed = bounded_count(seed, "seed", 0, 2**31 - 1 - sample)
+    features, p = _features(features, LAYERS), _probability(p)
     gen = torch.Generator().manual_seed(seed + sample)
     return torch.empty(LAYERS, features, dtype=DTYPE).bernoulli_(1 - p, generator=gen)
 
@@ -145,10 +178,7 @@ def dropout_split(
     size = bounded_count(batch_size, "batch_size", 1, 256)
     steps = bounded_count(accum_steps, "accum_steps", 1, size)
     features = bounded_count(features, "features", 1, 64)
-    seed = bounded_count(seed, "seed", 0, 2**31 - 1 - size)
-    p = v.non_negative(p, "p")
-    if p >= 1:
-        raise v.InvalidInput("p", p, "in_range", "0 <= p < 1")
+    seed, p = bounded_count(seed, "seed", 0, 2**31 - 1 - size), _probability(p)
     gen = seeded_generator(seed)
     x = torch.randn(size, features, generator=gen, dtype=DTYPE)
     weights = torch.randn(LAYERS, features, features, generator=gen, dtype=DTYPE) / math.sqrt(features)

@@ -31,11 +31,12 @@ import math
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import replace
+from functools import partial
 
 from core import clipping
 from core import validation as v
-from runners.launcher import RunResult, init_worker, launch, write_rank_output
+from runners.cli import experiment_parser, launch_with_report, run_for_cli
+from runners.launcher import RunResult, init_worker, write_rank_output
 
 WORKER = "runners.clipping"
 WORLD_SIZE = 2
@@ -414,44 +415,30 @@ def run(
     worker_args = [f"--nonfinite={params['nonfinite']}"]
     if params["inject_overflow"] is not None:
         worker_args.append(f"--inject-overflow={params['inject_overflow']}")
-    result = launch(
-        WORKER, WORLD_SIZE, worker_args, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress
+    return launch_with_report(
+        WORKER,
+        WORLD_SIZE,
+        worker_args,
+        build_report,
+        timeout_s=timeout_s,
+        pg_timeout_s=pg_timeout_s,
+        progress=progress,
     )
-    if not result.ok:
-        return result
-    try:
-        report = build_report(result.ranks)
-    except (KeyError, TypeError, ValueError) as exc:
-        return replace(result, ok=False, ranks=(), message=f"inconsistent rank outputs: {exc}")
-    return replace(result, report=report)
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse prints usage + message; one line is enough
-        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
 def cli(argv: list[str] | None = None) -> int:
     """`python -m runners.clipping`: 0 ok, 1 failed run or disagreement, 2 bad arguments."""
-    parser = _OneLineParser(prog="python -m runners.clipping", description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print the JSON report to stdout")
+    parser = experiment_parser("runners.clipping", __doc__, timeout_s=180.0)
     parser.add_argument("--inject-overflow", type=int, default=None, metavar="RANK", help="0 or 1")
     parser.add_argument("--nonfinite", default="inf", help="inf (default) or nan")
-    parser.add_argument("--timeout", type=float, default=180.0, help="seconds for the whole run")
     args = parser.parse_args(argv)
     try:
         check_params(args.inject_overflow, args.nonfinite)
         v.positive(args.timeout, "timeout")
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
-    result = run(
-        args.inject_overflow,
-        args.nonfinite,
-        timeout_s=args.timeout,
-        progress=lambda line: print(line, file=sys.stderr),
-    )
-    if not result.ok:
-        print(f"{parser.prog}: run failed: {result.message}", file=sys.stderr)
+    result = run_for_cli(parser, partial(run, args.inject_overflow, args.nonfinite, timeout_s=args.timeout))
+    if result is None:
         return 1
     report = result.report
     if args.json:

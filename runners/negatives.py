@@ -29,9 +29,11 @@ import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 from core import validation as v
-from runners.launcher import RunResult, init_worker, launch, worker_device, write_rank_output
+from runners.cli import experiment_parser, launch_with_report, run_for_cli
+from runners.launcher import RunResult, init_worker, worker_device, write_rank_output
 
 WORKER = "runners.negatives"
 SCHEMES = ("gather", "detach", "local", "full_loss_each_rank")
@@ -264,55 +266,38 @@ def run(
     """
     params = check_params(world_size, tau, wq, wd)
     worker_args = [f"--{k}={params[k]!r}" for k in ("tau", "wq", "wd")] + [f"--lr={LR!r}"]
-    result = launch(
+    result = launch_with_report(
         WORKER,
         params["world_size"],
         worker_args,
+        build_report,
         timeout_s=timeout_s,
         pg_timeout_s=pg_timeout_s,
         progress=progress,
     )
     if not result.ok:
         return result
-    try:
-        report = build_report(result.ranks)
-    except (KeyError, TypeError, ValueError) as exc:
-        return replace(result, ok=False, ranks=(), message=f"inconsistent rank outputs: {exc}")
-    if not _finite(report):
+    if not _finite(result.report):
         message = "the run produced non-finite numbers (tau too small or weights too large)"
-        return replace(result, ok=False, ranks=(), message=message)
-    return replace(result, report=report)
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse prints usage + message; one line is enough
-        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+        return replace(result, ok=False, ranks=(), report=None, message=message)
+    return result
 
 
 def cli(argv: list[str] | None = None) -> int:
     """`python -m runners.negatives`: 0 ok, 1 failed run, 2 bad arguments (one line each)."""
-    parser = _OneLineParser(prog="python -m runners.negatives", description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print the JSON report to stdout")
+    parser = experiment_parser("runners.negatives", __doc__, timeout_s=120.0)
     parser.add_argument("--world-size", type=int, default=2, help="processes P, 2..8 (default 2)")
     for name, default in DEFAULTS.items():
         parser.add_argument(f"--{name}", type=float, default=default, help=f"default {default}")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds for the whole run")
     args = parser.parse_args(argv)
     try:
         check_params(args.world_size, args.tau, args.wq, args.wd)
         v.positive(args.timeout, "timeout")
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
-    result = run(
-        args.world_size,
-        args.tau,
-        args.wq,
-        args.wd,
-        timeout_s=args.timeout,
-        progress=lambda line: print(line, file=sys.stderr),
-    )
-    if not result.ok:
-        print(f"{parser.prog}: run failed: {result.message}", file=sys.stderr)
+    start = partial(run, args.world_size, args.tau, args.wq, args.wd, timeout_s=args.timeout)
+    result = run_for_cli(parser, start)
+    if result is None:
         return 1
     if args.json:
         print(json.dumps(result.report, indent=2))

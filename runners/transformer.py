@@ -27,11 +27,12 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from functools import partial
 
 from core import ledger
 from core import validation as v
-from runners.launcher import RunResult, init_worker, launch, write_rank_output
+from runners.cli import experiment_parser, launch_with_report, run_for_cli
+from runners.launcher import RunResult, init_worker, write_rank_output
 from runners.lm import data
 
 WORKER = "runners.transformer"
@@ -343,26 +344,15 @@ def run(
     """
     params = check_params(labels, world_size, optimizer)
     worker_args = ["--labels", ",".join(map(str, params["labels"])), "--optimizer", params["optimizer"]]
-    result = launch(
+    return launch_with_report(
         WORKER,
         params["world_size"],
         worker_args,
+        build_report,
         timeout_s=timeout_s,
         pg_timeout_s=pg_timeout_s,
         progress=progress,
     )
-    if not result.ok:
-        return result
-    try:
-        report = build_report(result.ranks)
-    except (KeyError, TypeError, ValueError) as exc:
-        return replace(result, ok=False, ranks=(), message=f"inconsistent rank outputs: {exc}")
-    return replace(result, report=report)
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage block
-        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
 def _print_table(report: dict) -> None:
@@ -381,12 +371,10 @@ def cli(argv: list[str] | None = None) -> int:
     """`python -m runners.transformer`: 0 ok, 1 failed run, 2 bad arguments."""
     from runners.lm.artifacts import ArtifactError
 
-    parser = _OneLineParser(prog="python -m runners.transformer", description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print the JSON report to stdout")
+    parser = experiment_parser("runners.transformer", __doc__, timeout_s=240.0)
     parser.add_argument("--labels", default=",".join(map(str, data.DEFAULT_LABELS)), help="per-window counts")
     parser.add_argument("--world-size", type=int, default=2, help=f"processes P, one of {WORLD_SIZES}")
     parser.add_argument("--optimizer", default="both", help="sgd, adamw or both")
-    parser.add_argument("--timeout", type=float, default=240.0, help="seconds for the whole run")
     args = parser.parse_args(argv)
     try:
         params = check_params(args.labels, args.world_size, args.optimizer)
@@ -396,9 +384,8 @@ def cli(argv: list[str] | None = None) -> int:
         return 1
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
-    result = run(**params, timeout_s=args.timeout, progress=lambda line: print(line, file=sys.stderr))
-    if not result.ok:
-        print(f"{parser.prog}: run failed: {result.message}", file=sys.stderr)
+    result = run_for_cli(parser, partial(run, **params, timeout_s=args.timeout))
+    if result is None:
         return 1
     if args.json:
         print(json.dumps(result.report, indent=1))

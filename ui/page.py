@@ -75,7 +75,9 @@ def error_message(exc: Exception) -> str:
         if exc.detail:
             rule = f"{rule} ({exc.detail})"
         return t("errors.invalid", field=exc.field, value=exc.value, rule=rule)
-    return t("errors.not_a_number", detail=str(exc))
+    if isinstance(exc, TypeError):
+        return t("errors.not_a_number", detail=str(exc))
+    return t("errors.cannot_use", detail=str(exc))
 
 
 @contextmanager
