@@ -86,7 +86,7 @@ def _representations(values: object, field: str) -> tuple[np.ndarray, bool]:
     mixed = not vector and any(isinstance(x, _SEQUENCES) for x in items)
     if mixed or vector and (len(items[0]) == 0 or any(len(x) != len(items[0]) for x in items)):
         raise v.InvalidInput(field, values, "rectangular", "all numbers or all equal-length vectors")
-    rows = [  # a row of plain finite floats needs no per-number call (512 x 64: 10x faster)
+    rows = [  # a row of plain finite floats needs no per-number call (checks 10x faster at 512 x 64)
         x if all(type(c) is float and math.isfinite(c) for c in x) else
         [_checked(v.finite, c, f"{field}[{i}]" + (f"[{k}]" if vector else "")) for k, c in enumerate(x)]
         for i, x in enumerate(items if vector else [[x] for x in items])

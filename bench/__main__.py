@@ -1,0 +1,107 @@
+"""`python -m bench`: measure, print a table, rewrite BENCHMARKS.md.
+
+    python -m bench                                  # every family; ~15 min on 2 cores
+    python -m bench --only core,pages --repeats 5
+    python -m bench --quick --only core --out /tmp/b.md   # seconds; what the smoke test runs
+    python -m bench --wait-load 1.5                  # first wait (<= 10 min) for a quiet box
+    python -m bench --render-only                    # re-render with the current bench/notes.md
+
+Families: core (time per core call), pages (AppTest reruns), cold (streamlit run to a
+rendered page), runs (experiments vs a no-op Gloo job, cached calls, memory). A partial run
+rewrites only its own sections of the output file and keeps the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from bench import ROOT, loadavg, report
+
+FAMILIES = ("core", "pages", "cold", "runs")
+
+
+def _families(text: str) -> list[str]:
+    chosen = [f.strip() for f in text.split(",") if f.strip()]
+    unknown = [f for f in chosen if f not in FAMILIES]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"--only {text!r}: expected a comma list of {', '.join(FAMILIES)}")
+    return chosen
+
+
+def wait_for_quiet(limit: float, max_wait_s: float = 600.0) -> None:
+    """Sleep until the 1-minute load average is below `limit` (or max_wait_s has passed)."""
+    deadline = time.monotonic() + max_wait_s
+    while loadavg()[0] >= limit and time.monotonic() < deadline:
+        print(f"load average {loadavg()[0]:.2f} >= {limit}: waiting", file=sys.stderr, flush=True)
+        time.sleep(20)
+
+
+def measure(family: str, quick: bool, repeats: int | None) -> report.Section:
+    if family == "core":
+        from bench import core
+
+        return core.run(quick, repeats)
+    if family == "pages":
+        from bench import pages
+
+        return pages.run(quick, repeats)
+    if family == "cold":
+        from bench import cold_start
+
+        return cold_start.run(quick, repeats)
+    from bench import runs
+
+    return runs.run_section(quick, repeats)
+
+
+def print_section(section: report.Section) -> None:
+    print(
+        f"\n== {section.title}  (load {report.load_text(section.load_start)} -> {report.load_text(section.load_end)})"
+    )
+    widths = [
+        max(len(str(r[i])) for r in [section.columns, *section.rows]) for i in range(len(section.columns))
+    ]
+    for row in [section.columns, *section.rows]:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+    for goal in section.goals:
+        verdict = {True: "met", False: "MISSED", None: "not measured"}[goal.met]
+        print(f"goal: {goal.name}: {goal.measured} (target {goal.target}) -> {verdict}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--only", type=_families, default=list(FAMILIES), help="comma list: core,pages,cold,runs"
+    )
+    parser.add_argument("--quick", action="store_true", help="few repeats, default inputs only")
+    parser.add_argument("--repeats", type=int, default=None, help="samples per measurement")
+    parser.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md", help="file to (re)write")
+    parser.add_argument("--wait-load", type=float, default=None, metavar="X", help="first wait for load < X")
+    parser.add_argument(
+        "--render-only", action="store_true", help="measure nothing: re-render --out with the current notes"
+    )
+    args = parser.parse_args(argv)
+    if args.repeats is not None and args.repeats < 1:
+        parser.error("--repeats must be >= 1")
+    if args.wait_load is not None:
+        wait_for_quiet(args.wait_load)
+    command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.render_only:
+        report.write([], args.out, command.strip())
+        print(f"re-rendered {report.relative(args.out)}")
+        return 0
+    sections = []
+    for family in args.only:
+        section = measure(family, args.quick, args.repeats)
+        print_section(section)
+        sections.append(section)
+        report.write(sections, args.out, command.strip())  # after each family: a crash keeps the rest
+    print(f"\nwrote {report.relative(args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

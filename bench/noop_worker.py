@@ -1,0 +1,35 @@
+"""The benchmark's baseline job: a torchrun worker that joins a Gloo group and does nothing.
+
+Each rank only initialises the process group, meets the others at one barrier, writes the
+`rank<RANK>.json` the launcher waits for, and leaves. Timing an experiment against this job,
+launched the same way (`runners.launcher.launch`), isolates what the experiment's workers
+add on top of the fixed cost of torchrun, importing torch and the Gloo rendezvous.
+
+    python -c "from runners.launcher import launch; print(launch('bench.noop_worker', 2))"
+    torchrun --standalone --nproc-per-node 2 -m bench.noop_worker --out-dir /tmp/noop
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from runners.launcher import write_rank_output
+
+
+def main(argv: list[str] | None = None) -> None:
+    """init_process_group(gloo) + barrier + destroy, and the one JSON line the launcher reads."""
+    import torch.distributed as dist
+
+    parser = argparse.ArgumentParser(prog="bench.noop_worker")
+    parser.add_argument("--out-dir", required=True)
+    args = parser.parse_args(argv)
+    dist.init_process_group(backend="gloo")
+    dist.barrier()
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    write_rank_output(args.out_dir, rank, {"rank": rank, "world_size": world_size})
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__" and "RANK" in os.environ:
+    main()

@@ -1,0 +1,330 @@
+"""Real runs: each experiment's cold run against a bare no-op Gloo job, and its cached call.
+
+    python -m bench --only runs [--quick] [--repeats N]
+    python -m bench.runs --child negatives          # one launch, one JSON line
+    python -m bench.runs --cached negatives --repeats 20
+    python -m bench.runs --pooled --repeats 3         # the opt-in warm pool (runners/warm_pool.py)
+
+Cold run: `runners.<experiment>.run()` at its defaults (2 processes), timed around the call
+(launch, torchrun, every rank, the report), measured alternately with the baseline - a
+two-process `torchrun --standalone` job of bench/noop_worker.py launched through the same
+`runners.launcher.launch` - in the order noop, experiment, noop, experiment ... so both see
+the same machine load. Every launch runs in a fresh child process that imports the runner
+first (untimed); the ratio is median(experiment) / median(noop).
+
+Peak memory per job, two ways: the child's `getrusage(RUSAGE_CHILDREN).ru_maxrss` after the
+launch is the exact peak RSS of the largest process of the launch (torchrun's agent or a
+rank); a sampler thread reads VmHWM from /proc/<pid>/status of the agent and of each rank
+every 50 ms, which splits that peak by role (a lower bound: growth in a process's last
+50 ms is missed).
+
+Cached call: an AppTest script calls `ui.runs.run_with_status` exactly as a page does. The
+first run launches and stores the result; each further rerun is a cache hit, and the script
+times the `run_with_status` call itself (validation, the worker-code hash, the
+`st.cache_data` lookup and the "cached" status element).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import resource
+import sys
+import threading
+import time
+
+from bench import child_json, loadavg, stats, vm_kb
+from bench.report import Goal, Section, duration, megabytes, now, spread
+
+RATIO_GOAL, CACHED_GOAL_S = 1.3, 0.050
+# job -> the module whose run() launches it
+JOBS = {
+    "noop": "bench.runs",
+    "negatives": "runners.negatives",
+    "clipping": "runners.clipping",
+    "transformer": "runners.transformer",
+}
+EXPERIMENTS = ("negatives", "clipping", "transformer")
+
+
+def job_params(job: str) -> dict:
+    """Each experiment's defaults, as a page passes them to `run_with_status`."""
+    if job == "negatives":
+        return {"world_size": 2, "tau": 1.0, "wq": 1.0, "wd": 1.0}
+    if job == "clipping":
+        return {"inject_overflow": None, "nonfinite": "inf"}
+    if job == "transformer":
+        from runners.lm.data import DEFAULT_LABELS
+
+        return {"labels": DEFAULT_LABELS, "world_size": 2, "optimizer": "both"}
+    return {}
+
+
+CACHED_SCRIPT = """
+import importlib, time
+import streamlit as st
+from bench.runs import JOBS, job_params
+from ui import runs
+
+job = st.session_state["bench_job"]
+runner, params = importlib.import_module(JOBS[job]).run, job_params(job)
+began = time.perf_counter()
+result = runs.run_with_status("bench", runner, **params)
+st.session_state["bench_s"] = time.perf_counter() - began
+st.session_state["bench_ok"] = bool(result is not None and result.ok)
+began = time.perf_counter()  # what the "cached" st.status element alone costs
+st.status("bench", state="complete", expanded=False)
+st.session_state["bench_status_s"] = time.perf_counter() - began
+"""
+
+
+def run(**_: object):
+    """The baseline job: bench/noop_worker.py on 2 processes, through the lab's launcher."""
+    from runners.launcher import launch
+
+    return launch("bench.noop_worker", 2, timeout_s=240.0)
+
+
+class _Sampler(threading.Thread):
+    """Peak VmHWM of every descendant process, by pid, read every `interval_s`."""
+
+    def __init__(self, interval_s: float = 0.05) -> None:
+        super().__init__(daemon=True)
+        self.interval_s = interval_s
+        self.peaks: dict[int, int] = {}
+        self.roles: dict[int, str] = {}
+        self.done = threading.Event()
+
+    def _children(self, pid: int) -> list[int]:
+        out = []
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    out += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+        return out
+
+    def run(self) -> None:
+        # Depth, not the command line, tells the roles apart: a rank read between its fork and
+        # its exec still shows the agent's command line. Depth 1: torchrun's agent; 2: a rank.
+        while not self.done.wait(self.interval_s):
+            frontier = [(pid, 1) for pid in self._children(os.getpid())]
+            while frontier:
+                pid, depth = frontier.pop()
+                kb = vm_kb(pid)
+                if kb is not None:
+                    self.peaks[pid] = max(kb, self.peaks.get(pid, 0))
+                    self.roles[pid] = "agent" if depth == 1 else "rank"
+                frontier += [(child, depth + 1) for child in self._children(pid)]
+
+
+def child(job: str) -> dict:
+    """One launch of `job` in this process: seconds, outcome and memory, as a dict."""
+    runner, params = importlib.import_module(JOBS[job]).run, job_params(job)
+    sampler = _Sampler()
+    sampler.start()
+    began = time.perf_counter()
+    result = runner(**params)
+    wall = time.perf_counter() - began
+    sampler.done.set()
+    sampler.join()
+    ranks = [kb for pid, kb in sampler.peaks.items() if sampler.roles.get(pid) == "rank"]
+    agents = [kb for pid, kb in sampler.peaks.items() if sampler.roles.get(pid) == "agent"]
+    return {
+        "job": job,
+        "ok": result.ok,
+        "message": result.message,
+        "wall_s": wall,
+        "launch_s": result.seconds,
+        "children_maxrss_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+        "agent_hwm_kb": max(agents, default=None),
+        "rank_hwm_kb": sorted(ranks),
+    }
+
+
+def pooled(repeats: int, jobs=("noop", *EXPERIMENTS)) -> dict:
+    """The opt-in warm pool (runners/warm_pool.py): its start-up, then each job's runs."""
+    from runners.warm_pool import Pool
+
+    began = time.perf_counter()
+    pool = Pool()
+    out: dict = {"pool_start_s": time.perf_counter() - began, "jobs": {}}
+    try:
+        for _ in range(repeats):
+            for job in jobs:
+                runner, params = importlib.import_module(JOBS[job]).run, job_params(job)
+                began = time.perf_counter()
+                result = pool.launch("bench.noop_worker", 2) if job == "noop" else pool.run(runner, **params)
+                row = {"ok": result.ok, "message": result.message, "wall_s": time.perf_counter() - began}
+                out["jobs"].setdefault(job, []).append(row)
+    finally:
+        pool.close()
+    return out
+
+
+def cached(job: str, repeats: int) -> dict:
+    """The cold call, then `repeats` cache hits of run_with_status inside AppTest."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_string(CACHED_SCRIPT, default_timeout=600)
+    at.session_state["bench_job"] = job
+    began = time.perf_counter()
+    at.run()
+    cold = {"script_s": at.session_state["bench_s"], "apptest_s": time.perf_counter() - began}
+    if at.exception or not at.session_state["bench_ok"]:
+        shown = [e.value for e in at.error] + [str(e.message) for e in at.exception]
+        return {"job": job, "error": f"the first (launching) call failed: {shown[:1]}", "cold": cold}
+    calls, reruns, status = [], [], []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        at.run()
+        reruns.append(time.perf_counter() - began)
+        calls.append(at.session_state["bench_s"])
+        status.append(at.session_state["bench_status_s"])
+    return {
+        "job": job,
+        "cold": cold,
+        "cached_call_s": stats(calls),
+        "status_element_s": stats(status),
+        "apptest_rerun_s": stats(reruns),
+    }
+
+
+def _ratio(exp: list[float], noop: list[float]) -> float | None:
+    if not exp or not noop:
+        return None
+    return stats(exp)["median"] / stats(noop)["median"]
+
+
+def run_section(quick: bool = False, repeats: int | None = None, experiments=None) -> Section:
+    repeats = repeats or (1 if quick else 3)
+    experiments = list(experiments or (("negatives",) if quick else EXPERIMENTS))
+    section = Section(
+        "runs",
+        "Real runs: cold run vs a no-op Gloo job, cached call, memory",
+        ["job", "cold run: median (min–max)", "vs no-op", "cached call", "peak RSS: rank / agent"],
+        load_start=loadavg(),
+        started=now(),
+    )
+    began = time.perf_counter()
+    launches: dict[str, list[dict]] = {job: [] for job in ("noop", *experiments)}
+    noop_before: dict[str, list[float]] = {job: [] for job in experiments}
+    for _ in range(repeats):
+        for job in experiments:  # noop, exp, noop, exp ...: alternately, in one run
+            for name in ("noop", job):
+                result = child_json("bench.runs", ["--child", name], timeout_s=600)
+                result.setdefault("job", name)
+                launches[name].append(result)
+                if name == "noop" and result.get("ok"):
+                    noop_before[job].append(result["wall_s"])
+    cache = {job: child_json("bench.runs", ["--cached", job, "--repeats", "5" if quick else "20"], 900)
+             for job in experiments}  # fmt: skip
+    pool = {} if quick else child_json("bench.runs", ["--pooled", "--repeats", str(repeats)], 1800)
+
+    def ok(job: str) -> list[dict]:
+        return [r for r in launches[job] if r.get("ok")]
+
+    def memory(rows: list[dict]) -> str:
+        ranks = [max(r["rank_hwm_kb"]) for r in rows if r.get("rank_hwm_kb")]
+        agents = [r["agent_hwm_kb"] for r in rows if r.get("agent_hwm_kb")]
+        exact = [r["children_maxrss_kb"] for r in rows]
+        rank = megabytes(max(ranks)) if ranks else "—"
+        agent = megabytes(max(agents)) if agents else "—"
+        return f"{rank} / {agent} (largest process: {megabytes(max(exact)) if exact else '—'})"
+
+    noop_all = [r["wall_s"] for r in ok("noop")]
+    section.rows.append(["no-op Gloo job (baseline)", spread(stats(noop_all)), "1", "—", memory(ok("noop"))])
+    for job in experiments:
+        walls = [r["wall_s"] for r in ok(job)]
+        ratio = _ratio(walls, noop_before[job])
+        hit = cache[job].get("cached_call_s")
+        section.rows.append(
+            [
+                f"`runners.{job}`",
+                spread(stats(walls)),
+                "—" if ratio is None else f"{ratio:.2f}×",
+                spread(hit) if hit else "error: " + cache[job].get("error", "?"),
+                memory(ok(job)),
+            ]
+        )
+        measured = "—" if ratio is None else f"{ratio:.2f}×"
+        section.goals.append(
+            Goal(
+                f"`{job}` cold run / no-op",
+                measured,
+                f"≤ {RATIO_GOAL}×",
+                None if ratio is None else ratio <= RATIO_GOAL,
+            )
+        )
+        hit_s = hit["median"] if hit else None
+        section.goals.append(
+            Goal(
+                f"`{job}` cached call",
+                duration(hit_s),
+                f"≤ {CACHED_GOAL_S * 1000:.0f} ms",
+                None if hit_s is None else hit_s <= CACHED_GOAL_S,
+            )
+        )
+    noop_median = stats(noop_all)["median"] if noop_all else None
+    for job, rows in pool.get("jobs", {}).items():
+        walls = [r["wall_s"] for r in rows if r["ok"]]
+        ratio = "—" if not walls or not noop_median else f"{stats(walls)['median'] / noop_median:.2f}×"
+        label = "no-op Gloo job" if job == "noop" else f"`runners.{job}`"
+        section.rows.append([f"{label} via the opt-in warm pool", spread(stats(walls)), ratio, "—", "—"])
+    if pool.get("error"):
+        section.notes.append(f"The warm pool was not measured: {pool['error']}")
+    if pool.get("pool_start_s"):
+        section.notes.append(
+            f"Warm pool rows (opt-in, off by default; runners/warm_pool.py): ranks forked from a "
+            f"zygote that has imported torch and torch._dynamo once (its start-up took "
+            f"{duration(pool['pool_start_s'])}, not counted), no torchrun agent. Their ratio is "
+            "against the median torchrun no-op above. Measured after the alternation, in one process."
+        )
+    failed = [r for rows in launches.values() for r in rows if not r.get("ok")]
+    if failed:
+        section.notes.append(
+            f"{len(failed)} launch(es) failed: {failed[0].get('message') or failed[0].get('error')}"
+        )
+    section.notes += [
+        f"{repeats} cold run(s) per experiment, each right after its own no-op launch; the ratio "
+        "divides the experiment's median by the median of the no-op launches paired with it.",
+        "Peak RSS: the largest rank and the agent by sampled VmHWM (every 50 ms), and in "
+        "brackets the exact peak of the largest process from getrusage(RUSAGE_CHILDREN).",
+        "Cached call: `ui.runs.run_with_status` on a cache hit, timed inside the AppTest script "
+        "(not AppTest's own rerun overhead, which is in the raw data).",
+    ]
+    status = [c["status_element_s"]["median"] for c in cache.values() if c.get("status_element_s")]
+    if status:
+        section.notes.append(
+            f"Of the cached call, a bare `st.status(..., state='complete')` alone takes "
+            f"{duration(stats(status)['median'])}: Streamlit's StatusContainer sleeps 50 ms when it is "
+            "created (streamlit/elements/lib/mutable_status_container.py), so any cache hit shown "
+            "with st.status costs at least that."
+        )
+    section.data = {"launches": launches, "cached": cache, "pool": pool, "repeats": repeats}
+    section.seconds = time.perf_counter() - began
+    section.load_end = loadavg()
+    return section
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.runs", description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--child", choices=tuple(JOBS), help="one launch, one JSON line")
+    mode.add_argument("--cached", choices=EXPERIMENTS, help="cache hits of run_with_status")
+    mode.add_argument("--pooled", action="store_true", help="every job through the opt-in warm pool")
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args(argv)
+    if args.pooled:
+        out = pooled(args.repeats)
+    else:
+        out = child(args.child) if args.child else cached(args.cached, args.repeats)
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
