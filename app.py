@@ -21,18 +21,18 @@ st.set_page_config(page_title="Parallel Correctness Lab", page_icon=":material/b
 # (file, url path, catalogue key of the title, icon). url paths stay English in both
 # languages so a shared deep link opens the same page for everyone.
 PAGES = [
-    ("pages/home.py", "home", "home.nav", ":material/home:"),
-    ("pages/01_denominator.py", "denominator", "denominator.nav", ":material/functions:"),
-    ("pages/02_ledger.py", "ledger", "ledger.nav", ":material/balance:"),
-    ("pages/03_framework.py", "framework", "framework.nav", ":material/account_tree:"),
-    ("pages/04_limits.py", "limits", "limits.nav", ":material/rule:"),
-    ("pages/05_negatives.py", "negatives", "negatives.nav", ":material/hub:"),
-    ("pages/06_parameters.py", "parameters", "parameters.nav", ":material/tune:"),
-    ("pages/experiment.py", "experiment", "experiment.nav", ":material/model_training:"),
-    ("pages/07_validation.py", "validation", "validation.nav", ":material/fact_check:"),
-    ("pages/08_clipping.py", "clipping", "clipping.nav", ":material/content_cut:"),
-    ("pages/09_coordinated_step.py", "coordinated-step", "step.nav", ":material/sync_lock:"),
-    ("pages/sources.py", "sources", "sources.nav", ":material/menu_book:"),
+    ("sections/home.py", "home", "home.nav", ":material/home:"),
+    ("sections/01_denominator.py", "denominator", "denominator.nav", ":material/functions:"),
+    ("sections/02_ledger.py", "ledger", "ledger.nav", ":material/balance:"),
+    ("sections/03_framework.py", "framework", "framework.nav", ":material/account_tree:"),
+    ("sections/04_limits.py", "limits", "limits.nav", ":material/rule:"),
+    ("sections/05_negatives.py", "negatives", "negatives.nav", ":material/hub:"),
+    ("sections/06_parameters.py", "parameters", "parameters.nav", ":material/tune:"),
+    ("sections/experiment.py", "experiment", "experiment.nav", ":material/model_training:"),
+    ("sections/07_validation.py", "validation", "validation.nav", ":material/fact_check:"),
+    ("sections/08_clipping.py", "clipping", "clipping.nav", ":material/content_cut:"),
+    ("sections/09_coordinated_step.py", "coordinated-step", "step.nav", ":material/sync_lock:"),
+    ("sections/sources.py", "sources", "sources.nav", ":material/menu_book:"),
 ]
 
 navigation = st.navigation(

@@ -1,7 +1,7 @@
 """Page reruns with AppTest: milliseconds per rerun after a widget change, per page.
 
     python -m bench --only pages [--quick] [--repeats N]
-    python -m bench.pages --child pages/02_ledger.py --repeats 15   # one page, JSON line
+    python -m bench.pages --child sections/02_ledger.py --repeats 15   # one page, JSON line
 
 Each page is measured in its own fresh Python process (`--child`), so what one page imports
 never hides another's cost. The child renders app.py, switches to the page (the "first
@@ -26,11 +26,11 @@ from bench.report import Goal, Section, duration, now, spread
 
 GOAL_MS = 100.0
 # Pages whose figures are torch computations (core.limits, core.coverage_checks, the model).
-NEEDS_TORCH = {"pages/04_limits.py", "pages/07_validation.py"}
+NEEDS_TORCH = {"sections/04_limits.py", "sections/07_validation.py"}
 HEAVY = ("torch", "torch._dynamo", "pandas", "altair", "numpy", "tokenizers", "safetensors")
-QUICK_PAGES = ("pages/home.py", "pages/02_ledger.py")
+QUICK_PAGES = ("sections/home.py", "sections/02_ledger.py")
 # Extra rows at large inputs: (page, widget values set before it renders, label).
-LARGE_INPUTS = (("pages/02_ledger.py", {"ledger_n_a": 5000, "ledger_n_b": 5000}, "5,000 + 5,000 tokens"),)
+LARGE_INPUTS = (("sections/02_ledger.py", {"ledger_n_a": 5000, "ledger_n_b": 5000}, "5,000 + 5,000 tokens"),)
 
 
 def registered_pages() -> list[str]:
@@ -191,7 +191,7 @@ def run(quick: bool = False, repeats: int | None = None, pages: list[str] | None
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.pages", description=__doc__.splitlines()[0])
-    parser.add_argument("--child", metavar="PAGE", required=True, help="e.g. pages/02_ledger.py")
+    parser.add_argument("--child", metavar="PAGE", required=True, help="e.g. sections/02_ledger.py")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument(
         "--preset", type=json.loads, default=None, help='widget values, e.g. {"ledger_n_a": 5000}'

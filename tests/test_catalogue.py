@@ -53,7 +53,7 @@ def literal_keys(path: Path) -> list[str]:
 
 def test_every_literal_key_used_in_code_exists():
     keys = set(i18n.catalogue("en"))
-    sources = [*ROOT.glob("pages/*.py"), *ROOT.glob("ui/*.py"), ROOT / "app.py"]
+    sources = [*ROOT.glob("sections/*.py"), *ROOT.glob("ui/*.py"), ROOT / "app.py"]
     missing = [f"{path.name}: {key}" for path in sources for key in literal_keys(path) if key not in keys]
     assert missing == []
 

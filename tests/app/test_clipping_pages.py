@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 from core import clipping
 
 ROOT = Path(__file__).resolve().parents[2]
-CLIP, STEP = "pages/08_clipping.py", "pages/09_coordinated_step.py"
+CLIP, STEP = "sections/08_clipping.py", "sections/09_coordinated_step.py"
 
 
 def open_page(page: str, lang: str = "en", workshop: bool = False, **query) -> AppTest:
@@ -27,6 +27,7 @@ def open_page(page: str, lang: str = "en", workshop: bool = False, **query) -> A
     at.session_state["workshop"] = workshop
     for key, value in query.items():
         at.query_params[key] = value
+    at.run()  # the entry script first: it registers the sections
     at.switch_page(page).run()
     assert not at.exception, at.exception
     return at
@@ -280,6 +281,7 @@ def test_stored_run_is_shown_beside_core(monkeypatch, page, key, experiment, dri
     ranks = rank_payloads(1)
     ranks[1]["scenarios"]["finite"]["protocol"]["params"]["shared"] += drift
     at = stored(key, {"inject_overflow": 1, "nonfinite": "inf"}, ranks)
+    at.run()  # the entry script first: it registers the sections
     at.switch_page(page).run()
     assert not at.exception, at.exception
     table = at.dataframe[-1].value
@@ -294,12 +296,14 @@ def test_stored_run_is_shown_beside_core(monkeypatch, page, key, experiment, dri
 
 def test_stored_run_without_fsdp2_says_so():
     at = stored("step_run_result", {"inject_overflow": 1, "nonfinite": "inf"}, rank_payloads(1, False))
+    at.run()  # the entry script first: it registers the sections
     at.switch_page(STEP).run()
     assert any("not supported on this torch/backend: test" in w.value for w in at.warning)
 
 
 def test_a_stored_run_for_other_parameters_is_not_shown():
     at = stored("step_run_result", {"inject_overflow": 0, "nonfinite": "inf"}, rank_payloads(0))
+    at.run()  # the entry script first: it registers the sections
     at.switch_page(STEP).run()  # the page asks for an overflow on rank 1: a different experiment
     assert len(at.dataframe) == 1
 
@@ -312,6 +316,7 @@ from streamlit.testing.v1 import AppTest
 out = {{}}
 for page in ({CLIP!r}, {STEP!r}):
     at = AppTest.from_file({str(ROOT / "app.py")!r}, default_timeout=60)
+    at.run()  # the entry script first: it registers the sections
     at.switch_page(page).run()
     out[page] = [not at.exception, "torch" in sys.modules]
 print(json.dumps(out))

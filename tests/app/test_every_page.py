@@ -22,7 +22,7 @@ PAGES = registered_pages()
 
 
 def test_every_page_file_is_registered():
-    on_disk = {f"pages/{p.name}" for p in (ROOT / "pages").glob("*.py")}
+    on_disk = {f"sections/{p.name}" for p in (ROOT / "sections").glob("*.py")}
     assert on_disk == set(PAGES)
 
 
@@ -43,7 +43,7 @@ def test_page_renders_without_exception(page, lang):
 def test_language_switch_keeps_widget_values():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
-    at.switch_page("pages/02_ledger.py").run()
+    at.switch_page("sections/02_ledger.py").run()
     at.number_input(key="ledger_n_a").set_value(5).run()
     before = [m.value for m in at.metric]
     at.session_state["lang"] = "zh"

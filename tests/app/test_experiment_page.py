@@ -18,7 +18,7 @@ from runners.launcher import RunResult
 from runners.lm import data
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = "pages/experiment.py"
+PAGE = "sections/experiment.py"
 
 
 def open_page(lang: str = "en", workshop: bool = False, **query) -> AppTest:

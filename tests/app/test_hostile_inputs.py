@@ -25,7 +25,7 @@ from streamlit.testing.v1 import AppTest
 from ui import i18n
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = sorted(f"pages/{p.name}" for p in (ROOT / "pages").glob("*.py"))
+PAGES = sorted(f"sections/{p.name}" for p in (ROOT / "sections").glob("*.py"))
 BAD_FIGURE = re.compile(r"(?i)(?<![a-z])(nan|[+-]?inf(inity)?)(?![a-z])")
 PROFILES = ("high", "low", "tiny", "zero")
 pytestmark = pytest.mark.timeout(240)
@@ -141,16 +141,16 @@ def test_hostile_deep_links_are_ignored_or_refused(page):
 
 # Inputs a page must refuse with a translated error: (page, session_state updates, field).
 BAD = [
-    ("pages/01_denominator.py", {"den_windows": {"edited_rows": {0: {"positions": None}}}}, "positions"),
-    ("pages/01_denominator.py", {"den_windows": {"edited_rows": {1: {"prompt": -5}}}}, "prompt"),
-    ("pages/01_denominator.py", {"den_windows": {"edited_rows": {2: {"loss_sum": None}}}}, "loss_sums"),
-    ("pages/03_framework.py", {"fw_table": {"edited_rows": {0: {"n": -1}}}}, "counts"),
-    ("pages/03_framework.py", {"fw_table": {"edited_rows": {1: {"grad_sum": None}}}}, "grad_sums"),
-    ("pages/03_framework.py", {"fw_table": {"edited_rows": {0: {"weight_sum": -3.0}}}}, "weight"),
-    ("pages/08_clipping.py", {"clip_threshold": -1.0}, "max_norm"),
-    ("pages/08_clipping.py", {"clip_scale": 0.0}, "scale"),
-    ("pages/09_coordinated_step.py", {"step_threshold": -1e308}, "max_norm"),
-    ("pages/09_coordinated_step.py", {"step_scale": -2.0}, "scale"),
+    ("sections/01_denominator.py", {"den_windows": {"edited_rows": {0: {"positions": None}}}}, "positions"),
+    ("sections/01_denominator.py", {"den_windows": {"edited_rows": {1: {"prompt": -5}}}}, "prompt"),
+    ("sections/01_denominator.py", {"den_windows": {"edited_rows": {2: {"loss_sum": None}}}}, "loss_sums"),
+    ("sections/03_framework.py", {"fw_table": {"edited_rows": {0: {"n": -1}}}}, "counts"),
+    ("sections/03_framework.py", {"fw_table": {"edited_rows": {1: {"grad_sum": None}}}}, "grad_sums"),
+    ("sections/03_framework.py", {"fw_table": {"edited_rows": {0: {"weight_sum": -3.0}}}}, "weight"),
+    ("sections/08_clipping.py", {"clip_threshold": -1.0}, "max_norm"),
+    ("sections/08_clipping.py", {"clip_scale": 0.0}, "scale"),
+    ("sections/09_coordinated_step.py", {"step_threshold": -1e308}, "max_norm"),
+    ("sections/09_coordinated_step.py", {"step_scale": -2.0}, "scale"),
 ]
 
 

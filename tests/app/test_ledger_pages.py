@@ -23,7 +23,7 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 
 def test_ledger_shows_the_seed_figures_and_the_reversal():
-    at = open_page("pages/02_ledger.py")
+    at = open_page("sections/02_ledger.py")
     shown = metrics(at)
     assert shown["Correct global gradient"] == "+0.4"
     assert shown["Implementation's gradient"] == "-0.5"
@@ -33,7 +33,7 @@ def test_ledger_shows_the_seed_figures_and_the_reversal():
 
 
 def test_ledger_widgets_drive_the_figures():
-    at = open_page("pages/02_ledger.py")
+    at = open_page("sections/02_ledger.py")
     at.number_input(key="ledger_n_a").set_value(8).run()  # equal counts: the replica mean is right
     assert metrics(at)["Correct global gradient"] == "-0.5"
     assert metrics(at)["Implementation's gradient"] == "-0.5"
@@ -43,7 +43,7 @@ def test_ledger_widgets_drive_the_figures():
 
 
 def test_ledger_empty_replica_is_unavailable_and_zero_n_skips():
-    at = open_page("pages/02_ledger.py", "zh")
+    at = open_page("sections/02_ledger.py", "zh")
     at.number_input(key="ledger_n_a").set_value(0).run()
     assert metrics(at)["该实现的梯度"] == "不可用"
     assert metrics(at)["正确的全局梯度"] == "+1"
@@ -53,7 +53,7 @@ def test_ledger_empty_replica_is_unavailable_and_zero_n_skips():
 
 
 def test_denominator_counts_only_valid_labels():
-    at = open_page("pages/01_denominator.py")
+    at = open_page("sections/01_denominator.py")
     # preset windows: 96-0-30, 96-50-20, 96-0-88, 96-40-16 -> 66 + 26 + 8 + 40
     assert metrics(at)["Global valid labels N"] == "140"
     assert metrics(at)["Input positions (not the denominator)"] == "384"
@@ -62,7 +62,7 @@ def test_denominator_counts_only_valid_labels():
 
 
 def test_denominator_reports_bad_rows_on_the_page():
-    at = open_page("pages/01_denominator.py", "zh")
+    at = open_page("sections/01_denominator.py", "zh")
     # Streamlit's data editor state: edit row 0 so padding + prompt exceed the positions.
     at.session_state["den_windows"] = {"edited_rows": {0: {"padding": 90}}, "added_rows": [], "deleted_rows": []}
     at.run()
@@ -71,7 +71,7 @@ def test_denominator_reports_bad_rows_on_the_page():
 
 
 def test_framework_double_scaling_and_regulariser_are_flagged():
-    at = open_page("pages/03_framework.py")
+    at = open_page("sections/03_framework.py")
     assert metrics(at)["Gradient the optimizer receives"] == metrics(at)["Gradient of the global objective"]
     at.checkbox(key="fw_double").check().run()
     assert any("departs" in e.value for e in at.error)
@@ -85,7 +85,7 @@ def test_framework_double_scaling_and_regulariser_are_flagged():
 
 @pytest.mark.parametrize("loss_input", ["sum", "local_mean"])
 def test_framework_correct_for_either_loss_input(loss_input):
-    at = open_page("pages/03_framework.py")
+    at = open_page("sections/03_framework.py")
     at.radio(key="fw_input").set_value(loss_input).run()
     assert at.success and not at.error
     table = at.dataframe[-1].value

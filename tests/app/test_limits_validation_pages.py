@@ -7,7 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
-LIMITS, VALIDATION = "pages/04_limits.py", "pages/07_validation.py"
+LIMITS, VALIDATION = "sections/04_limits.py", "sections/07_validation.py"
 
 
 def open_page(page: str, lang: str = "en", workshop: bool = False, **query) -> AppTest:

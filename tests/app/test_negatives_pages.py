@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
-NEGATIVES, PARAMETERS = "pages/05_negatives.py", "pages/06_parameters.py"
+NEGATIVES, PARAMETERS = "sections/05_negatives.py", "sections/06_parameters.py"
 
 
 def open_page(page: str, lang: str = "en", workshop: bool = False, **query) -> AppTest:
@@ -23,6 +23,7 @@ def open_page(page: str, lang: str = "en", workshop: bool = False, **query) -> A
     at.session_state["workshop"] = workshop
     for key, value in query.items():
         at.query_params[key] = value
+    at.run()  # the entry script first: it registers the sections
     at.switch_page(page).run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
@@ -136,6 +137,7 @@ def test_stored_run_is_shown_beside_the_prediction(monkeypatch, perturb, agrees)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     params = {"world_size": 2, "tau": 1.0, "wq": 1.0, "wd": 1.0}
     at.session_state["par_run_result"] = (params, stored_run(seed_report(perturb)))
+    at.run()  # the entry script first: it registers the sections
     at.switch_page(PARAMETERS).run()
     assert not at.exception, at.exception
     table = at.dataframe[-1].value
@@ -212,6 +214,7 @@ from streamlit.testing.v1 import AppTest
 out = {{}}
 for page in ({NEGATIVES!r}, {PARAMETERS!r}):
     at = AppTest.from_file({str(ROOT / "app.py")!r}, default_timeout=60)
+    at.run()  # the entry script first: it registers the sections
     at.switch_page(page).run()
     out[page] = [not at.exception, "torch" in sys.modules]
 print(json.dumps(out))

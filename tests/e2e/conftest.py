@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -51,9 +52,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def app_url():
-    """A real Streamlit server for the whole session; stopped (with its children) at the end."""
+@contextmanager
+def streamlit_server():
+    """`streamlit run app.py` on a free local port; yields its URL once healthy, and stops
+    it (with its children) afterwards."""
     port = _free_port()
     server = subprocess.Popen(
         [
@@ -97,6 +99,13 @@ def app_url():
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, 9)
             server.wait()
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    """One real Streamlit server for the whole session."""
+    with streamlit_server() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

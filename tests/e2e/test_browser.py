@@ -110,3 +110,20 @@ def test_two_process_check_shows_its_verdict(page, app_url):
     page.get_by_role("button", name=re.compile("Run the two-process check")).click()
     page.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(timeout=180_000)
     screenshot(page, "parameters-real-run")
+
+
+def test_a_deep_link_is_the_first_request_of_a_fresh_server(browser):
+    """A shared link opened before anyone visited the home page still runs through app.py:
+    navigation titles, wide layout, the linked scenario."""
+    from tests.e2e.conftest import streamlit_server
+
+    with streamlit_server() as url:
+        tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            tab.goto(f"{url}/ledger?ledger_n_a=8")
+            wait_for_app(tab)
+            nav = tab.locator('[data-testid="stSidebarNav"]').inner_text()
+            assert "02 · Two-replica ledger" in nav and "Sources" in nav
+            assert metric_value(tab, "Correct global gradient") == "-0.5"
+        finally:
+            tab.close()

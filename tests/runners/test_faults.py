@@ -330,7 +330,7 @@ def test_tampered_artifact_shows_an_error_and_the_page_recovers(tmp_path, monkey
     try:
         fresh()
         monkeypatch.setattr(artifacts, "verified_bytes", lambda name, root=None: verified(name, tmp_path))
-        at.switch_page("pages/experiment.py").run()
+        at.switch_page("sections/experiment.py").run()
         assert not at.exception, at.exception
         errors = " ".join(e.value for e in at.error)
         assert "artifacts/tokenizer.json" in errors and "does not match" in errors

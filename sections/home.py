@@ -14,16 +14,16 @@ st.markdown(t("home.why_body"))
 # Workshop order: (catalogue step, page file). A step whose page is not built yet is listed
 # without a link rather than hidden, so instructors see the whole arc.
 WORKSHOP = [
-    ("denominator", "pages/01_denominator.py"),
-    ("ledger", "pages/02_ledger.py"),
-    ("framework", "pages/03_framework.py"),
-    ("limits", "pages/04_limits.py"),
-    ("negatives", "pages/05_negatives.py"),
-    ("parameters", "pages/06_parameters.py"),
-    ("experiment", "pages/experiment.py"),
-    ("validation", "pages/07_validation.py"),
-    ("clipping", "pages/08_clipping.py"),
-    ("step", "pages/09_coordinated_step.py"),
+    ("denominator", "sections/01_denominator.py"),
+    ("ledger", "sections/02_ledger.py"),
+    ("framework", "sections/03_framework.py"),
+    ("limits", "sections/04_limits.py"),
+    ("negatives", "sections/05_negatives.py"),
+    ("parameters", "sections/06_parameters.py"),
+    ("experiment", "sections/experiment.py"),
+    ("validation", "sections/07_validation.py"),
+    ("clipping", "sections/08_clipping.py"),
+    ("step", "sections/09_coordinated_step.py"),
 ]
 
 st.subheader(t("home.path_title"))
