@@ -15,8 +15,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_run_record_holds_parameters_hashes_and_versions():
     result = RunResult(
-        ok=True, message="", ranks=({"sha256": "a" * 64}, {"sha256": "b" * 64}), seconds=9.87654,
-        worker_hash="c" * 64, report={"schemes": {}},
+        ok=True,
+        message="",
+        ranks=({"sha256": "a" * 64}, {"sha256": "b" * 64}),
+        seconds=9.87654,
+        worker_hash="c" * 64,
+        report={"schemes": {}},
     )
     record = run_record(result, {"world_size": 2, "tau": 1.0}, "negatives")
     assert record["parameters"] == {"world_size": 2, "tau": 1.0}

@@ -1,6 +1,9 @@
 """Every registered page renders without an exception, in both languages."""
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,3 +54,27 @@ def test_language_switch_keeps_widget_values():
     assert at.number_input(key="ledger_n_a").value == 5
     assert [m.value for m in at.metric] == before
     assert at.metric[0].label == "正确的全局梯度"
+
+
+# Sections whose figures are torch computations; every other section must render without it,
+# so a visitor never pays torch's import for arithmetic.
+NEEDS_TORCH = {"sections/04_limits.py", "sections/07_validation.py"}
+
+
+def test_sections_that_do_not_compute_with_torch_never_import_it():
+    pages = [p for p in PAGES if p not in NEEDS_TORCH]
+    code = f"""
+import json, sys
+sys.path.insert(0, {str(ROOT)!r})
+from streamlit.testing.v1 import AppTest
+out = {{}}
+for page in {pages!r}:
+    at = AppTest.from_file({str(ROOT / "app.py")!r}, default_timeout=60)
+    at.run()
+    at.switch_page(page).run()
+    out[page] = [not at.exception, "torch" in sys.modules]
+print(json.dumps(out))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {page: [True, False] for page in pages}

@@ -1,4 +1,4 @@
-""""Predict, then reveal" on the ledger-side pages, and workshop mode hiding the figures."""
+""" "Predict, then reveal" on the ledger-side pages, and workshop mode hiding the figures."""
 
 from pathlib import Path
 

@@ -64,7 +64,11 @@ def test_denominator_counts_only_valid_labels():
 def test_denominator_reports_bad_rows_on_the_page():
     at = open_page("sections/01_denominator.py", "zh")
     # Streamlit's data editor state: edit row 0 so padding + prompt exceed the positions.
-    at.session_state["den_windows"] = {"edited_rows": {0: {"padding": 90}}, "added_rows": [], "deleted_rows": []}
+    at.session_state["den_windows"] = {
+        "edited_rows": {0: {"padding": 90}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     assert not at.exception
     assert any("padding + prompt" in e.value and "无法使用" in e.value for e in at.error)

@@ -5,9 +5,6 @@ show a stored real-run result beside the prediction (the real torchrun launch it
 tested in tests/runners/). Rendering must never import torch.
 """
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -204,21 +201,3 @@ def test_parameters_deep_link_sets_the_scenario_in_any_language():
     at.run()
     assert not at.exception and at.query_params["par_scheme"] == "local"
     assert metrics(at) == ["0", "0", linked[2], linked[3]]  # own pair only: nothing applied
-
-
-def test_rendering_never_imports_torch():
-    code = f"""
-import sys, json
-sys.path.insert(0, {str(ROOT)!r})
-from streamlit.testing.v1 import AppTest
-out = {{}}
-for page in ({NEGATIVES!r}, {PARAMETERS!r}):
-    at = AppTest.from_file({str(ROOT / "app.py")!r}, default_timeout=60)
-    at.run()  # the entry script first: it registers the sections
-    at.switch_page(page).run()
-    out[page] = [not at.exception, "torch" in sys.modules]
-print(json.dumps(out))
-"""
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result == {NEGATIVES: [True, False], PARAMETERS: [True, False]}
