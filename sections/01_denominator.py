@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from core import denominator, ledger, scenarios
-from ui import downloads
+from ui import deeplink, downloads
 from ui.exercise import predict_number
 from ui.page import fmt, guard, header, show_code, t
 
@@ -26,7 +26,7 @@ st.subheader(t("denominator.table_title"))
 st.caption(t("denominator.table_help"))
 number = st.column_config.NumberColumn
 windows = st.data_editor(
-    preset,
+    deeplink.table("den_table", preset, COLUMNS),
     key="den_windows",
     hide_index=True,
     disabled=["replica", "microstep"],
@@ -37,6 +37,7 @@ windows = st.data_editor(
         "loss_sum": number(t("denominator.col_loss_sum"), min_value=0.0, format="%.3f"),
     },
 )
+deeplink.table_to_url("den_table", windows, preset, COLUMNS)
 
 with guard():
     rows = windows.to_dict("records")

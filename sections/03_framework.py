@@ -21,14 +21,12 @@ def preset(r: int, k: int, field: str) -> float:
 
 
 st.subheader(t("framework.table_title"))
+preset_rows = [{"replica": r, "microstep": k, "n": preset(r, k, "counts"), "grad_sum": preset(r, k, "grad_sums")}
+    for r in range(replicas) for k in range(steps)]  # fmt: skip
+fw_preset = pd.DataFrame(preset_rows).assign(weight_sum=lambda df: df["n"].astype(float))
+EDITABLE = ["n", "grad_sum", "weight_sum"]
 table = st.data_editor(
-    pd.DataFrame(
-        [
-            {"replica": r, "microstep": k, "n": preset(r, k, "counts"), "grad_sum": preset(r, k, "grad_sums")}
-            for r in range(replicas)
-            for k in range(steps)
-        ]
-    ).assign(weight_sum=lambda df: df["n"].astype(float)),
+    deeplink.table("fw_cells", fw_preset, EDITABLE),
     key="fw_table",
     hide_index=True,
     disabled=["replica", "microstep"],
@@ -40,6 +38,7 @@ table = st.data_editor(
         "weight_sum": st.column_config.NumberColumn(t("framework.col_weight_sum"), min_value=0.0),
     },
 )
+deeplink.table_to_url("fw_cells", table, fw_preset, EDITABLE)
 o1, o2 = st.columns(2)
 
 

@@ -59,3 +59,51 @@ def choice(
         value = default
     _to_url(key, value, None if always_in_url else default)
     return value
+
+
+# --- tables -----------------------------------------------------------------------------
+# A data editor cannot be bound to the URL, so its editable columns travel as one compact
+# parameter: rows joined by "_", cells by "~" (`?den_table=96~0~30~0~138.6_96~50~...`).
+
+
+def _encode(frame, columns: Sequence[str]) -> str:
+    def cell(value) -> str:
+        return "" if value is None or value != value else f"{float(value):g}"  # NaN: a cleared cell
+
+    return "_".join("~".join(cell(v) for v in row) for row in frame[list(columns)].itertuples(index=False))
+
+
+def _decode(raw: str, rows: int, columns: Sequence[str]) -> list[list[float | None]] | None:
+    """The URL's cells, or None when they do not fit this table (then the link is ignored)."""
+    try:
+        cells = [[None if c == "" else float(c) for c in row.split("~")] for row in raw.split("_")]
+    except ValueError:
+        return None
+    if len(cells) != rows or any(len(row) != len(columns) for row in cells):
+        return None
+    return cells
+
+
+def table(key: str, preset, columns: Sequence[str]):
+    """The data to hand `st.data_editor`: on a session's first render the URL's values (when
+    they fit the preset's shape), else the preset. It is held in session state, so the data
+    stays the same across reruns and the editor keeps its own edits on top of it."""
+    held_key = f"{key}_base"
+    held = st.session_state.get(held_key)
+    if held is None or held[0] != preset.shape:
+        base = preset.copy()
+        raw = st.query_params.get(key) if held is None else None
+        cells = _decode(raw, len(base), columns) if raw else None
+        if cells is not None:
+            base[list(columns)] = cells
+        st.session_state[held_key] = (preset.shape, base)
+    return st.session_state[held_key][1]
+
+
+def table_to_url(key: str, edited, preset, columns: Sequence[str]) -> None:
+    """Mirror the edited table into the URL; the preset itself is left out."""
+    encoded = _encode(edited, columns)
+    if encoded == _encode(preset, columns):
+        st.query_params.pop(key, None)
+    else:
+        st.query_params[key] = encoded

@@ -94,3 +94,30 @@ def test_framework_correct_for_either_loss_input(loss_input):
     assert at.success and not at.error
     table = at.dataframe[-1].value
     assert isinstance(table, pd.DataFrame)
+
+
+def test_a_deep_link_carries_an_edited_table_both_ways():
+    """Data editors cannot bind to the URL; their editable cells travel as one parameter."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    # window (0, 0) with 50 padding instead of 0: 66 -> 16 valid labels, N 140 -> 90
+    at.query_params["den_table"] = "96~50~30~0~138.6_96~50~20~8~41.6_96~0~88~0~20_96~40~16~0~72"
+    at.run()
+    at.switch_page("sections/01_denominator.py").run()
+    assert metrics(at)["Global valid labels N"] == "90"
+    # An edit on the page goes back into the URL; the preset leaves no parameter behind.
+    at.session_state["den_windows"] = {"edited_rows": {1: {"prompt": 30}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert metrics(at)["Global valid labels N"] == "80"
+    linked = at.query_params["den_table"]
+    linked = linked[0] if isinstance(linked, list) else linked
+    assert linked.split("_")[1] == "96~50~30~8~41.6"
+    fresh = open_page("sections/01_denominator.py")
+    assert "den_table" not in fresh.query_params
+
+
+def test_a_link_that_does_not_fit_the_table_is_ignored():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["den_table"] = "1~2_3"  # wrong shape
+    at.run()
+    at.switch_page("sections/01_denominator.py").run()
+    assert not at.exception and metrics(at)["Global valid labels N"] == "140"
