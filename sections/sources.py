@@ -50,4 +50,6 @@ frame = pd.DataFrame(
     ]
 )
 with st.expander(t("sources.as_table")):
-    downloads.table(frame, "sources", hide_index=True, column_config={"address": st.column_config.LinkColumn()})
+    downloads.table(
+        frame, "sources", hide_index=True, column_config={"address": st.column_config.LinkColumn()}
+    )
