@@ -110,6 +110,13 @@ class Window:
         return CONTEXT - self.capacity
 
 
+# The windows last cut, with the tokenizer object they were cut with. The committed tokenizer
+# is itself loaded once per process (artifacts.tokenizer is cached, hash-checked on load), so
+# while that object lives the windows cannot change; a reload gives a new object and a new cut.
+# Cutting re-tokenises the whole corpus (15-18 ms), which every cached page call used to pay.
+_LAST_CUT: list[tuple[object, tuple[Window, ...]]] = []
+
+
 def experiment_windows(tokenizer: Tokenizer | None = None) -> tuple[Window, ...]:
     """The four windows of the experiment, in EXPERIMENT_WINDOWS order.
 
@@ -119,6 +126,9 @@ def experiment_windows(tokenizer: Tokenizer | None = None) -> tuple[Window, ...]
         from runners.lm import artifacts  # local: artifacts imports this module
 
         tokenizer = artifacts.tokenizer()
+    held = _LAST_CUT[:1]
+    if held and held[0][0] is tokenizer:
+        return held[0][1]
     ids = document_ids(tokenizer)
     windows = []
     for document, index in EXPERIMENT_WINDOWS:
@@ -127,7 +137,8 @@ def experiment_windows(tokenizer: Tokenizer | None = None) -> tuple[Window, ...]
     tail = windows[-1]
     if not MIN_TAIL_TOKENS <= tail.capacity < CONTEXT:
         raise ValueError(f"tail window has {tail.capacity} real inputs, expected {MIN_TAIL_TOKENS}..95")
-    return tuple(windows)
+    _LAST_CUT[:] = [(tokenizer, tuple(windows))]
+    return _LAST_CUT[0][1]
 
 
 def capacities(windows) -> tuple[int, ...]:
