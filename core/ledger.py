@@ -140,6 +140,7 @@ class QuadraticLedger:
     global_loss: float | None
     gradients: dict[str, float | None]  # scheme -> applied gradient (None: undefined)
     theta_after: dict[str, float | None]  # scheme -> theta after one SGD step
+    reversed: dict[str, bool | None]  # scheme -> points against the correct gradient (None: undefined)
     skip: bool  # N = 0: every replica skips together, theta unchanged
 
 
@@ -169,6 +170,8 @@ def quadratic_ledger(counts, targets, theta: float = 0.0, lr: float = 0.1) -> Qu
     theta_after = {
         s: theta if skip else (None if g is None else sgd_step(theta, g, lr)) for s, g in gradients.items()
     }
+    correct = gradients[CORRECT_SCHEME]
+    reversed_by = {s: None if g is None or correct is None else g * correct < 0 for s, g in gradients.items()}
     return QuadraticLedger(
         counts=tuple(row[0] for row in grid),
         targets=target_values,
@@ -179,6 +182,7 @@ def quadratic_ledger(counts, targets, theta: float = 0.0, lr: float = 0.1) -> Qu
         global_loss=global_loss(loss_sums, grid),
         gradients=gradients,
         theta_after=theta_after,
+        reversed=reversed_by,
         skip=skip,
     )
 
@@ -194,11 +198,8 @@ def split_sweep(total: int, targets, theta: float = 0.0) -> list[dict[str, float
         raise v.InvalidInput("total", total, "in_range", "1..10000")
     rows = []
     for n_a in range(total + 1):
-        gradients = quadratic_ledger((n_a, total - n_a), targets, theta).gradients
-        correct = gradients[CORRECT_SCHEME]
-        reversed_by = {
-            f"{s}_reversed": None if g is None or correct is None else g * correct < 0
-            for s, g in gradients.items()
-        }
-        rows.append({"n_a": n_a, **gradients, **reversed_by})
+        split = quadratic_ledger((n_a, total - n_a), targets, theta)
+        rows.append(
+            {"n_a": n_a, **split.gradients, **{f"{s}_reversed": r for s, r in split.reversed.items()}}
+        )
     return rows

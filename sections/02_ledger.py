@@ -63,9 +63,7 @@ with guard():
     elif current is None:
         st.info(t("ledger.unavailable_note", scheme=t(f"schemes.{wrong}")))
     else:
-        # split_sweep's `reversed` flag for this split, read off the two gradients: the whole
-        # sweep (up to 10,001 ledgers) is only computed for the chart, and only up to 2,000.
-        if current * correct < 0:
+        if result.reversed[wrong]:
             st.error(t("ledger.reversed_note"), icon=":material/u_turn_left:")
         elif abs(current - correct) <= 1e-15:
             st.success(t("ledger.agree_note"))
