@@ -13,21 +13,14 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core import clipping
+from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIP, STEP = "sections/08_clipping.py", "sections/09_coordinated_step.py"
 
 
 def open_page(page: str, lang: str = "en", workshop: bool = False, **query) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.session_state["lang"] = lang
-    at.session_state["workshop"] = workshop
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.run()  # the entry script first: it registers the sections
-    at.switch_page(page).run()
-    assert not at.exception, at.exception
-    return at
+    return open_section(page, lang, workshop, **query)
 
 
 def metrics(at: AppTest) -> list[str]:

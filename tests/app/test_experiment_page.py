@@ -16,21 +16,14 @@ from streamlit.testing.v1 import AppTest
 from runners import transformer
 from runners.launcher import RunResult
 from runners.lm import data
+from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = "sections/experiment.py"
 
 
 def open_page(lang: str = "en", workshop: bool = False, **query) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.session_state["lang"] = lang
-    at.session_state["workshop"] = workshop
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.run()
-    at.switch_page(PAGE).run()
-    assert not at.exception, at.exception
-    return at
+    return open_section(PAGE, lang, workshop, **query)
 
 
 def theory(at: AppTest) -> list[str]:

@@ -105,7 +105,11 @@ def test_a_deep_link_carries_an_edited_table_both_ways():
     at.switch_page("sections/01_denominator.py").run()
     assert metrics(at)["Global valid labels N"] == "90"
     # An edit on the page goes back into the URL; the preset leaves no parameter behind.
-    at.session_state["den_windows"] = {"edited_rows": {1: {"prompt": 30}}, "added_rows": [], "deleted_rows": []}
+    at.session_state["den_windows"] = {
+        "edited_rows": {1: {"prompt": 30}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     assert metrics(at)["Global valid labels N"] == "80"
     linked = at.query_params["den_table"]

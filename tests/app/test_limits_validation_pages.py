@@ -6,20 +6,14 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.sections_helper import open_section
+
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS, VALIDATION = "sections/04_limits.py", "sections/07_validation.py"
 
 
 def open_page(page: str, lang: str = "en", workshop: bool = False, **query) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.session_state["lang"] = lang
-    at.session_state["workshop"] = workshop
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.run()
-    at.switch_page(page).run()
-    assert not at.exception, at.exception
-    return at
+    return open_section(page, lang, workshop, timeout=120, **query)
 
 
 def metrics(at: AppTest) -> dict[str, str]:

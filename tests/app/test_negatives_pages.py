@@ -10,19 +10,14 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.sections_helper import open_section
+
 ROOT = Path(__file__).resolve().parents[2]
 NEGATIVES, PARAMETERS = "sections/05_negatives.py", "sections/06_parameters.py"
 
 
 def open_page(page: str, lang: str = "en", workshop: bool = False, **query) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.session_state["lang"] = lang
-    at.session_state["workshop"] = workshop
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.run()  # the entry script first: it registers the sections
-    at.switch_page(page).run()
-    assert not at.exception, at.exception
+    at = open_section(page, lang, workshop, **query)
     assert not at.error, [e.value for e in at.error]
     return at
 
