@@ -173,7 +173,10 @@ def _seconds(value: object, field: str) -> float:
 
 
 def _launch(job, worker, world_size, args, pg_timeout_s, worker_hash) -> RunResult:
-    """One torchrun job, run in its `runners.jobs.Job` thread; `job.say` reaches every requester."""
+    """One job's processes, run in its `runners.jobs.Job` thread; `job.say` reaches every
+    requester. The ranks come from torchrun, or from the warm pool when PCL_WARM_POOL=1."""
+    from runners import warm_pool  # imports this module: loaded on first use
+
     start, timeout_s, say = job.start, job.timeout_s, job.say
     if job.cancelled():  # everyone left before it began
         return RunResult(
@@ -194,29 +197,29 @@ def _launch(job, worker, world_size, args, pg_timeout_s, worker_hash) -> RunResu
             TOKEN_ENV: token,
         }
     )
-    cmd = [
-        sys.executable, "-m", "torch.distributed.run",
-        "--standalone", "--nproc-per-node", str(world_size),
-        "--max-restarts", "0", "--monitor-interval", "0.1",
-        "--shutdown-timeout", str(int(GRACE_S)),
-        "--log-dir", str(log_dir), "--redirects", "3",  # per-rank stdout/stderr files: root causes
-        "-m", worker, *args, "--out-dir", str(out_dir),
-    ]  # fmt: skip
-    proc: subprocess.Popen | None = None
+    argv = [*args, "--out-dir", str(out_dir)]
+    procs = None
     try:
         say("start", f"starting {world_size} processes of {worker}", world_size=world_size, worker=worker)
-        with (tmp / "torchrun.out").open("wb") as out, (tmp / "torchrun.err").open("wb") as err:
-            proc = subprocess.Popen(
-                cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                start_new_session=True,  # its own process group: one killpg reaches it all
-            )  # fmt: skip
+        if warm_pool.enabled():
+            request = {
+                "worker": worker,
+                "world_size": world_size,
+                "args": argv,
+                "log_dir": str(log_dir),
+                "env": env,
+            }
+            procs = warm_pool.start_ranks(request, start + timeout_s, job.cancelled)
+            if isinstance(procs, str):  # no zygote: say why, as a failed run
+                seconds = time.monotonic() - start
+                say("failed", procs, message=procs)
+                return RunResult(False, procs, (), seconds, worker_hash, code="failed")
+        else:
+            procs = _Torchrun(worker, world_size, argv, tmp, env, token)
         finished: set[int] = set()
         timed_out = cancelled = False
         while True:
-            try:
-                returncode = proc.wait(timeout=0.1)
-            except subprocess.TimeoutExpired:
-                returncode = None
+            returncode = procs.poll()
             for rank in range(world_size):
                 if rank not in finished and (out_dir / f"rank{rank}.json").exists():
                     finished.add(rank)
@@ -234,13 +237,13 @@ def _launch(job, worker, world_size, args, pg_timeout_s, worker_hash) -> RunResu
                 timed_out = True
                 break
         if cancelled:
-            _stop(proc, token)
+            procs.stop()
             seconds = time.monotonic() - start
             message = f"stopped on request; all {world_size} processes were ended"
             say("cancelled", message, seconds=seconds)
             return RunResult(False, message, (), seconds, worker_hash, code="cancelled")
         if timed_out:
-            _stop(proc, token)
+            procs.stop()
             missing = [str(r) for r in range(world_size) if r not in finished]
             which = f"rank{'s' if len(missing) > 1 else ''} {', '.join(missing)} unfinished"
             message = f"timed out after {timeout_s:g} s ({which}); stopped all {world_size} processes"
@@ -248,7 +251,7 @@ def _launch(job, worker, world_size, args, pg_timeout_s, worker_hash) -> RunResu
             say("timeout", message, seconds=seconds, timeout_s=timeout_s)
             return RunResult(False, message, (), seconds, worker_hash, code="timeout")
         if returncode != 0:
-            message = _root_cause(log_dir, tmp / "torchrun.err", returncode)
+            message = procs.root_cause(log_dir, returncode)
         else:
             ranks, message = _read_ranks(out_dir, world_size)
             if not message:
@@ -260,9 +263,55 @@ def _launch(job, worker, world_size, args, pg_timeout_s, worker_hash) -> RunResu
         return RunResult(False, message, (), seconds, worker_hash, code="failed")
     finally:
         # Also runs on any error in this thread; a requester that leaves cancels the job above.
-        if proc is not None:
-            _stop(proc, token)
+        if procs is not None and not isinstance(procs, str):
+            procs.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+class _Torchrun:
+    """One `torchrun --standalone` job in its own session: polled, stopped, asked why."""
+
+    def __init__(self, worker: str, world_size: int, argv: list[str], tmp: Path, env: dict, token: str):
+        cmd = [
+            sys.executable, "-m", "torch.distributed.run",
+            "--standalone", "--nproc-per-node", str(world_size),
+            "--max-restarts", "0", "--monitor-interval", "0.1",
+            "--shutdown-timeout", str(int(GRACE_S)),
+            "--log-dir", str(tmp / "logs"), "--redirects", "3",  # per-rank stdout/stderr: root causes
+            "-m", worker, *argv,
+        ]  # fmt: skip
+        self.token, self.err = token, tmp / "torchrun.err"
+        with (tmp / "torchrun.out").open("wb") as out, self.err.open("wb") as err:
+            self.proc = subprocess.Popen(
+                cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                start_new_session=True,  # its own process group: one killpg reaches it all
+            )  # fmt: skip
+
+    def poll(self) -> int | None:
+        """torchrun's exit code, or None while it runs (waits up to 0.1 s)."""
+        try:
+            return self.proc.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self) -> None:
+        _stop(self.proc, self.token)
+
+    def root_cause(self, log_dir: Path, returncode: int) -> str:
+        """The failing rank and why, from its logs or torchrun's failure summary on stderr."""
+        try:
+            summary = self.err.read_text(errors="replace")
+        except OSError:
+            summary = ""
+        return rank_root_cause(log_dir, _summary_failure(summary), summary, returncode)
+
+
+def _summary_failure(err: str) -> tuple[int, int] | None:
+    """(rank, exit code) from torchrun's "Root Cause (first observed failure)" section."""
+    summary = err[err.rfind("Root Cause") :] if "Root Cause" in err else err
+    rank = re.search(r"rank\s*:\s*(\d+)", summary)
+    code = re.search(r"exitcode\s*:\s*(-?\d+)", summary)
+    return (int(rank.group(1)), int(code.group(1))) if rank and code else None
 
 
 def _worker_file(worker: str) -> Path:
@@ -349,8 +398,9 @@ def _is_secondary(text: str) -> bool:
     return any(marker in text for marker in _SECONDARY)
 
 
-def _root_cause(log_dir: Path, torchrun_err: Path, returncode: int) -> str:
-    """The earliest failing rank and its exception, from torchrun's per-rank error files."""
+def rank_root_cause(log_dir: Path, first: tuple[int, int] | None, summary: str, returncode: int) -> str:
+    """The earliest failing rank and its exception, from the per-rank error files under
+    `log_dir` (<run>/attempt_*/<rank>/), else `first` = (rank, exit code), else `summary`."""
     failures: list[tuple[bool, int, int, str]] = []  # (secondary, time_ns, rank, text)
     for rank_dir in log_dir.glob("*/attempt_*/*"):
         if not rank_dir.name.isdigit():
@@ -370,27 +420,18 @@ def _root_cause(log_dir: Path, torchrun_err: Path, returncode: int) -> str:
             when = stderr_file.stat().st_mtime_ns
         if text:
             failures.append((_is_secondary(text), when, rank, text))
-    try:
-        err = torchrun_err.read_text(errors="replace")
-    except OSError:
-        err = ""
-    # torchrun's summary: its "Root Cause (first observed failure)" section, when present.
-    summary = err[err.rfind("Root Cause") :] if "Root Cause" in err else err
-    rank = re.search(r"rank\s*:\s*(\d+)", summary)
-    code = re.search(r"exitcode\s*:\s*(-?\d+)", summary)
-    exit_code = int(code.group(1)) if rank and code else None
     primary = [f for f in failures if not f[0]]
     # A rank killed from outside (kill -9, the OOM killer) leaves no traceback: its peers'
-    # lost-connection errors are only symptoms, and torchrun's summary names the signal.
-    if not primary and exit_code is not None and exit_code < 0:
-        return _one_line(f"rank {rank.group(1)}: killed by {_signal_name(-exit_code)}")
+    # lost-connection errors are only symptoms, and the exit code names the signal.
+    if not primary and first is not None and first[1] < 0:
+        return _one_line(f"rank {first[0]}: killed by {_signal_name(-first[1])}")
     if failures:
         _, _, failed_rank, text = min(failures)
         return _one_line(f"rank {failed_rank}: {_SOURCE_LOCATION.sub('', text)}")
-    if exit_code is not None:
-        how = f"killed by {_signal_name(-exit_code)}" if exit_code < 0 else f"exit code {exit_code}"
-        return _one_line(f"rank {rank.group(1)}: {how}")
-    last = _exception_line(err) or next((ln for ln in reversed(err.splitlines()) if ln.strip()), "")
+    if first is not None:
+        how = f"killed by {_signal_name(-first[1])}" if first[1] < 0 else f"exit code {first[1]}"
+        return _one_line(f"rank {first[0]}: {how}")
+    last = _exception_line(summary) or next((ln for ln in reversed(summary.splitlines()) if ln.strip()), "")
     return _one_line(f"torchrun exited with code {returncode}" + (f": {last}" if last else ""))
 
 

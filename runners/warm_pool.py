@@ -1,53 +1,52 @@
-"""Opt-in warm pool: a worker's ranks forked from a Python that has already imported torch.
+"""Opt-in warm pool: every launch's ranks forked from a Python that has already imported torch.
 
-Off by default, and nothing in the lab uses it unless asked. A cold launch through
-`runners.launcher.launch` starts torchrun's agent and P fresh interpreters, and every one
-of them imports torch (about 1.5 s on a 2-core box). Every rank that builds a DDP model or an
-optimizer also imports torch._dynamo (about 2.3 s more). The pool pays those imports once:
+Off unless the server runs with PCL_WARM_POOL=1. A cold launch starts torchrun's agent and P
+fresh interpreters, and each imports torch (about 1.5 s on a 2-core box) and, as soon as it
+builds a DDP model or an optimizer, torch._dynamo (about 2.3 s more). The pool pays those
+imports once per server:
 
-    zygote   python -m runners.warm_pool --serve     imports torch, torch.distributed,
-             torch._dynamo, DDP, FSDP ... once, starts no thread, runs no torch op
-    launch   the zygote forks P ranks; each sets torchrun's environment (RANK, WORLD_SIZE,
-             LOCAL_RANK, MASTER_ADDR, MASTER_PORT ...) and runs the worker module as __main__
+    zygote   python -m runners.warm_pool --serve: imports torch, torch.distributed,
+             torch._dynamo, DDP, FSDP ... once; starts no thread and runs no torch op, so
+             forking it is safe; reads one request per line on its stdin (a pipe: nothing
+             outside this machine, or outside the server process, can reach it)
+    a launch the zygote binds a listening socket on 127.0.0.1, forks a store process that
+             serves the rendezvous TCPStore on it (torchrun's agent does the same, but on
+             every interface), then forks P ranks with torchrun's environment (RANK,
+             WORLD_SIZE, MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE ...); each runs the worker
+             module as __main__ and joins a real Gloo group through env://
 
-Each rank is a real process that joins a real Gloo group through the env:// rendezvous,
-exactly as under torchrun, but no torchrun agent is involved. Use it only where that
-trade-off is acceptable. `Pool.launch` has `runners.launcher.launch`'s contract (a
-`RunResult`, a wall-clock timeout that kills every rank, a one-line root cause).
-`Pool.run(runners.negatives.run, **params)` sends one experiment's launch through the pool.
+`runners.launcher` sends a launch here (`start_ranks`) inside the job `runners.jobs` gave it,
+so sharing, the line, the concurrency limit, timeouts and cancellation are exactly the cold
+path's. The guarantees of the pool itself:
 
-    python -c "from runners.warm_pool import Pool; p = Pool(); print(p.launch('bench.noop_worker', 2)); p.close()"
+    bounded      at most jobs.MAX_CONCURRENT_RUNS zygotes, each serving one launch at a time
+    restarted    a rank that dies is reported like under torchrun and the zygote goes on; a
+                 zygote that dies (or misses a reply) is dropped and a new one is started
+    no orphans   every rank and store dies with its zygote (PR_SET_PDEATHSIG); a zygote
+                 exits when the server closes its pipe or dies; `shutdown` runs at exit
+
+    PCL_WARM_POOL=1 python -c "from runners.launcher import launch; print(launch('bench.noop_worker', 2))"
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
-import re
 import select
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from core.validation import InvalidInput, count, positive
-from runners.launcher import (
-    MAX_WORLD_SIZE,
-    PG_TIMEOUT_ENV,
-    ROOT,
-    ProgressEvent,
-    RunResult,
-    payload_sha256,
-    worker_code_hash,
-)
-
+ENV = "PCL_WARM_POOL"
+START_TIMEOUT_S = 180.0  # a zygote's imports take ~4 s on a quiet 2-core box
+STOP_WAIT_S = 5.0  # after killing a launch's ranks, how long to wait for the zygote's reply
+READY = "ready"
 # Third-party modules only: the project's own modules are read fresh by every rank, so an
 # edited worker runs as edited (its hash is the cache key as usual).
 PRELOAD = (
@@ -62,13 +61,25 @@ PRELOAD = (
     "safetensors.torch",
     "tokenizers",
 )
-READY = "ready"
-PROJECT_PACKAGES = ("core", "runners", "bench", "ui")
-_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")  # a dotted module name, as the launcher checks
+PROJECT_PACKAGES = ("core", "runners", "bench", "ui", "tests")
+
+
+def enabled() -> bool:
+    """True when the server was started with PCL_WARM_POOL=1 (or true/yes/on)."""
+    return os.environ.get(ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def rank_log_dir(log_dir: Path, rank: int) -> Path:
+    """Where a pooled rank's stdout.log, stderr.log and error.json go: torchrun's own layout
+    (<log_dir>/<run>/attempt_0/<rank>/), so the launcher finds root causes the same way."""
+    return Path(log_dir) / "pool" / "attempt_0" / str(rank)
+
+
+# ---------------------------------------------------------------- zygote side
 
 
 def _die_with_parent() -> None:
-    """Linux: SIGKILL this process when the zygote dies, so no rank can outlive the pool."""
+    """Linux: SIGKILL this process when the process that forked it dies."""
     try:
         import ctypes
 
@@ -77,59 +88,108 @@ def _die_with_parent() -> None:
         pass
 
 
-# ---------------------------------------------------------------- zygote side
-
-
-def _rank_main(request: dict, rank: int, log_dir: Path) -> None:
-    """In a forked child: become rank `rank` and run the worker; never returns."""
+def _child(body, *args) -> int:
+    """Fork; the child runs `body(*args)` in its own session and never returns."""
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid:
+        return pid
     code = 1
     try:
-        os.setsid()  # its own process group: the launcher can stop it and anything it starts
+        os.setsid()  # its own process group: the launcher stops it and anything it starts
         _die_with_parent()
-        for name in [n for n in sys.modules if n.split(".")[0] in PROJECT_PACKAGES]:
-            del sys.modules[name]  # the worker, core and runners are read as they are now
-        for fd, name in ((1, "stdout"), (2, "stderr")):
-            target = os.open(log_dir / f"rank{rank}.{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            os.dup2(target, fd)
-            os.close(target)
-        sys.stdin = open(os.devnull)  # noqa: SIM115 - the zygote's stdin is the request pipe
-        world = request["world_size"]
-        os.environ.update(request["env"])
-        os.environ.update(
-            {
-                "RANK": str(rank),
-                "LOCAL_RANK": str(rank),
-                "GROUP_RANK": "0",
-                "ROLE_RANK": str(rank),
-                "WORLD_SIZE": str(world),
-                "LOCAL_WORLD_SIZE": str(world),
-                "ROLE_WORLD_SIZE": str(world),
-                "MASTER_ADDR": "127.0.0.1",
-                "MASTER_PORT": str(request["port"]),
-                "TORCHELASTIC_RESTART_COUNT": "0",
-                "TORCHELASTIC_MAX_RESTARTS": "0",
-            }
-        )
-        import runpy
-
-        sys.argv = [request["worker"], *request["args"]]
-        runpy.run_module(request["worker"], run_name="__main__", alter_sys=True)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # noqa: BLE001 - a rank's crash is reported, never raised further
+        code = body(*args)
+    except BaseException:  # noqa: BLE001 - reported through the exit code and stderr
         traceback.print_exc()
-        code = 1
+    finally:
+        os._exit(code)  # never the zygote's atexit handlers or its request loop
+
+
+def _store_main(listener: socket.socket, timeout_s: float) -> int:
+    """Serve the launch's rendezvous store on the zygote's loopback socket until killed."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    host, port = listener.getsockname()
+    store = dist.TCPStore(  # noqa: F841 - alive while this process is
+        host, port, is_master=True, master_listen_fd=listener.fileno(),
+        wait_for_workers=False, timeout=timedelta(seconds=timeout_s),
+    )  # fmt: skip
+    while True:
+        signal.pause()
+
+
+def _rank_main(request: dict, rank: int, port: int) -> int:
+    """Become rank `rank` of the request, as torchrun would have started it, and run the worker."""
+    for name in [n for n in sys.modules if n.split(".")[0] in PROJECT_PACKAGES]:
+        del sys.modules[name]  # the worker, core and runners are read as they are now
+    logs = rank_log_dir(Path(request["log_dir"]), rank)
+    logs.mkdir(parents=True, exist_ok=True)
+    for fd, name in ((1, "stdout.log"), (2, "stderr.log")):
+        target = os.open(logs / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - the zygote's stdin is the request pipe
+    world = str(request["world_size"])
+    os.environ.clear()
+    os.environ.update(request["env"])  # the launcher's environment, as a cold launch gets it
+    os.environ.update(
+        {
+            "RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0", "ROLE_RANK": str(rank),
+            "WORLD_SIZE": world, "LOCAL_WORLD_SIZE": world, "ROLE_WORLD_SIZE": world,
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+            "TORCHELASTIC_USE_AGENT_STORE": "True",  # the store process above is the server
+            "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
+            "TORCHELASTIC_ERROR_FILE": str(logs / "error.json"),  # @record writes it
+            "GLOO_SOCKET_IFNAME": "lo",  # Gloo's pairs on loopback only
+        }
+    )  # fmt: skip
+    import runpy
+
+    sys.argv = [request["worker"], *request["args"]]
+    try:
+        runpy.run_module(request["worker"], run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(code)  # never the zygote's atexit handlers or its stdin loop
+    return 0
+
+
+def _serve_one(request: dict, parent: int, out) -> None:
+    """One launch: store + P ranks, their pids at once, their exit codes when all have ended."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(128)
+        store = _child(_store_main, listener, float(request["env"].get("PCL_PG_TIMEOUT_S", "60")))
+        port = listener.getsockname()[1]
+        ranks = [_child(_rank_main, request, rank, port) for rank in range(request["world_size"])]
+    print(json.dumps({"pids": ranks, "store": store}), file=out, flush=True)
+    codes: dict[int, int] = {}
+    while len(codes) < len(ranks):
+        for pid in ranks:
+            if pid not in codes:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    codes[pid] = os.waitstatus_to_exitcode(status)
+        if os.getppid() != parent:
+            os._exit(1)  # the server is gone: so are the ranks (they die with this process)
+        time.sleep(0.005)
+    try:
+        os.kill(store, signal.SIGKILL)
+    except OSError:
+        pass
+    os.waitpid(store, 0)
+    print(json.dumps({"exit": [codes[pid] for pid in ranks]}), file=out, flush=True)
 
 
 def serve() -> None:
-    """The zygote: import PRELOAD, say READY, then fork one job's ranks per request line."""
+    """The zygote: import PRELOAD, say READY, then serve one launch per request line."""
     import importlib
 
+    parent = os.getppid()
     for name in PRELOAD:
         try:
             importlib.import_module(name)
@@ -140,37 +200,29 @@ def serve() -> None:
     torch.set_num_threads(1)
     out = sys.stdout
     print(READY, file=out, flush=True)
-    for line in sys.stdin:
-        request = json.loads(line)
-        log_dir = Path(request["log_dir"])
-        pids = []
-        for rank in range(request["world_size"]):
-            out.flush()
-            pid = os.fork()
-            if pid == 0:
-                _rank_main(request, rank, log_dir)
-            pids.append(pid)
-        print(json.dumps({"pids": pids}), file=out, flush=True)
-        codes = []
-        for pid in pids:
-            _, status = os.waitpid(pid, 0)
-            codes.append(os.waitstatus_to_exitcode(status))
-        print(json.dumps({"exit": codes}), file=out, flush=True)
+    pending = b""
+    while os.getppid() == parent:
+        if b"\n" not in pending:
+            if not select.select([0], [], [], 0.5)[0]:
+                continue
+            chunk = os.read(0, 65536)
+            if not chunk:
+                return  # the server closed the pipe
+            pending += chunk
+            continue
+        line, pending = pending.split(b"\n", 1)
+        _serve_one(json.loads(line), parent, out)
 
 
-# ---------------------------------------------------------------- launcher side
+# ---------------------------------------------------------------- server side
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class Zygote:
+    """One zygote process and the reading end of its replies."""
 
+    def __init__(self) -> None:
+        from runners.launcher import ROOT
 
-class Pool:
-    """One zygote process, started now, serving one launch at a time (others queue)."""
-
-    def __init__(self, start_timeout_s: float = 180.0) -> None:
         env = dict(os.environ)
         env.update(
             {
@@ -179,247 +231,213 @@ class Pool:
                 "PYTHONUNBUFFERED": "1",
             }
         )
-        self._env, self._start_timeout_s = env, start_timeout_s
-        self._lock = threading.RLock()  # run() holds it while its runner calls launch()
-        self._proc: subprocess.Popen | None = None
-        self._start()
-
-    def _start(self) -> None:
         self._buffer = b""
-        self._proc = subprocess.Popen(
+        self.proc = subprocess.Popen(
             [sys.executable, "-m", "runners.warm_pool", "--serve"],
-            cwd=ROOT, env=self._env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, bufsize=0, start_new_session=True,
         )  # fmt: skip
-        line = self._readline(time.monotonic() + self._start_timeout_s)
-        if line != READY:
+        if self.readline(time.monotonic() + START_TIMEOUT_S) != READY:
             self.close()
-            raise RuntimeError(f"the warm pool did not start: {line or 'no answer'}")
+            raise RuntimeError("the warm pool's process did not start")
 
-    def _readline(self, deadline: float) -> str | None:
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, request: dict) -> None:
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+
+    def readline(self, deadline: float) -> str | None:
         """The zygote's next line, or None at the deadline or once it has gone."""
         while b"\n" not in self._buffer:
             wait = deadline - time.monotonic()
-            if wait <= 0:
+            if wait <= 0 or self.proc.stdout.closed:
                 return None
-            ready, _, _ = select.select([self._proc.stdout], [], [], min(0.1, wait))
+            ready, _, _ = select.select([self.proc.stdout], [], [], min(0.1, wait))
             if ready:
-                chunk = os.read(self._proc.stdout.fileno(), 65536)
+                chunk = os.read(self.proc.stdout.fileno(), 65536)
                 if not chunk:
                     return None
                 self._buffer += chunk
-            elif self._proc.poll() is not None:
+            elif self.proc.poll() is not None:
                 return None
         line, self._buffer = self._buffer.split(b"\n", 1)
         return line.decode().strip()
 
     def close(self) -> None:
-        """Stop the zygote; its ranks die with it (PR_SET_PDEATHSIG)."""
-        if self._proc is None:
+        """Stop the zygote; its ranks and stores die with it (PR_SET_PDEATHSIG)."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            stream.close()
+
+
+class ZygoteGone(Exception):
+    """The zygote did not take a request (it died since it was last used)."""
+
+
+class WarmRanks:
+    """One launch's ranks in a zygote: what `runners.launcher` polls, stops and asks why."""
+
+    def __init__(self, zygote: Zygote, request: dict, deadline: float) -> None:
+        self.zygote, self.world_size = zygote, request["world_size"]
+        self.codes: list[int] | None = None
+        self.gone = self.released = False
+        try:
+            zygote.send(request)
+        except OSError as exc:
+            raise ZygoteGone from exc
+        reply = json.loads(zygote.readline(deadline) or "{}")
+        if "pids" not in reply:
+            raise ZygoteGone
+        self.pids: list[int] = [*reply["pids"], reply["store"]]
+
+    def poll(self) -> int | None:
+        """None while ranks run; 0 once all exited 0; else the first failing rank's code."""
+        if self.codes is None:
+            line = self.zygote.readline(time.monotonic() + 0.1)
+            if line:
+                self.codes = json.loads(line)["exit"]
+            elif not self.zygote.alive():
+                self.gone = True  # and its ranks with it
+                self.codes = [-signal.SIGKILL] * self.world_size
+        if self.codes is None:
+            return None
+        return next((code for code in self.codes if code != 0), 0)
+
+    def root_cause(self, log_dir: Path, returncode: int) -> str:
+        """The failing rank and why: its logs first, else its exit code (a rank killed by a
+        signal before the others, whose failures are then only symptoms)."""
+        from runners.launcher import rank_root_cause
+
+        if self.gone:
+            return "the warm pool's process stopped during the run; a new one is starting"
+        failed = sorted((code > 0, rank, code) for rank, code in enumerate(self.codes or ()) if code)
+        first = (failed[0][1], failed[0][2]) if failed else None
+        return rank_root_cause(log_dir, first, "", returncode)
+
+    def stop(self) -> None:
+        """Kill what still runs, collect the zygote's reply, and give the zygote back (once)."""
+        if self.released:
             return
-        if self._proc.poll() is None:
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-        self._proc.wait()
-        for stream in (self._proc.stdin, self._proc.stdout):
-            if stream:
-                stream.close()
-
-    def _restart(self) -> None:
-        """A fresh zygote, after a launch that stopped the last one."""
-        self.close()
-        self._start()
-
-    def __enter__(self) -> Pool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def launch(
-        self,
-        worker: str,
-        world_size: int,
-        args: Sequence[str] = (),
-        *,
-        timeout_s: float = 120.0,
-        pg_timeout_s: float = 60.0,
-        progress: Callable[[str], None] | None = None,
-        cancel: threading.Event | Callable[[], object] | None = None,
-    ) -> RunResult:
-        """`runners.launcher.launch`, with the ranks forked from the warm zygote. `cancel` (an
-        Event or a callable, polled every 0.1 s) stops the ranks: code "cancelled"."""
-        if not isinstance(worker, str) or not _MODULE.match(worker):
-            raise InvalidInput("worker", worker, "one_of", "a dotted module name")
-        world_size = count(world_size, "world_size", minimum=1)
-        if world_size > MAX_WORLD_SIZE:
-            raise InvalidInput("world_size", world_size, "in_range", f"1..{MAX_WORLD_SIZE}")
-        if isinstance(args, str) or any(not isinstance(a, str) for a in args):
-            raise TypeError(f"args={args!r} is not a sequence of strings")
-        timeout_s, pg_timeout_s = positive(timeout_s, "timeout_s"), positive(pg_timeout_s, "pg_timeout_s")
-        worker_hash = worker_code_hash(worker)
-
-        def say(event: str, text: str, **values: object) -> None:
-            if progress is not None:
-                progress(ProgressEvent(event, text, **values))
-
-        start = time.monotonic()
-        if not self._lock.acquire(timeout=timeout_s):
-            message = f"timed out after {timeout_s:g} s waiting for other runs to finish"
-            return RunResult(False, message, (), time.monotonic() - start, worker_hash, code="timeout")
-        try:
-            return self._launch(
-                worker, world_size, list(args), start, timeout_s, pg_timeout_s, worker_hash, say, cancel
-            )
-        finally:
-            self._lock.release()
-
-    def _launch(
-        self, worker, world_size, args, start, timeout_s, pg_timeout_s, worker_hash, say, cancel=None
-    ) -> RunResult:
-        tmp = Path(tempfile.mkdtemp(prefix="pcl-pool-"))
-        out_dir, log_dir = tmp / "out", tmp / "logs"
-        out_dir.mkdir()
-        log_dir.mkdir()
-        request = {
-            "worker": worker,
-            "world_size": world_size,
-            "args": [*args, "--out-dir", str(out_dir)],
-            "log_dir": str(log_dir),
-            "port": _free_port(),
-            "env": {PG_TIMEOUT_ENV: repr(pg_timeout_s)},
-        }
-        pids: list[int] = []
-        deadline = start + timeout_s
-        try:
-            if self._proc.poll() is not None:  # stopped after a timeout (or killed): start afresh
+        self.released = True
+        if self.codes is None:
+            for pid in self.pids:
                 try:
-                    self._restart()
-                except RuntimeError as exc:
-                    return RunResult(
-                        False, str(exc), (), time.monotonic() - start, worker_hash, code="failed"
-                    )
-            say("start", f"starting {world_size} processes of {worker}", world_size=world_size, worker=worker)
-            self._proc.stdin.write((json.dumps(request) + "\n").encode())
-            pids = json.loads(self._readline(deadline) or "{}").get("pids", [])
-            finished: set[int] = set()
-            codes, cancelled = None, False
-            while codes is None and time.monotonic() < deadline and not cancelled:
-                line = self._readline(min(deadline, time.monotonic() + 0.1))
-                if line:
-                    codes = json.loads(line).get("exit")
-                for rank in range(world_size):
-                    if rank not in finished and (out_dir / f"rank{rank}.json").exists():
-                        finished.add(rank)
-                        say("rank_done", f"rank {rank} reported ({len(finished)}/{world_size})",
-                            rank=rank, done=len(finished), world_size=world_size)  # fmt: skip
-                if self._proc.poll() is not None:
-                    break
-                cancelled = bool(
-                    cancel.is_set() if isinstance(cancel, threading.Event) else cancel and cancel()
-                )
-            seconds = time.monotonic() - start
-            if cancelled and codes is None:
-                self._stop(pids)
-                self.close()  # the next launch starts a fresh zygote
-                say("cancelled", "stopped on request", seconds=seconds)
-                return RunResult(False, "stopped on request", (), seconds, worker_hash, code="cancelled")
-            if codes is None:
-                gone = self._proc.poll() is not None
-                self._stop(pids)
-                self.close()  # its replies for this launch are not worth waiting for; the next starts a new one
-                message = (
-                    "the warm pool stopped during the run"
-                    if gone
-                    else f"timed out after {timeout_s:g} s; stopped all {world_size} processes"
-                )
-                say("timeout", message, seconds=seconds, timeout_s=timeout_s)
-                return RunResult(
-                    False, message, (), seconds, worker_hash, code="failed" if gone else "timeout"
-                )
-            message = _failure(codes, log_dir) or ""
-            ranks: tuple[dict, ...] = ()
-            if not message:
-                ranks, message = _read_ranks(out_dir, world_size)
-            if message:
-                say("failed", message, message=message)
-                return RunResult(False, message, (), seconds, worker_hash, code="failed")
-            say("finished", f"all {world_size} ranks finished in {seconds:.1f} s", seconds=seconds)
-            return RunResult(True, "", ranks, seconds, worker_hash)
-        finally:
-            self._stop(pids)
-            shutil.rmtree(tmp, ignore_errors=True)
-
-    def _stop(self, pids: list[int]) -> None:
-        """SIGKILL every rank of a launch that is still running (each leads its own group)."""
-        for pid in pids:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
+                    os.killpg(pid, signal.SIGKILL)  # each leads its own session
+                except OSError:
+                    pass
+            deadline = time.monotonic() + STOP_WAIT_S
+            while self.poll() is None and time.monotonic() < deadline:
                 pass
+        _release(self.zygote, healthy=self.codes is not None and self.zygote.alive())
 
-    def run(self, runner: Callable[..., RunResult], **params: object) -> RunResult:
-        """Call an experiment's `run` (e.g. runners.negatives.run) with its launch sent here.
 
-        Every loaded `runners` module that holds `runners.launcher.launch` under the name
-        `launch` borrows `self.launch` for the duration of the call, then gets it back."""
-        from runners import launcher
+# ---------------------------------------------------------------- the server's pool
 
-        original = launcher.launch
-        with self._lock:  # one experiment at a time while the name is borrowed
-            borrowers = [
-                module
-                for name, module in list(sys.modules.items())
-                if name.split(".")[0] == "runners"
-                and module is not launcher  # the launcher itself keeps its own launch
-                and getattr(module, "launch", None) is original
-            ]
-            for module in borrowers:
-                module.launch = self.launch
+_LOCK = threading.Lock()
+_IDLE: list[Zygote] = []
+_ALL: set[Zygote] = set()
+_STARTING = [0]  # zygotes being started right now (counted against the bound)
+
+
+def _limit() -> int:
+    from runners import jobs
+
+    return jobs.MAX_CONCURRENT_RUNS
+
+
+def start_ranks(request: dict, deadline: float, cancelled) -> WarmRanks | str:
+    """Send one launch to an idle zygote (starting one if fewer than the limit exist).
+    Returns its WarmRanks, or a one-line reason when no zygote could be had before the
+    deadline or the request was cancelled."""
+    while True:
+        with _LOCK:
+            zygote = _IDLE.pop() if _IDLE else None
+            start_one = zygote is None and len(_ALL) + _STARTING[0] < _limit()
+            if start_one:
+                _STARTING[0] += 1
+        if zygote is not None and not zygote.alive():
+            _release(zygote, healthy=False)
+            continue
+        if zygote is None and start_one:
             try:
-                return runner(**params)
-            finally:
-                for module in borrowers:
-                    module.launch = original
+                zygote = _start()
+            except (RuntimeError, OSError) as exc:
+                return f"the warm pool could not start: {exc}"
+        if zygote is not None:
+            try:
+                return WarmRanks(zygote, request, deadline)
+            except ZygoteGone:
+                _release(zygote, healthy=False)  # then take (or start) another
+                continue
+        if cancelled() or time.monotonic() >= deadline:
+            return "the warm pool had no free process before the deadline"
+        time.sleep(0.05)  # another job is starting or using every zygote the bound allows
 
 
-def _failure(codes: list[int], log_dir: Path) -> str:
-    """'' when every rank exited 0, else the first failing rank's last exception line."""
-    failed = [(rank, code) for rank, code in enumerate(codes) if code != 0]
-    if not failed:
-        return ""
-    described = []
-    for rank, code in failed:
+def _start() -> Zygote:
+    """A new zygote, counted in _ALL (the caller has reserved its place in _STARTING)."""
+    try:
+        zygote = Zygote()
+    finally:
+        with _LOCK:
+            _STARTING[0] -= 1
+    with _LOCK:
+        _ALL.add(zygote)
+    return zygote
+
+
+def _release(zygote: Zygote, healthy: bool) -> None:
+    """Back to the idle list, or - when it died or missed a reply - replaced by a fresh one."""
+    with _LOCK:
+        if healthy and zygote in _ALL:
+            _IDLE.append(zygote)
+            return
+        _ALL.discard(zygote)
+        if zygote in _IDLE:
+            _IDLE.remove(zygote)
+    zygote.close()
+    prestart()
+
+
+def prestart() -> None:
+    """Start one zygote in the background when the pool is on and has none: the first run
+    after the server starts (or after a zygote died) then needs no start-up of its own."""
+    with _LOCK:
+        if not enabled() or _ALL or _STARTING[0]:
+            return
+        _STARTING[0] += 1
+
+    def warm() -> None:
         try:
-            lines = [
-                ln for ln in (log_dir / f"rank{rank}.stderr").read_text(errors="replace").splitlines() if ln
-            ]
-        except OSError:
-            lines = []
-        exception = next((ln for ln in reversed(lines) if not ln.startswith((" ", "\t"))), "")
-        secondary = any(m in exception for m in ("Connection closed", "Connection reset", "DistBackendError"))
-        how = exception or (f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}")
-        described.append((secondary, rank, how))
-    _, rank, how = min(described)
-    return " ".join(f"rank {rank}: {how}".split())[:400]
+            zygote = _start()
+        except (RuntimeError, OSError):
+            return  # a launch will try again and report the reason
+        _release(zygote, healthy=True)
+
+    threading.Thread(target=warm, name="pcl-warm-pool", daemon=True).start()
 
 
-def _read_ranks(out_dir: Path, world_size: int) -> tuple[tuple[dict, ...], str]:
-    ranks = []
-    for rank in range(world_size):
-        try:
-            payload = json.loads((out_dir / f"rank{rank}.json").read_text())
-        except FileNotFoundError:
-            return (), f"rank {rank}: wrote no output"
-        except (OSError, ValueError) as exc:
-            return (), f"rank {rank}: unreadable output ({exc})"
-        body = {k: v for k, v in payload.items() if k != "sha256"} if isinstance(payload, dict) else None
-        if body is None or payload.get("sha256") != payload_sha256(body):
-            return (), f"rank {rank}: output missing or failing its checksum"
-        ranks.append(payload)
-    return tuple(ranks), ""
+def size() -> dict[str, int]:
+    """How many zygotes exist, idle and starting (for tests and the benchmark)."""
+    with _LOCK:
+        return {"zygotes": len(_ALL), "idle": len(_IDLE), "starting": _STARTING[0]}
+
+
+@atexit.register
+def shutdown() -> None:
+    """Stop every zygote (and so every rank and store they hold)."""
+    with _LOCK:
+        zygotes = list(_ALL)
+        _ALL.clear()
+        _IDLE.clear()
+    for zygote in zygotes:
+        zygote.close()
 
 
 if __name__ == "__main__":

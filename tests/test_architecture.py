@@ -22,7 +22,9 @@ def imported_modules(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("path", sorted(ROOT.glob("core/*.py")), ids=lambda p: p.name)
 def test_core_is_pure(path):
-    bad = [m for m in imported_modules(path) if any(m == f or m.startswith(f + ".") for f in FORBIDDEN_IN_CORE)]
+    bad = [
+        m for m in imported_modules(path) if any(m == f or m.startswith(f + ".") for f in FORBIDDEN_IN_CORE)
+    ]
     assert bad == []
 
 
@@ -31,7 +33,9 @@ def test_runners_never_import_streamlit(path):
     assert not [m for m in imported_modules(path) if m.split(".")[0] == "streamlit"]
 
 
-@pytest.mark.parametrize("path", sorted([*ROOT.glob("core/*.py"), *ROOT.glob("sections/*.py")]), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted([*ROOT.glob("core/*.py"), *ROOT.glob("sections/*.py")]), ids=lambda p: p.name
+)
 def test_small_files(path):
     limit = 300 if path.parent.name == "core" else 150
     assert len(path.read_text().splitlines()) <= limit
@@ -39,7 +43,12 @@ def test_small_files(path):
 
 def test_no_shell_anywhere():
     offenders = []
-    for path in [*ROOT.glob("core/*.py"), *ROOT.glob("runners/**/*.py"), *ROOT.glob("ui/*.py"), *ROOT.glob("sections/*.py")]:
+    for path in [
+        *ROOT.glob("core/*.py"),
+        *ROOT.glob("runners/**/*.py"),
+        *ROOT.glob("ui/*.py"),
+        *ROOT.glob("sections/*.py"),
+    ]:
         text = path.read_text()
         if "shell=True" in text or "os.system(" in text:
             offenders.append(path.name)

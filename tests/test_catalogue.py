@@ -35,7 +35,9 @@ def test_same_placeholders_in_both_languages():
 
 def test_every_error_rule_has_a_translation():
     for lang in i18n.LANGUAGES:
-        assert {k.removeprefix("errors.rule.") for k in i18n.catalogue(lang) if k.startswith("errors.rule.")} == set(RULES)
+        assert {
+            k.removeprefix("errors.rule.") for k in i18n.catalogue(lang) if k.startswith("errors.rule.")
+        } == set(RULES)
 
 
 def literal_keys(path: Path) -> list[str]:
@@ -60,6 +62,7 @@ def test_every_literal_key_used_in_code_exists():
 
 def test_chinese_catalogue_is_chinese():
     zh = i18n.catalogue("zh")
+
     # Prose, not a formula: what is left once $...$ maths is removed is still a sentence.
     def is_prose(value: str) -> bool:
         if value.count("\\") > 3 and "$" not in value:  # a bare LaTeX formula for st.latex

@@ -34,9 +34,7 @@ def simulate(counts, collective, loss_input, divide_by_accum, reg_placement, see
             if c is not None:
                 local = tokens.sum() if loss_input == "sum" else tokens.mean()
                 loss = loss + c * local
-            on_this_step = reg_placement == "every_microstep" or (
-                k == 0 and (collective == "mean" or r == 0)
-            )
+            on_this_step = reg_placement == "every_microstep" or (k == 0 and (collective == "mean" or r == 0))
             if on_this_step:
                 loss = loss + LAMBDA * theta**2
             if loss.requires_grad:
@@ -73,7 +71,9 @@ COUNTS = [[3, 0, 5], [1, 7, 2]]
 
 @pytest.mark.parametrize(
     ("collective", "loss_input", "divide_by_accum", "reg_placement"),
-    list(itertools.product(("mean", "sum"), ("sum", "local_mean"), (False, True), ("once", "every_microstep"))),
+    list(
+        itertools.product(("mean", "sum"), ("sum", "local_mean"), (False, True), ("once", "every_microstep"))
+    ),
 )
 def test_framework_update_matches_a_simulated_trainer(collective, loss_input, divide_by_accum, reg_placement):
     update, reduced, reference = simulate(COUNTS, collective, loss_input, divide_by_accum, reg_placement)

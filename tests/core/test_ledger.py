@@ -23,9 +23,7 @@ def make_batch(counts, seed):
     """Per-token losses softplus(a*theta + b) for every microbatch, theta at 0.3."""
     gen = torch.Generator().manual_seed(seed)
     theta = torch.tensor(0.3, requires_grad=True)
-    tokens = [
-        [(torch.randn(n, generator=gen), torch.randn(n, generator=gen)) for n in row] for row in counts
-    ]
+    tokens = [[(torch.randn(n, generator=gen), torch.randn(n, generator=gen)) for n in row] for row in counts]
 
     def losses(r, k):
         a, b = tokens[r][k]
@@ -40,7 +38,9 @@ def grad_of(theta, loss):
 
 
 def sums_from_autograd(counts, theta, losses):
-    grad_sums = [[grad_of(theta, losses(r, k).sum()) for k in range(len(row))] for r, row in enumerate(counts)]
+    grad_sums = [
+        [grad_of(theta, losses(r, k).sum()) for k in range(len(row))] for r, row in enumerate(counts)
+    ]
     loss_sums = [[losses(r, k).sum().item() for k in range(len(row))] for r, row in enumerate(counts)]
     return grad_sums, loss_sums
 
@@ -195,7 +195,9 @@ def test_global_objective_does_not_depend_on_the_split(token_values, replicas, s
     sums = [[math.fsum(c) for c in row] for row in cells]
     expected = math.fsum(token_values) / len(token_values)
     assert ledger.global_loss(sums, counts) == pytest.approx(expected, rel=1e-12, abs=1e-12)
-    assert ledger.reduce_gradient(sums, counts, "global_token") == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    assert ledger.reduce_gradient(sums, counts, "global_token") == pytest.approx(
+        expected, rel=1e-12, abs=1e-12
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -208,11 +210,17 @@ def test_global_objective_does_not_depend_on_the_split(token_values, replicas, s
 def test_replica_mean_equals_global_when_replica_counts_are_equal(replicas, steps, per_replica, data):
     counts = []
     for _ in range(replicas):
-        cuts = sorted(data.draw(st.lists(st.integers(0, per_replica), min_size=steps - 1, max_size=steps - 1)))
+        cuts = sorted(
+            data.draw(st.lists(st.integers(0, per_replica), min_size=steps - 1, max_size=steps - 1))
+        )
         bounds = [0, *cuts, per_replica]
         counts.append([bounds[i + 1] - bounds[i] for i in range(steps)])
     sums = data.draw(
-        st.lists(st.lists(st.floats(-1e3, 1e3), min_size=steps, max_size=steps), min_size=replicas, max_size=replicas)
+        st.lists(
+            st.lists(st.floats(-1e3, 1e3), min_size=steps, max_size=steps),
+            min_size=replicas,
+            max_size=replicas,
+        )
     )
     correct = ledger.reduce_gradient(sums, counts, "global_token")
     assert ledger.reduce_gradient(sums, counts, "replica_mean") == pytest.approx(correct, rel=1e-9, abs=1e-9)

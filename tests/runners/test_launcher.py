@@ -124,6 +124,12 @@ def test_rank_output_is_signed_and_checked(tmp_path):
     assert launcher._read_ranks(tmp_path, 2) == ((), "rank 1: wrote no output")
 
 
+def _torchrun_cause(log_dir, err, returncode):
+    """The launcher's reading of a torchrun job: its rank logs, then its summary on stderr."""
+    summary = err.read_text()
+    return launcher.rank_root_cause(log_dir, launcher._summary_failure(summary), summary, returncode)
+
+
 def _rank_log(log_dir, rank, text):
     path = log_dir / "run_x" / "attempt_0" / str(rank)
     path.mkdir(parents=True)
@@ -148,7 +154,7 @@ def test_root_cause_prefers_the_first_primary_failure(tmp_path):
     )
     _rank_log(tmp_path, 1, "[rank1]: Traceback (most recent call last):\n[rank1]: KeyError: 'a'\n")
     # rank 0 failed first, but only because a peer died; rank 2 is the first real failure
-    assert launcher._root_cause(tmp_path, err, 1) == "rank 2: ZeroDivisionError: division by zero"
+    assert _torchrun_cause(tmp_path, err, 1) == "rank 2: ZeroDivisionError: division by zero"
 
 
 def test_root_cause_without_tracebacks_uses_torchrun_summary(tmp_path):
@@ -157,9 +163,9 @@ def test_root_cause_without_tracebacks_uses_torchrun_summary(tmp_path):
         "Root Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n"
         "  exitcode  : -9 (pid: 123)\n"
     )
-    assert launcher._root_cause(tmp_path, err, 1) == "rank 1: killed by SIGKILL"
+    assert _torchrun_cause(tmp_path, err, 1) == "rank 1: killed by SIGKILL"
     err.write_text("")
-    assert launcher._root_cause(tmp_path, err, 3) == "torchrun exited with code 3"
+    assert _torchrun_cause(tmp_path, err, 3) == "torchrun exited with code 3"
 
 
 def test_root_cause_of_a_crash_below_python(tmp_path):
@@ -171,7 +177,7 @@ def test_root_cause_of_a_crash_below_python(tmp_path):
         "[rank1]: terminate called after throwing an instance of 'gloo::EnforceNotMet'\n"
         "[rank1]:   what():  [enforce fail at /w/gloo/x.cc:20] bad\n",
     )
-    assert launcher._root_cause(tmp_path, err, 1) == (
+    assert _torchrun_cause(tmp_path, err, 1) == (
         "rank 1: terminate called after throwing an instance of 'gloo::EnforceNotMet'"
         " what(): [enforce fail at /w/gloo/x.cc:20] bad"
     )
