@@ -1,5 +1,6 @@
-"""Fixtures for the real-torchrun tests: the session's one launch of the negatives job,
-and a per-test process mark for finding leftovers in /proc."""
+"""Fixtures for the real-torchrun tests: the session's one cold launch of each experiment
+(negatives, clipping, Transformer; the warm-pool tests compare against them too), and a
+per-test process mark for finding leftovers in /proc."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from types import SimpleNamespace
 
 import pytest
 from runner_support import MARK_ENV, NEGATIVES_ARGS, ROOT, marked
+
+from runners import clipping as clipping_runner
 
 
 @pytest.fixture
@@ -43,4 +47,41 @@ def negatives_cli(tmp_path_factory) -> SimpleNamespace:
         report=json.loads(done.stdout) if done.returncode == 0 else None,
         leftover_processes=marked(mark),
         leftover_files=sorted(p.name for p in tmp.iterdir()),
+    )
+
+
+@pytest.fixture(scope="session")
+def real_run():
+    """The session's one launch of the clipping job (both scenarios, overflow on rank 1), and anything it left behind."""
+    mark = uuid.uuid4().hex
+    old = os.environ.get(MARK_ENV)
+    os.environ[MARK_ENV] = mark
+    try:
+        result = clipping_runner.run(inject_overflow=1, timeout_s=280)
+    finally:
+        if old is None:
+            os.environ.pop(MARK_ENV, None)
+        else:
+            os.environ[MARK_ENV] = old
+    return result, marked(mark)
+
+
+@pytest.fixture(scope="session")
+def experiment() -> SimpleNamespace:
+    """The session's one launch of the Transformer experiment, through its CLI, with every default."""
+    began, mark = time.monotonic(), uuid.uuid4().hex
+    done = subprocess.run(
+        [sys.executable, "-m", "runners.transformer", "--json"],
+        cwd=ROOT,
+        env=dict(os.environ, **{MARK_ENV: mark}),
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    return SimpleNamespace(
+        leftover_processes=marked(mark),
+        returncode=done.returncode,
+        stderr=done.stderr,
+        report=json.loads(done.stdout) if done.returncode == 0 else None,
+        seconds=time.monotonic() - began,
     )

@@ -12,14 +12,12 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import subprocess
 import sys
-import uuid
 
 import pytest
 import torch
-from runner_support import MARK_ENV, ROOT, marked
+from runner_support import ROOT
 
 from core import clipping
 from core.validation import InvalidInput
@@ -27,22 +25,6 @@ from runners import clipping as runner
 
 SCALE, TAU, LR, MOMENTUM = 8.0, 1.0, 0.1, 0.9
 IDS = ("w0", "shared", "w1")
-
-
-@pytest.fixture(scope="session")
-def real_run():
-    """The session's one launch of both scenarios, and anything it left behind."""
-    mark = uuid.uuid4().hex
-    old = os.environ.get(MARK_ENV)
-    os.environ[MARK_ENV] = mark
-    try:
-        result = runner.run(inject_overflow=1, timeout_s=280)
-    finally:
-        if old is None:
-            os.environ.pop(MARK_ENV, None)
-        else:
-            os.environ[MARK_ENV] = old
-    return result, marked(mark)
 
 
 @pytest.fixture

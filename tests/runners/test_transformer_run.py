@@ -9,19 +9,13 @@ worker's losses match an independent forward pass computed here.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import subprocess
 import sys
-import time
-import uuid
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from runner_support import MARK_ENV, marked
 
 from core.validation import InvalidInput
 from runners import transformer
@@ -31,27 +25,6 @@ ROOT = data.ROOT
 TOL = 2e-10
 CORRECT = ("full_batch", "accum_global_n", "ddp_pn_scale")
 WRONG = ("accum_microbatch_mean", "ddp_mean_of_means")
-
-
-@pytest.fixture(scope="session")
-def experiment() -> SimpleNamespace:
-    """The session's one real launch, through the CLI, with every default."""
-    began, mark = time.monotonic(), uuid.uuid4().hex
-    done = subprocess.run(
-        [sys.executable, "-m", "runners.transformer", "--json"],
-        cwd=ROOT,
-        env=dict(os.environ, **{MARK_ENV: mark}),
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
-    return SimpleNamespace(
-        leftover_processes=marked(mark),
-        returncode=done.returncode,
-        stderr=done.stderr,
-        report=json.loads(done.stdout) if done.returncode == 0 else None,
-        seconds=time.monotonic() - began,
-    )
 
 
 def rows(report: dict, optimizer: str | None = None) -> list[dict]:
