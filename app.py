@@ -9,12 +9,18 @@ import os
 
 import streamlit as st
 
+from runners import warm_pool
+from ui import preload
 from ui.page import t
 
 # One intra-op thread per torch computation: the pages' tensors are tiny, and on a small
 # shared box (2 cores, several visitors) extra threads only contend - measured 25x slower.
 # Set before any page imports torch, which reads it once.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# With PCL_WARM_POOL=1 the server keeps pre-imported processes to fork ranks from; starting
+# the first one in the background now means the first real run does not wait for it.
+warm_pool.prestart()
 
 st.set_page_config(page_title="Parallel Correctness Lab", page_icon=":material/balance:", layout="wide")
 
@@ -37,9 +43,17 @@ PAGES = [
 
 navigation = st.navigation(
     [
-        st.Page(path, title=t(title_key), icon=icon, url_path=None if url == "home" else url, default=(url == "home"))
+        st.Page(
+            path,
+            title=t(title_key),
+            icon=icon,
+            url_path=None if url == "home" else url,
+            default=(url == "home"),
+        )
         for path, url, title_key, icon in PAGES
     ]
 )
 st.sidebar.caption(t("common.sidebar_note"))
 navigation.run()
+# After the page: torch, pandas and altair load while the visitor reads it (ui/preload.py).
+preload.start()

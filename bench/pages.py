@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import sys
 import time
 
@@ -142,7 +143,8 @@ def run(quick: bool = False, repeats: int | None = None, pages: list[str] | None
         args = ["--child", page, "--repeats", str(repeats)] + (
             ["--preset", json.dumps(preset)] if preset else []
         )
-        result = child_json("bench.pages", args, timeout_s=600)
+        # PCL_PRELOAD=0: what a page imports by itself, not what the server preloads (ui/preload.py)
+        result = child_json("bench.pages", args, timeout_s=600, env=dict(os.environ, PCL_PRELOAD="0"))
         result.setdefault("page", page)
         result["case"] = f"`{page}`" + (f" at {label}" if label else "")
         results.append(result)

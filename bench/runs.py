@@ -3,7 +3,7 @@
     python -m bench --only runs [--quick] [--repeats N]
     python -m bench.runs --child negatives          # one launch, one JSON line
     python -m bench.runs --cached negatives --repeats 20
-    python -m bench.runs --pooled --repeats 3         # the opt-in warm pool (runners/warm_pool.py)
+    python -m bench.runs --pooled --repeats 3         # the same runs through the warm pool (PCL_WARM_POOL=1)
 
 Cold run: `runners.<experiment>.run()` at its defaults (2 processes), timed around the call
 (launch, torchrun, every rank, the report), measured alternately with the baseline - a
@@ -38,7 +38,7 @@ import time
 from bench import child_json, loadavg, stats, vm_kb
 from bench.report import Goal, Section, duration, megabytes, now, spread
 
-RATIO_GOAL, CACHED_GOAL_S = 1.3, 0.050
+RATIO_GOAL, CACHED_GOAL_S, POOL_GOAL_S = 1.3, 0.050, 0.200
 # job -> the module whose run() launches it
 JOBS = {
     "noop": "bench.runs",
@@ -146,22 +146,30 @@ def child(job: str) -> dict:
 
 
 def pooled(repeats: int, jobs=("noop", *EXPERIMENTS)) -> dict:
-    """The opt-in warm pool (runners/warm_pool.py): its start-up, then each job's runs."""
-    from runners.warm_pool import Pool
+    """The opt-in warm pool (PCL_WARM_POOL=1): its start-up, then each job's runs through the
+    same `run()` calls as the cold rows, and the zygote's memory."""
+    from runners import warm_pool
 
+    os.environ[warm_pool.ENV] = "1"
     began = time.perf_counter()
-    pool = Pool()
+    warm_pool.prestart()
+    while warm_pool.size()["idle"] == 0:
+        if time.perf_counter() - began > warm_pool.START_TIMEOUT_S:
+            return {"error": "the warm pool did not start"}
+        time.sleep(0.01)
     out: dict = {"pool_start_s": time.perf_counter() - began, "jobs": {}}
+    (zygote,) = warm_pool._ALL
     try:
         for _ in range(repeats):
             for job in jobs:
                 runner, params = importlib.import_module(JOBS[job]).run, job_params(job)
                 began = time.perf_counter()
-                result = pool.launch("bench.noop_worker", 2) if job == "noop" else pool.run(runner, **params)
+                result = runner(**params)
                 row = {"ok": result.ok, "message": result.message, "wall_s": time.perf_counter() - began}
                 out["jobs"].setdefault(job, []).append(row)
+        out["zygote_hwm_kb"] = vm_kb(zygote.proc.pid)
     finally:
-        pool.close()
+        warm_pool.shutdown()
     return out
 
 
@@ -269,19 +277,33 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
             )
         )
     noop_median = stats(noop_all)["median"] if noop_all else None
+    zygote = megabytes(pool["zygote_hwm_kb"]) if pool.get("zygote_hwm_kb") else "—"
     for job, rows in pool.get("jobs", {}).items():
         walls = [r["wall_s"] for r in rows if r["ok"]]
         ratio = "—" if not walls or not noop_median else f"{stats(walls)['median'] / noop_median:.2f}×"
         label = "no-op Gloo job" if job == "noop" else f"`runners.{job}`"
-        section.rows.append([f"{label} via the opt-in warm pool", spread(stats(walls)), ratio, "—", "—"])
+        section.rows.append(
+            [f"{label} via the warm pool", spread(stats(walls)), ratio, "—", f"zygote {zygote}"]
+        )
+        median = stats(walls)["median"] if walls else None
+        section.goals.append(
+            Goal(
+                f"`{job}` uncached via the warm pool",
+                duration(median),
+                f"< {POOL_GOAL_S * 1000:.0f} ms",
+                None if median is None else median < POOL_GOAL_S,
+            )
+        )
     if pool.get("error"):
         section.notes.append(f"The warm pool was not measured: {pool['error']}")
     if pool.get("pool_start_s"):
         section.notes.append(
-            f"Warm pool rows (opt-in, off by default; runners/warm_pool.py): ranks forked from a "
-            f"zygote that has imported torch and torch._dynamo once (its start-up took "
-            f"{duration(pool['pool_start_s'])}, not counted), no torchrun agent. Their ratio is "
-            "against the median torchrun no-op above. Measured after the alternation, in one process."
+            f"Warm pool rows (PCL_WARM_POOL=1; runners/warm_pool.py): ranks forked from a zygote "
+            f"that has imported torch and torch._dynamo once (its start-up took "
+            f"{duration(pool['pool_start_s'])}, in the background at server start; not counted), "
+            "no torchrun agent; the same `run()` calls and jobs.py limits as the cold rows. Their "
+            "ratio is against the median torchrun no-op above; memory is the zygote's VmHWM "
+            "(ranks share its pages copy-on-write). Measured after the alternation, in one process."
         )
     failed = [r for rows in launches.values() for r in rows if not r.get("ok")]
     if failed:

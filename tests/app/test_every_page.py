@@ -2,6 +2,7 @@
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,29 @@ for page in {pages!r}:
     out[page] = [not at.exception, "torch" in sys.modules]
 print(json.dumps(out))
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    env = dict(os.environ, PCL_PRELOAD="0")  # the page's own imports, not the server's preload
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env
+    )
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {page: [True, False] for page in pages}
+
+
+def test_the_server_preloads_torch_after_serving_a_page_unless_turned_off():
+    code = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from streamlit.testing.v1 import AppTest
+from ui import preload
+AppTest.from_file({str(ROOT / "app.py")!r}, default_timeout=60).run()
+started_by_app = list(preload._THREAD)  # app.py starts it after the page
+for thread in started_by_app:
+    thread.join(120)
+print(bool(started_by_app), "torch" in sys.modules, "altair" in sys.modules)
+"""
+    for setting, expected in (("1", "True True True"), ("0", "False False False")):
+        env = dict(os.environ, PCL_PRELOAD=setting)
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env
+        )
+        assert done.stdout.strip().splitlines()[-1] == expected, done.stderr[-500:]
