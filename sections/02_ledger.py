@@ -100,7 +100,7 @@ with guard():
         chart = (
             alt.Chart(bands.assign(lo=bands.n_a - 0.5, hi=bands.n_a + 0.5))
             .mark_rect(color="#f8c9c6", opacity=0.6)
-            .encode(x="lo:Q", x2="hi:Q", tooltip=alt.value(t("ledger.reversal_band")))
+            .encode(x=alt.X("lo:Q"), x2=alt.X2("hi"), tooltip=alt.value(t("ledger.reversal_band")))
             + alt.Chart(lines.dropna())
             .mark_line(point=True)
             .encode(
@@ -108,7 +108,7 @@ with guard():
                 y=alt.Y("gradient:Q", title=t("ledger.axis_gradient")),
                 color=alt.Color("series:N", title=None),
             )
-            + alt.Chart(pd.DataFrame({"n_a": [n_a]})).mark_rule(strokeDash=[4, 4]).encode(x="n_a:Q")
+            + alt.Chart(pd.DataFrame({"n_a": [n_a]})).mark_rule(strokeDash=[4, 4]).encode(x=alt.X("n_a:Q"))
         )
         st.altair_chart(chart)
 

@@ -113,10 +113,12 @@ with guard():
             x=alt.X("tau:Q", scale=alt.Scale(type="log"), title=t("negatives.chart.tau")),
             y=alt.Y("gradient:Q", title=t("negatives.chart.gradient")),
             color=alt.Color("series:N", title=t("negatives.chart.series")),
-            tooltip=["tau:Q", "series:N", alt.Tooltip("gradient:Q", format="+.6f")],
+            tooltip=[alt.Tooltip("tau:Q"), alt.Tooltip("series:N"), alt.Tooltip("gradient:Q", format="+.6f")],
         )
     )
-    rule = alt.Chart(pd.DataFrame({"tau": [result.tau]})).mark_rule(strokeDash=[4, 4]).encode(x="tau:Q")
+    rule = (
+        alt.Chart(pd.DataFrame({"tau": [result.tau]})).mark_rule(strokeDash=[4, 4]).encode(x=alt.X("tau:Q"))
+    )
     st.altair_chart(lines + rule, key="neg_chart")
     st.info(t("negatives.scope"), icon=":material/info:")
 

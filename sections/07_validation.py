@@ -135,9 +135,9 @@ with guard():
     bars = alt.Chart(ranks).mark_bar().encode(
         x=alt.X("rank:O", title=t("validation.sampler.rank")),
         y=alt.Y("tokens:Q", title=t("validation.sampler.tokens")),
-        tooltip=["rank", "samples", "repeats", "tokens"],
+        tooltip=[alt.Tooltip(f"{c}:Q") for c in ("rank", "samples", "repeats", "tokens")],
     )  # fmt: skip
-    share = alt.Chart(pd.DataFrame({"y": [e.even_share_tokens]})).mark_rule(strokeDash=[4, 4]).encode(y="y:Q")
+    share = alt.Chart(pd.DataFrame({"y": [e.even_share_tokens]})).mark_rule(strokeDash=[4, 4]).encode(y=alt.Y("y:Q"))  # fmt: skip
     st.altair_chart(bars + share, key="val_chart")
     seen = ", ".join(t("validation.sampler.seen_item", times=k, samples=n) for k, n in e.times_seen.items())
     st.markdown(t("validation.sampler.measured", per_rank=e.rows[0]["samples"], seen=seen, extra=e.extra_tokens))  # fmt: skip

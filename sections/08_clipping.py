@@ -111,7 +111,7 @@ with guard():
         color = alt.Color("series:N", title=None)
         lines = alt.Chart(sweep).mark_line().encode(x=x, y=y, color=color, strokeDash=dash)
         now = pd.DataFrame({"threshold": [tau]})
-        rule = alt.Chart(now).mark_rule(strokeDash=[4, 4]).encode(x="threshold:Q")
+        rule = alt.Chart(now).mark_rule(strokeDash=[4, 4]).encode(x=alt.X("threshold:Q"))
         st.altair_chart(lines + rule)
 
 st.subheader(t("clipping.run_title"))
