@@ -123,7 +123,10 @@ def weighted_loss_scale(weight_sums, collective: str = "mean") -> float | None:
     Returns `None` when the total weight is 0 (no objective).
     """
     cells = v.grid(weight_sums, "weight_sums")
-    totals = [[v.non_negative(w, f"weight_sums[{r}][{k}]") for k, w in enumerate(row)] for r, row in enumerate(cells)]
+    totals = [
+        [v.non_negative(w, f"weight_sums[{r}][{k}]") for k, w in enumerate(row)]
+        for r, row in enumerate(cells)
+    ]
     collective = v.choice(collective, "collective", ledger.COLLECTIVES)
     total = sum(map(sum, totals))
     if total == 0:

@@ -4,7 +4,7 @@ and a real two-process Gloo run beside the core's prediction."""
 import pandas as pd
 import streamlit as st
 
-from core import infonce
+from core import infonce, infonce_checks
 from ui import deeplink, downloads
 from ui.exercise import predict_number
 from ui.page import fmt, guard, header, show_code, t
@@ -112,7 +112,7 @@ stored_params, result = st.session_state.get(RUN_KEY, (None, None))
 if stored_params == params and result is not None and result.ok:
     report = result.report
     with guard():
-        rows = infonce.check_run(report)
+        rows = infonce_checks.check_run(report)
         used = {k: report[k] for k in ("a", "b", "wq", "wd", "tau", "lr", "backend")}
         st.caption(t("parameters.run.inputs", **used))
         text = {
@@ -129,7 +129,7 @@ if stored_params == params and result is not None and result.ok:
         if all(row["agree"] for row in rows):
             worst = f"{max(row['max_abs_diff'] for row in rows):.1e}"
             st.success(
-                t("parameters.run.agree_all", tol=f"{infonce.RUN_TOL:.0e}", diff=worst),
+                t("parameters.run.agree_all", tol=f"{infonce_checks.RUN_TOL:.0e}", diff=worst),
                 icon=":material/check:",
             )
         else:
@@ -137,4 +137,4 @@ if stored_params == params and result is not None and result.ok:
             st.warning(t("parameters.run.disagree", schemes=failing), icon=":material/warning:")
         downloads.run_download(result, stored_params, "negatives")
 
-show_code(infonce.encoder_grads, infonce.check_run)
+show_code(infonce.encoder_grads, infonce_checks.check_run)

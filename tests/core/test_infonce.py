@@ -16,7 +16,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import infonce
+from core import infonce, infonce_checks
 from core.validation import InvalidInput
 
 torch.set_default_dtype(torch.float64)
@@ -393,7 +393,7 @@ def autograd_report(a, b, wq, wd, tau, lr=0.1):
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_check_run_agrees_with_an_autograd_report(world_size):
     a, b = [1.0, 2.0, 3.0][:world_size], [1.0, -1.0, 0.5][:world_size]
-    rows = infonce.check_run(autograd_report(a, b, 1.0, 1.0, 0.7))
+    rows = infonce_checks.check_run(autograd_report(a, b, 1.0, 1.0, 0.7))
     assert [r["scheme"] for r in rows] == list(infonce.SCHEMES)
     assert all(r["agree"] and r["max_abs_diff"] <= 1e-12 for r in rows)
     assert all(r["compared"] == 4 + 3 * world_size for r in rows)
@@ -413,7 +413,7 @@ def test_check_run_flags_a_wrong_number(path):
     for key in path[:-1]:
         node = node[key]
     node[path[-1]] += 1e-9
-    rows = {r["scheme"]: r for r in infonce.check_run(report)}
+    rows = {r["scheme"]: r for r in infonce_checks.check_run(report)}
     assert not rows[path[0]]["agree"] and rows[path[0]]["max_abs_diff"] == pytest.approx(1e-9, rel=1e-3)
     assert all(r["agree"] for s, r in rows.items() if s != path[0])
 
@@ -423,7 +423,7 @@ def test_check_run_missing_or_non_finite_never_agrees():
     del report["schemes"]["local"]
     report["schemes"]["detach"]["grad_wq"] = math.nan
     report["schemes"]["gather"]["ranks"] = report["schemes"]["gather"]["ranks"][:1]
-    rows = {r["scheme"]: r for r in infonce.check_run(report)}
+    rows = {r["scheme"]: r for r in infonce_checks.check_run(report)}
     assert rows["local"]["measured_wq"] is None and not rows["local"]["agree"]
     assert rows["detach"]["measured_wq"] is None and rows["detach"]["max_abs_diff"] is None
     assert not rows["gather"]["agree"] and rows["full_loss_each_rank"]["agree"]
@@ -440,5 +440,28 @@ MALFORMED = [
 @pytest.mark.parametrize("report, field", MALFORMED)
 def test_check_run_rejects_a_malformed_report(report, field):
     with pytest.raises(InvalidInput) as info:
-        infonce.check_run(report)
+        infonce_checks.check_run(report)
     assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [(1.5, 1.5), (-2, -2.0), (0, 0.0), (math.inf, None), (math.nan, None), (True, None), ("1", None),
+     (None, None), (10**400, None)],
+)  # fmt: skip
+def test_finite_or_none_is_undefined_for_anything_but_a_finite_number(value, expected):
+    assert infonce.finite_or_none(value) == expected
+
+
+def test_the_contribution_table_is_built_only_when_read():
+    """512 pairs of 64-vectors: 16.8 million table entries that most callers never read."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    q, d = rng.normal(size=(512, 64)), rng.normal(size=(512, 64))
+    result = infonce.contrastive(q, d, 1.0)
+    assert "contributions" not in vars(result)  # not built yet
+    small = infonce.contrastive(q[:6], d[:6], 0.7)
+    table = np.array(small.contributions)  # (query, document, dim)
+    assert np.allclose(table.sum(axis=0), np.array(small.grad_d_full), rtol=0, atol=1e-15)
+    assert np.allclose(np.diagonal(table).T, np.array(small.grad_d_local), rtol=0, atol=0)
