@@ -5,6 +5,11 @@ Each rank only initialises the process group, meets the others at one barrier, w
 launched the same way (`runners.launcher.launch`), isolates what the experiment's workers
 add on top of the fixed cost of torchrun, importing torch and the Gloo rendezvous.
 
+With --one-ddp-step each rank also wraps a 2-parameter model in DDP and takes one SGD step:
+nothing the lab needs, but it makes torch import torch._dynamo (DistributedDataParallel's
+constructor and every optimizer do), the fixed cost every experiment pays on top of the
+bare job.
+
     python -c "from runners.launcher import launch; print(launch('bench.noop_worker', 2))"
     torchrun --standalone --nproc-per-node 2 -m bench.noop_worker --out-dir /tmp/noop
 """
@@ -23,9 +28,18 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="bench.noop_worker")
     parser.add_argument("--out-dir", required=True)
+    parser.add_argument("--one-ddp-step", action="store_true")
     args = parser.parse_args(argv)
     dist.init_process_group(backend="gloo")
     dist.barrier()
+    if args.one_ddp_step:
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
+
+        model = DistributedDataParallel(torch.nn.Linear(1, 1, dtype=torch.float64))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.ones(1, 1, dtype=torch.float64)).sum().backward()
+        optimizer.step()
     rank, world_size = dist.get_rank(), dist.get_world_size()
     write_rank_output(args.out_dir, rank, {"rank": rank, "world_size": world_size})
     dist.destroy_process_group()

@@ -42,6 +42,7 @@ RATIO_GOAL, CACHED_GOAL_S, POOL_GOAL_S = 1.3, 0.050, 0.200
 # job -> the module whose run() launches it
 JOBS = {
     "noop": "bench.runs",
+    "noop_ddp": "bench.runs",
     "negatives": "runners.negatives",
     "clipping": "runners.clipping",
     "transformer": "runners.transformer",
@@ -63,13 +64,13 @@ def job_params(job: str) -> dict:
 
 
 CACHED_SCRIPT = """
-import importlib, time
+import time
 import streamlit as st
-from bench.runs import JOBS, job_params
+from bench.runs import job_params, runner_for
 from ui import runs
 
 job = st.session_state["bench_job"]
-runner, params = importlib.import_module(JOBS[job]).run, job_params(job)
+runner, params = runner_for(job), job_params(job)
 began = time.perf_counter()
 result = runs.run_with_status("bench", runner, **params)
 st.session_state["bench_s"] = time.perf_counter() - began
@@ -85,6 +86,18 @@ def run(**_: object):
     from runners.launcher import launch
 
     return launch("bench.noop_worker", 2, timeout_s=240.0)
+
+
+def run_ddp(**_: object):
+    """The second baseline: the same job taking one DDP step (torch imports torch._dynamo)."""
+    from runners.launcher import launch
+
+    return launch("bench.noop_worker", 2, ["--one-ddp-step"], timeout_s=240.0)
+
+
+def runner_for(job: str):
+    """The `run()` that launches `job`."""
+    return run_ddp if job == "noop_ddp" else importlib.import_module(JOBS[job]).run
 
 
 class _Sampler(threading.Thread):
@@ -123,7 +136,7 @@ class _Sampler(threading.Thread):
 
 def child(job: str) -> dict:
     """One launch of `job` in this process: seconds, outcome and memory, as a dict."""
-    runner, params = importlib.import_module(JOBS[job]).run, job_params(job)
+    runner, params = runner_for(job), job_params(job)
     sampler = _Sampler()
     sampler.start()
     began = time.perf_counter()
@@ -162,7 +175,7 @@ def pooled(repeats: int, jobs=("noop", *EXPERIMENTS)) -> dict:
     try:
         for _ in range(repeats):
             for job in jobs:
-                runner, params = importlib.import_module(JOBS[job]).run, job_params(job)
+                runner, params = runner_for(job), job_params(job)
                 began = time.perf_counter()
                 result = runner(**params)
                 row = {"ok": result.ok, "message": result.message, "wall_s": time.perf_counter() - began}
@@ -218,11 +231,11 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
         started=now(),
     )
     began = time.perf_counter()
-    launches: dict[str, list[dict]] = {job: [] for job in ("noop", *experiments)}
+    launches: dict[str, list[dict]] = {job: [] for job in ("noop", "noop_ddp", *experiments)}
     noop_before: dict[str, list[float]] = {job: [] for job in experiments}
     for _ in range(repeats):
         for job in experiments:  # noop, exp, noop, exp ...: alternately, in one run
-            for name in ("noop", job):
+            for name in ("noop", job) if job != experiments[0] else ("noop", "noop_ddp", job):
                 result = child_json("bench.runs", ["--child", name], timeout_s=600)
                 result.setdefault("job", name)
                 launches[name].append(result)
@@ -245,15 +258,28 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
 
     noop_all = [r["wall_s"] for r in ok("noop")]
     section.rows.append(["no-op Gloo job (baseline)", spread(stats(noop_all)), "1", "—", memory(ok("noop"))])
+    ddp_all = [r["wall_s"] for r in ok("noop_ddp")]
+    ddp_ratio = _ratio(ddp_all, noop_all)
+    section.rows.append(
+        [
+            "no-op + one DDP/SGD step (imports torch._dynamo)",
+            spread(stats(ddp_all)),
+            "—" if ddp_ratio is None else f"{ddp_ratio:.2f}×",
+            "—",
+            memory(ok("noop_ddp")),
+        ]
+    )
     for job in experiments:
         walls = [r["wall_s"] for r in ok(job)]
         ratio = _ratio(walls, noop_before[job])
         hit = cache[job].get("cached_call_s")
+        vs_ddp = _ratio(walls, ddp_all)
         section.rows.append(
             [
                 f"`runners.{job}`",
                 spread(stats(walls)),
-                "—" if ratio is None else f"{ratio:.2f}×",
+                ("—" if ratio is None else f"{ratio:.2f}×")
+                + ("" if vs_ddp is None else f" ({vs_ddp:.2f}× the DDP no-op)"),
                 spread(hit) if hit else "error: " + cache[job].get("error", "?"),
                 memory(ok(job)),
             ]
@@ -311,6 +337,10 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
             f"{len(failed)} launch(es) failed: {failed[0].get('message') or failed[0].get('error')}"
         )
     section.notes += [
+        "Every experiment builds a DDP model or an optimizer, and torch imports torch._dynamo "
+        "when it does (DistributedDataParallel.__init__ and Optimizer.add_param_group): the "
+        "'DDP no-op' row pays just that, so its ratio is the part of the goal no worker code can "
+        "remove on a cold launch; the warm pool below pays it once per server.",
         f"{repeats} cold run(s) per experiment, each right after its own no-op launch; the ratio "
         "divides the experiment's median by the median of the no-op launches paired with it.",
         "Peak RSS: the largest rank and the agent by sampled VmHWM (every 50 ms), and in "
