@@ -2,9 +2,12 @@
 
 A visitor's first trip to a section that computes with torch (04, 07) or draws a chart
 otherwise waits for `import torch` (about 2 s on a 2-core box), pandas and altair (about
-0.5 s each) inside that page's script run. Started after the first script run, the imports
-happen while the visitor reads the home page; a page that needs a module still being imported
-waits on Python's import lock for the rest of it, never longer than importing it itself.
+0.5 s each) inside that page's script run. The imports start DELAY_S after the first script
+run, while the visitor reads the first page: not at once, because they hold the GIL and a
+core for seconds, and the browser is still painting that page (measured: starting at once
+delayed the first page's title by 0.2 s and the next page visits by up to 1.4 s). A page that
+needs a module still being imported waits on Python's import lock for the rest of it, never
+longer than importing it itself.
 
 PCL_PRELOAD=0 turns it off (the page benchmark and the torch-free-pages test do, to see
 what each page imports by itself). It is not a way to make a page import less: the pages'
@@ -16,9 +19,11 @@ from __future__ import annotations
 import importlib
 import os
 import threading
+import time
 
 ENV = "PCL_PRELOAD"
 MODULES = ("numpy", "pandas", "altair", "torch")
+DELAY_S = 3.0
 _LOCK = threading.Lock()
 _THREAD: list[threading.Thread] = []
 
@@ -27,18 +32,20 @@ def enabled() -> bool:
     return os.environ.get(ENV, "1").strip().lower() not in {"0", "false", "no", "off"}
 
 
-def start() -> threading.Thread | None:
-    """Start the background imports once per process (when enabled); returns the thread."""
+def start(delay_s: float = DELAY_S) -> threading.Thread | None:
+    """Start the background imports once per process (when enabled), after `delay_s`;
+    returns the thread."""
     with _LOCK:
         if _THREAD or not enabled():
             return _THREAD[0] if _THREAD else None
-        thread = threading.Thread(target=_import_all, name="pcl-preload", daemon=True)
+        thread = threading.Thread(target=_import_all, args=(delay_s,), name="pcl-preload", daemon=True)
         _THREAD.append(thread)
     thread.start()
     return thread
 
 
-def _import_all() -> None:
+def _import_all(delay_s: float) -> None:
+    time.sleep(delay_s)
     for name in MODULES:
         try:
             importlib.import_module(name)

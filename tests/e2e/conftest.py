@@ -53,9 +53,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def streamlit_server():
-    """`streamlit run app.py` on a free local port; yields its URL once healthy, and stops
-    it (with its children) afterwards."""
+def streamlit_server(env: dict | None = None):
+    """`streamlit run app.py` on a free local port (with `env` added to its environment);
+    yields its URL once healthy, and stops it (SIGTERM, as a host would) afterwards."""
     port = _free_port()
     server = subprocess.Popen(
         [
@@ -74,6 +74,7 @@ def streamlit_server():
             "false",
         ],
         cwd=ROOT,
+        env=dict(os.environ, **(env or {})),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

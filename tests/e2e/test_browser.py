@@ -1,7 +1,10 @@
 """The whole app in a real browser: home, language, a control driving its figure, deep links."""
 
 import ast
+import os
 import re
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -127,3 +130,44 @@ def test_a_deep_link_is_the_first_request_of_a_fresh_server(browser):
             assert metric_value(tab, "Correct global gradient") == "-0.5"
         finally:
             tab.close()
+
+
+def _processes_with(needle: bytes) -> list[int]:
+    """Live processes whose environment contains `needle` (a NAME=value entry)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    with open(f"/proc/{entry}/stat") as stat:
+                        if stat.read().rsplit(")", 1)[1].split()[0] != "Z":
+                            found.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def test_a_real_run_through_the_warm_pool_leaves_nothing_after_the_server(browser):
+    """PCL_WARM_POOL=1 on a real server: app.py starts the zygote, Run answers from forked
+    ranks, and stopping the server (SIGTERM) takes the zygote along."""
+    from tests.e2e.conftest import streamlit_server
+
+    needle = f"PCL_E2E_POOL={uuid.uuid4().hex}".encode()
+    name, value = needle.decode().split("=")
+    with streamlit_server(env={"PCL_WARM_POOL": "1", name: value}) as url:
+        tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            tab.goto(f"{url}/parameters")
+            wait_for_app(tab)
+            deadline = time.monotonic() + 180
+            while len(_processes_with(needle)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.2)  # the server and its zygote
+            assert len(_processes_with(needle)) >= 2, "app.py did not start the warm pool"
+            tab.get_by_role("button", name=re.compile("Run the two-process check")).click()
+            tab.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(timeout=180_000)
+        finally:
+            tab.close()
+    deadline = time.monotonic() + 10
+    while _processes_with(needle) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_with(needle) == [], "a zygote or rank outlived the server"
