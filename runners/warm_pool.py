@@ -45,7 +45,8 @@ from pathlib import Path
 
 ENV = "PCL_WARM_POOL"
 START_TIMEOUT_S = 180.0  # a zygote's imports take ~4 s on a quiet 2-core box
-STOP_WAIT_S = 5.0  # after killing a launch's ranks, how long to wait for the zygote's reply
+STOP_WAIT_S = 5.0
+SPARE_RANKS = 2  # ranks forked ahead of time: the lab's experiments run on 2 processes  # after killing a launch's ranks, how long to wait for the zygote's reply
 READY = "ready"
 # Third-party modules only: the project's own modules are read fresh by every rank, so an
 # edited worker runs as edited (its hash is the cache key as usual).
@@ -62,6 +63,10 @@ PRELOAD = (
     "tokenizers",
 )
 PROJECT_PACKAGES = ("core", "runners", "bench", "ui", "tests")
+# The lab's own runner modules are imported too (about 20 ms a rank otherwise); a rank drops
+# every project module again if any of their files changed since, so edits still count.
+PROJECT_PRELOAD = ("runners.negatives", "runners.clipping", "runners.transformer", "runners.lm.branches")
+_PRELOADED: dict[str, tuple[str, int]] = {}  # module -> (file, mtime_ns) when the zygote loaded it
 
 
 def enabled() -> bool:
@@ -88,8 +93,9 @@ def _die_with_parent() -> None:
         pass
 
 
-def _child(body, *args) -> int:
-    """Fork; the child runs `body(*args)` in its own session and never returns."""
+def _fork(body, *args) -> int:
+    """Fork; the child runs `body(*args)` in its own session, dies with the zygote, and
+    never returns."""
     sys.stdout.flush()
     pid = os.fork()
     if pid:
@@ -105,25 +111,91 @@ def _child(body, *args) -> int:
         os._exit(code)  # never the zygote's atexit handlers or its request loop
 
 
-def _store_main(listener: socket.socket, timeout_s: float) -> int:
-    """Serve the launch's rendezvous store on the zygote's loopback socket until killed."""
-    from datetime import timedelta
+def _detach_stdio() -> None:
+    """Let go of the zygote's request and reply pipes: only the zygote may use them."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(null, fd)
+    os.close(null)
 
+
+def _store_main(listener: socket.socket) -> int:
+    """Serve a launch's rendezvous store on the zygote's loopback socket until killed."""
     import torch.distributed as dist
 
+    _detach_stdio()
     host, port = listener.getsockname()
     store = dist.TCPStore(  # noqa: F841 - alive while this process is
-        host, port, is_master=True, master_listen_fd=listener.fileno(),
-        wait_for_workers=False, timeout=timedelta(seconds=timeout_s),
-    )  # fmt: skip
+        host, port, is_master=True, master_listen_fd=listener.fileno(), wait_for_workers=False
+    )
     while True:
         signal.pause()
 
 
+def _spare_store() -> tuple[int, int]:
+    """A store process already serving on a fresh 127.0.0.1 port: (pid, port)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(128)
+        return _fork(_store_main, listener), listener.getsockname()[1]
+
+
+def _spare_main(job_r: int, code_w: int) -> int:
+    """A forked child that waits for its part in a launch, plays it, and writes its exit code
+    to the zygote before exiting (so the reply does not wait for the address space to go)."""
+    _detach_stdio()
+    message = b""
+    while not message.endswith(b"\n"):
+        chunk = os.read(job_r, 1 << 16)
+        if not chunk:
+            return 0  # the zygote retired it, or is gone
+        message += chunk
+    os.close(job_r)
+    job = json.loads(message)
+    code = 1
+    try:
+        code = _rank_main(job["request"], job["rank"], job["port"])
+    except BaseException:  # noqa: BLE001 - the worker's crash, reported by its exit code
+        traceback.print_exc()
+    finally:
+        os.write(code_w, f"{code}\n".encode())
+    return code
+
+
+def _spare_rank() -> tuple[int, int, int]:
+    """A child forked in advance for some launch's rank: (pid, job pipe, exit-code pipe)."""
+    job_r, job_w = os.pipe()
+    code_r, code_w = os.pipe()
+    pid = _fork(_spare_main, job_r, code_w)
+    os.close(job_r)
+    os.close(code_w)
+    return pid, job_w, code_r
+
+
+def _alive(pid: int) -> bool:
+    """Still running (reaps it when it has died)."""
+    try:
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:
+        return False
+
+
+def _project_changed() -> bool:
+    """Has any project file the zygote loaded been edited (or removed) since?"""
+    for file, mtime_ns in _PRELOADED.values():
+        try:
+            if os.stat(file).st_mtime_ns != mtime_ns:
+                return True
+        except OSError:
+            return True
+    return False
+
+
 def _rank_main(request: dict, rank: int, port: int) -> int:
     """Become rank `rank` of the request, as torchrun would have started it, and run the worker."""
-    for name in [n for n in sys.modules if n.split(".")[0] in PROJECT_PACKAGES]:
-        del sys.modules[name]  # the worker, core and runners are read as they are now
+    if _project_changed():
+        for name in [n for n in sys.modules if n.split(".")[0] in PROJECT_PACKAGES]:
+            del sys.modules[name]  # the worker, core and runners are read as they are now
     logs = rank_log_dir(Path(request["log_dir"]), rank)
     logs.mkdir(parents=True, exist_ok=True)
     for fd, name in ((1, "stdout.log"), (2, "stderr.log")):
@@ -158,31 +230,66 @@ def _rank_main(request: dict, rank: int, port: int) -> int:
     return 0
 
 
-def _serve_one(request: dict, parent: int, out) -> None:
-    """One launch: store + P ranks, their pids at once, their exit codes when all have ended."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(128)
-        store = _child(_store_main, listener, float(request["env"].get("PCL_PG_TIMEOUT_S", "60")))
-        port = listener.getsockname()[1]
-        ranks = [_child(_rank_main, request, rank, port) for rank in range(request["world_size"])]
-    print(json.dumps({"pids": ranks, "store": store}), file=out, flush=True)
-    codes: dict[int, int] = {}
-    while len(codes) < len(ranks):
-        for pid in ranks:
-            if pid not in codes:
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    codes[pid] = os.waitstatus_to_exitcode(status)
+class _Spares:
+    """Children forked before a request arrives: one store and SPARE_RANKS ranks, so a launch
+    pays no fork (about 10 ms each for a zygote of ~300 MB) before its ranks start."""
+
+    def __init__(self) -> None:
+        self.store: tuple[int, int] | None = None
+        self.ranks: list[tuple[int, int, int]] = []
+
+    def refill(self) -> None:
+        if self.store is None or not _alive(self.store[0]):
+            self.store = _spare_store()
+        for spare in [r for r in self.ranks if not _alive(r[0])]:
+            self.ranks.remove(spare)  # killed while it waited: never hand it a rank
+            os.close(spare[1])
+            os.close(spare[2])
+        while len(self.ranks) < SPARE_RANKS:
+            self.ranks.append(_spare_rank())
+
+    def take(self, world_size: int) -> tuple[tuple[int, int], list[tuple[int, int, int]]]:
+        self.refill()
+        store, self.store = self.store, None
+        ranks = [self.ranks.pop(0) if self.ranks else _spare_rank() for _ in range(world_size)]
+        return store, ranks
+
+
+def _serve_one(request: dict, parent: int, out, spares: _Spares) -> None:
+    """One launch: hand the spare store and ranks their parts, reply their pids at once and
+    their exit codes when every rank has ended, then fork the next spares."""
+    (store, port), ranks = spares.take(request["world_size"])
+    for rank, (_, job_w, _) in enumerate(ranks):
+        job = (json.dumps({"request": request, "rank": rank, "port": port}) + "\n").encode()
+        try:
+            while job:
+                job = job[os.write(job_w, job) :]
+        except OSError:
+            pass  # it died meanwhile: its exit status says how
+        os.close(job_w)
+    print(json.dumps({"pids": [pid for pid, _, _ in ranks], "store": store}), file=out, flush=True)
+    codes: list[int | None] = [None] * len(ranks)
+    waiting = {code_r: i for i, (_, _, code_r) in enumerate(ranks)}
+    while waiting:
+        ready = select.select(list(waiting), [], [], 0.5)[0]
         if os.getppid() != parent:
             os._exit(1)  # the server is gone: so are the ranks (they die with this process)
-        time.sleep(0.005)
+        for fd in ready:
+            i, said = waiting.pop(fd), os.read(fd, 64).strip()
+            os.close(fd)
+            # no word: killed (or crashed below Python) - its wait status names the signal
+            codes[i] = int(said) if said else os.waitstatus_to_exitcode(os.waitpid(ranks[i][0], 0)[1])
     try:
         os.kill(store, signal.SIGKILL)
     except OSError:
         pass
-    os.waitpid(store, 0)
-    print(json.dumps({"exit": [codes[pid] for pid in ranks]}), file=out, flush=True)
+    print(json.dumps({"exit": codes}), file=out, flush=True)
+    for pid in [store, *(pid for pid, _, _ in ranks)]:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass  # reaped above
+    spares.refill()
 
 
 def serve() -> None:
@@ -195,10 +302,21 @@ def serve() -> None:
             importlib.import_module(name)
         except ImportError:
             pass  # an optional part (FSDP on an old torch): the rank imports it if it can
+    for name in PROJECT_PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a broken module fails in the rank, with its traceback
+            pass
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if name.split(".")[0] in PROJECT_PACKAGES and file:
+            _PRELOADED[name] = (file, os.stat(file).st_mtime_ns)
     import torch
 
     torch.set_num_threads(1)
     out = sys.stdout
+    spares = _Spares()
+    spares.refill()
     print(READY, file=out, flush=True)
     pending = b""
     while os.getppid() == parent:
@@ -211,7 +329,7 @@ def serve() -> None:
             pending += chunk
             continue
         line, pending = pending.split(b"\n", 1)
-        _serve_one(json.loads(line), parent, out)
+        _serve_one(json.loads(line), parent, out, spares)
 
 
 # ---------------------------------------------------------------- server side

@@ -1,10 +1,10 @@
 """The opt-in warm pool (PCL_WARM_POOL=1, runners/warm_pool.py), through `runners.launcher`:
 
-    the same numbers and signatures as the session's cold torchrun launches, per experiment
-    failures named like under torchrun: a raising rank, a killed rank, a timeout, a Stop
-    a dead zygote is replaced; a zygote that dies mid-run fails that run only
-    bounded by the concurrency limit; listening on 127.0.0.1 only
-    nothing outlives the pool's shutdown or its server's death
+the same numbers and signatures as the session's cold torchrun launches, per experiment
+failures named like under torchrun: a raising rank, a killed rank, a timeout, a Stop
+a dead zygote is replaced; a zygote that dies mid-run fails that run only
+bounded by the concurrency limit; listening on 127.0.0.1 only
+nothing outlives the pool's shutdown or its server's death
 """
 
 from __future__ import annotations
@@ -127,6 +127,40 @@ def test_transformer_matches_the_cold_launch_bit_for_bit(pool, experiment):
     assert result.ok, result.message
     assert result.report["rank_output_sha256"] == experiment.report["rank_output_sha256"]
     assert result.report == experiment.report
+
+
+def test_ranks_reuse_preloaded_modules_until_a_project_file_changes(pool):
+    """Ranks start with the zygote's imports of the lab's modules; once one of those files is
+    edited, every rank reads the project afresh (an edit is never run stale)."""
+    worker = "tests.runners.workers.reports_preloaded"
+    first = launcher.launch(worker, 2)
+    assert first.ok, first.message
+    assert [r["preloaded"] for r in first.ranks] == [True, True]
+    edited = ROOT / "runners" / "cli.py"  # imported by the preloaded runners
+    before = edited.stat()
+    try:
+        os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        second = launcher.launch(worker, 2)
+    finally:
+        os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert second.ok, second.message
+    assert [r["preloaded"] for r in second.ranks] == [False, False]
+
+
+def test_a_spare_rank_killed_while_it_waits_is_never_used(pool):
+    """The zygote forks ranks ahead of time; one that dies while waiting is replaced."""
+    (zygote,) = zygote_pids()
+
+    def spares() -> list[int]:
+        with open(f"/proc/{zygote}/task/{zygote}/children") as f:
+            return [int(pid) for pid in f.read().split()]
+
+    # the ranks and a store, all waiting (forked again just after the last run's reply)
+    assert wait_for(lambda: len(spares()) == warm_pool.SPARE_RANKS + 1, 5), spares()
+    for pid in spares():
+        os.kill(pid, signal.SIGKILL)
+    result = launcher.launch("bench.noop_worker", 2)
+    assert result.ok, result.message
 
 
 def test_a_raising_rank_is_named_with_its_exception(pool):

@@ -1,0 +1,16 @@
+"""Tiny worker for the warm-pool tests: each rank reports whether the lab's runner modules
+were already loaded when it started (the zygote preloads them unless a file changed)."""
+
+import argparse
+import os
+import sys
+
+if __name__ == "__main__":
+    preloaded = "runners.negatives" in sys.modules  # before this worker imports anything
+    from runners.launcher import write_rank_output
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out-dir", required=True)
+    args = parser.parse_args()
+    rank = int(os.environ["RANK"])
+    write_rank_output(args.out_dir, rank, {"rank": rank, "preloaded": preloaded})
