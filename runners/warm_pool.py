@@ -9,11 +9,12 @@ imports once per server:
              torch._dynamo, DDP, FSDP ... once; starts no thread and runs no torch op, so
              forking it is safe; reads one request per line on its stdin (a pipe: nothing
              outside this machine, or outside the server process, can reach it)
-    a launch the zygote binds a listening socket on 127.0.0.1, forks a store process that
-             serves the rendezvous TCPStore on it (torchrun's agent does the same, but on
-             every interface), then forks P ranks with torchrun's environment (RANK,
-             WORLD_SIZE, MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE ...); each runs the worker
-             module as __main__ and joins a real Gloo group through env://
+    spares   before each request the zygote forks a store process, serving the rendezvous
+             TCPStore on a fresh 127.0.0.1 port (torchrun's agent serves it on every
+             interface), and two blank ranks waiting on a pipe: a launch pays no fork
+    a launch each rank gets torchrun's environment (RANK, WORLD_SIZE, MASTER_PORT,
+             TORCHELASTIC_USE_AGENT_STORE ...), runs the worker module as __main__, joins a
+             real Gloo group through env://, and writes its exit code back to the zygote
 
 `runners.launcher` sends a launch here (`start_ranks`) inside the job `runners.jobs` gave it,
 so sharing, the line, the concurrency limit, timeouts and cancellation are exactly the cold
