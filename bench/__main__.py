@@ -6,8 +6,8 @@
     python -m bench --wait-load 1.5                  # first wait (<= 10 min) for a quiet box
     python -m bench --render-only                    # re-render with the current bench/notes.md
 
-Families: core (time per core call), pages (AppTest reruns), cold (streamlit run to a
-rendered page), runs (experiments vs a no-op Gloo job, cached calls, memory). A partial run
+Families: core (time per core call), pages (AppTest reruns), preload (first renders with
+the server's background imports on and off), cold (streamlit run to a rendered page), runs (experiments vs a no-op Gloo job, cached calls, memory). A partial run
 rewrites only its own sections of the output file and keeps the others.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench import ROOT, loadavg, report
 
-FAMILIES = ("core", "pages", "cold", "runs")
+FAMILIES = ("core", "pages", "preload", "cold", "runs")
 
 
 def _families(text: str) -> list[str]:
@@ -48,6 +48,10 @@ def measure(family: str, quick: bool, repeats: int | None) -> report.Section:
         from bench import pages
 
         return pages.run(quick, repeats)
+    if family == "preload":
+        from bench import preload
+
+        return preload.run(quick, repeats)
     if family == "cold":
         from bench import cold_start
 
