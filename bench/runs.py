@@ -171,7 +171,7 @@ def pooled(repeats: int, jobs=("noop", *EXPERIMENTS)) -> dict:
             return {"error": "the warm pool did not start"}
         time.sleep(0.01)
     out: dict = {"pool_start_s": time.perf_counter() - began, "jobs": {}}
-    (zygote,) = warm_pool._ALL
+    (zygote,) = warm_pool.zygote_pids()
     try:
         for _ in range(repeats):
             for job in jobs:
@@ -180,7 +180,7 @@ def pooled(repeats: int, jobs=("noop", *EXPERIMENTS)) -> dict:
                 result = runner(**params)
                 row = {"ok": result.ok, "message": result.message, "wall_s": time.perf_counter() - began}
                 out["jobs"].setdefault(job, []).append(row)
-        out["zygote_hwm_kb"] = vm_kb(zygote.proc.pid)
+        out["zygote_hwm_kb"] = vm_kb(zygote)
     finally:
         warm_pool.shutdown()
     return out
@@ -235,7 +235,8 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
     noop_before: dict[str, list[float]] = {job: [] for job in experiments}
     for _ in range(repeats):
         for job in experiments:  # noop, exp, noop, exp ...: alternately, in one run
-            for name in ("noop", job) if job != experiments[0] else ("noop", "noop_ddp", job):
+            # the DDP no-op once per round, beside the first experiment's pair
+            for name in ("noop", "noop_ddp", job) if job == experiments[0] else ("noop", job):
                 result = child_json("bench.runs", ["--child", name], timeout_s=600)
                 result.setdefault("job", name)
                 launches[name].append(result)

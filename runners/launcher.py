@@ -209,11 +209,11 @@ def _launch(job, worker, world_size, args, pg_timeout_s, worker_hash) -> RunResu
                 "log_dir": str(log_dir),
                 "env": env,
             }
-            procs = warm_pool.start_ranks(request, start + timeout_s, job.cancelled)
-            if isinstance(procs, str):  # no zygote: say why, as a failed run
-                seconds = time.monotonic() - start
-                say("failed", procs, message=procs)
-                return RunResult(False, procs, (), seconds, worker_hash, code="failed")
+            started = warm_pool.start_ranks(request, start + timeout_s, job.cancelled)
+            if isinstance(started, str):  # no zygote: say why, as a failed run
+                say("failed", started, message=started)
+                return RunResult(False, started, (), time.monotonic() - start, worker_hash, code="failed")
+            procs = started
         else:
             procs = _Torchrun(worker, world_size, argv, tmp, env, token)
         finished: set[int] = set()
@@ -263,7 +263,7 @@ def _launch(job, worker, world_size, args, pg_timeout_s, worker_hash) -> RunResu
         return RunResult(False, message, (), seconds, worker_hash, code="failed")
     finally:
         # Also runs on any error in this thread; a requester that leaves cancels the job above.
-        if procs is not None and not isinstance(procs, str):
+        if procs is not None:
             procs.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 

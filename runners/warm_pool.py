@@ -542,6 +542,12 @@ def prestart() -> None:
     threading.Thread(target=warm, name="pcl-warm-pool", daemon=True).start()
 
 
+def zygote_pids() -> set[int]:
+    """The pids of the zygotes alive in this server (for tests and the benchmark)."""
+    with _LOCK:
+        return {zygote.proc.pid for zygote in _ALL}
+
+
 def size() -> dict[str, int]:
     """How many zygotes exist, idle and starting (for tests and the benchmark)."""
     with _LOCK:

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -63,27 +64,17 @@ def alive(pid: int) -> bool:
         return False
 
 
-def zygote_pids() -> set[int]:
-    return {z.proc.pid for z in warm_pool._ALL}
-
-
 def rank_pids_when_reported(world_size: int):
     """A progress callback that collects each rank's pid from its JSON once all reported."""
     pids: dict[int, int] = {}
 
     def progress(event):
         if event.event == "rank_done" and event.values["done"] == world_size and not pids:
-            for path in Path(tempfile_dir()).glob("pcl-run-*/out/rank*.json"):
+            for path in Path(tempfile.gettempdir()).glob("pcl-run-*/out/rank*.json"):
                 payload = json.loads(path.read_text())
                 pids[payload["rank"]] = payload["pid"]
 
     return pids, progress
-
-
-def tempfile_dir() -> str:
-    import tempfile
-
-    return tempfile.gettempdir()
 
 
 def test_off_unless_asked(monkeypatch):
@@ -149,7 +140,7 @@ def test_ranks_reuse_preloaded_modules_until_a_project_file_changes(pool):
 
 def test_a_spare_rank_killed_while_it_waits_is_never_used(pool):
     """The zygote forks ranks ahead of time; one that dies while waiting is replaced."""
-    (zygote,) = zygote_pids()
+    (zygote,) = warm_pool.zygote_pids()
 
     def spares() -> list[int]:
         with open(f"/proc/{zygote}/task/{zygote}/children") as f:
@@ -170,7 +161,7 @@ def test_a_raising_rank_is_named_with_its_exception(pool):
 
 
 def test_a_killed_rank_is_named_and_the_zygote_goes_on(pool):
-    zygotes = zygote_pids()
+    zygotes = warm_pool.zygote_pids()
     pids, progress = rank_pids_when_reported(2)
 
     def kill_rank_one(event):
@@ -182,7 +173,7 @@ def test_a_killed_rank_is_named_and_the_zygote_goes_on(pool):
     assert not result.ok and result.code == "failed"
     assert result.message == "rank 1: killed by SIGKILL"
     assert wait_for(lambda: not any(alive(p) for p in pids.values()), 5)
-    assert zygote_pids() == zygotes  # the same zygote serves the next run
+    assert warm_pool.zygote_pids() == zygotes  # the same zygote serves the next run
     assert launcher.launch("bench.noop_worker", 2).ok
 
 
@@ -207,16 +198,16 @@ def test_a_timeout_and_a_stop_end_every_rank_and_the_pool_serves_again(pool):
 
 
 def test_a_dead_zygote_is_replaced(pool):
-    (old,) = zygote_pids()
+    (old,) = warm_pool.zygote_pids()
     os.kill(old, signal.SIGKILL)
     wait_for(lambda: not alive(old), 5)
     result = launcher.launch("bench.noop_worker", 2, timeout_s=200)
     assert result.ok, result.message
-    assert len(zygote_pids()) == 1 and zygote_pids() != {old}
+    assert len(warm_pool.zygote_pids()) == 1 and warm_pool.zygote_pids() != {old}
 
 
 def test_a_zygote_dying_mid_run_fails_that_run_only(pool):
-    (zygote,) = zygote_pids()
+    (zygote,) = warm_pool.zygote_pids()
     pids, progress = rank_pids_when_reported(2)
 
     def kill_zygote(event):
