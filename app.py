@@ -9,9 +9,11 @@ import os
 
 import streamlit as st
 
+from experiments import registry
 from runners import warm_pool
 from ui import preload
 from ui.page import t
+from ui.pages import HOME, PAGES
 
 # One intra-op thread per torch computation: the pages' tensors are tiny, and on a small
 # shared box (2 cores, several visitors) extra threads only contend - measured 25x slower.
@@ -19,38 +21,22 @@ from ui.page import t
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # With PCL_WARM_POOL=1 the server keeps pre-imported processes to fork ranks from; starting
-# the first one in the background now means the first real run does not wait for it.
-warm_pool.prestart()
+# the first one in the background now means the first real run does not wait for it. It
+# imports every registered experiment's rank-side code ahead, too.
+warm_pool.prestart(preload=registry.worker_modules())
 
 st.set_page_config(page_title="Parallel Correctness Lab", page_icon=":material/balance:", layout="wide")
-
-# (file, url path, catalogue key of the title, icon). url paths stay English in both
-# languages so a shared deep link opens the same page for everyone.
-PAGES = [
-    ("sections/home.py", "home", "home.nav", ":material/home:"),
-    ("sections/01_denominator.py", "denominator", "denominator.nav", ":material/functions:"),
-    ("sections/02_ledger.py", "ledger", "ledger.nav", ":material/balance:"),
-    ("sections/03_framework.py", "framework", "framework.nav", ":material/account_tree:"),
-    ("sections/04_limits.py", "limits", "limits.nav", ":material/rule:"),
-    ("sections/05_negatives.py", "negatives", "negatives.nav", ":material/hub:"),
-    ("sections/06_parameters.py", "parameters", "parameters.nav", ":material/tune:"),
-    ("sections/experiment.py", "experiment", "experiment.nav", ":material/model_training:"),
-    ("sections/07_validation.py", "validation", "validation.nav", ":material/fact_check:"),
-    ("sections/08_clipping.py", "clipping", "clipping.nav", ":material/content_cut:"),
-    ("sections/09_coordinated_step.py", "coordinated-step", "step.nav", ":material/sync_lock:"),
-    ("sections/sources.py", "sources", "sources.nav", ":material/menu_book:"),
-]
 
 navigation = st.navigation(
     [
         st.Page(
-            path,
-            title=t(title_key),
-            icon=icon,
-            url_path=None if url == "home" else url,
-            default=(url == "home"),
+            page.file,
+            title=t(page.title_key),
+            icon=page.icon,
+            url_path=None if page is HOME else page.url,
+            default=page is HOME,
         )
-        for path, url, title_key, icon in PAGES
+        for page in PAGES
     ]
 )
 st.sidebar.caption(t("common.sidebar_note"))

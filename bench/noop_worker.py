@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from runners.launcher import write_rank_output
+from runners.worker import write_rank_output
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -27,52 +27,67 @@ times the `run_with_status` call itself (validation, the worker-code hash, the
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import resource
 import sys
 import threading
 import time
+from dataclasses import dataclass
 
 from bench import child_json, loadavg, stats, vm_kb
 from bench.report import Goal, Section, duration, megabytes, now, spread
+from experiments import registry
+from experiments.base import Experiment, params_record
 
 RATIO_GOAL, CACHED_GOAL_S, POOL_GOAL_S = 1.3, 0.050, 0.200
-# job -> the module whose run() launches it
-JOBS = {
-    "noop": "bench.runs",
-    "noop_ddp": "bench.runs",
-    "negatives": "runners.negatives",
-    "clipping": "runners.clipping",
-    "transformer": "runners.transformer",
-}
-EXPERIMENTS = ("negatives", "clipping", "transformer")
+EXPERIMENTS = registry.names()  # every registered experiment, read from the registry
+JOBS = ("noop", "noop_ddp", *EXPERIMENTS)
 
 
-def job_params(job: str) -> dict:
-    """Each experiment's defaults, as a page passes them to `run_with_status`."""
-    if job == "negatives":
-        return {"world_size": 2, "tau": 1.0, "wq": 1.0, "wd": 1.0}
-    if job == "clipping":
-        return {"inject_overflow": None, "nonfinite": "inf"}
-    if job == "transformer":
-        from runners.lm.data import DEFAULT_LABELS
+@dataclass(frozen=True)
+class NoopParams:
+    """The baseline's parameters: a bare no-op, or one taking a DDP/SGD step."""
 
-        return {"labels": DEFAULT_LABELS, "world_size": 2, "optimizer": "both"}
-    return {}
+    one_ddp_step: bool = False
+    world_size: int = 2
+
+    @classmethod
+    def checked(cls, one_ddp_step: bool = False) -> NoopParams:
+        return cls(one_ddp_step=bool(one_ddp_step))
+
+    def worker_args(self) -> list[str]:
+        return ["--one-ddp-step"] if self.one_ddp_step else []
+
+
+# The baseline job, bench/noop_worker.py on 2 processes, as an experiment of the bench's own:
+# it goes through the same launcher, job line and run panel code as the real ones.
+NOOP = Experiment(
+    name="noop",
+    worker="bench.noop_worker",
+    params=NoopParams.checked,
+    build_report=lambda ranks: {"world_size": len(ranks)},
+    timeout_s=240.0,
+)
+
+
+def job_experiment(job: str) -> tuple[Experiment, dict]:
+    """The experiment behind `job` and its defaults, as a page passes them to the run panel."""
+    if job in ("noop", "noop_ddp"):
+        return NOOP, {"one_ddp_step": job == "noop_ddp"}
+    experiment = registry.get(job)
+    return experiment, params_record(experiment.params())
 
 
 CACHED_SCRIPT = """
 import time
 import streamlit as st
-from bench.runs import job_params, runner_for
+from bench.runs import job_experiment
 from ui import runs
 
-job = st.session_state["bench_job"]
-runner, params = runner_for(job), job_params(job)
+experiment, params = job_experiment(st.session_state["bench_job"])
 began = time.perf_counter()
-result = runs.run_with_status("bench", runner, **params)
+result = runs.run_with_status("bench", experiment, **params)
 st.session_state["bench_s"] = time.perf_counter() - began
 st.session_state["bench_ok"] = bool(result is not None and result.ok)
 began = time.perf_counter()  # what the "cached" st.status element alone costs
@@ -81,23 +96,10 @@ st.session_state["bench_status_s"] = time.perf_counter() - began
 """
 
 
-def run(**_: object):
-    """The baseline job: bench/noop_worker.py on 2 processes, through the lab's launcher."""
-    from runners.launcher import launch
-
-    return launch("bench.noop_worker", 2, timeout_s=240.0)
-
-
-def run_ddp(**_: object):
-    """The second baseline: the same job taking one DDP step (torch imports torch._dynamo)."""
-    from runners.launcher import launch
-
-    return launch("bench.noop_worker", 2, ["--one-ddp-step"], timeout_s=240.0)
-
-
-def runner_for(job: str):
-    """The `run()` that launches `job`."""
-    return run_ddp if job == "noop_ddp" else importlib.import_module(JOBS[job]).run
+def launch_job(job: str):
+    """One run of `job` with its default parameters, through the lab's launcher."""
+    experiment, params = job_experiment(job)
+    return experiment.run(experiment.params(**params))
 
 
 class _Sampler(threading.Thread):
@@ -136,11 +138,10 @@ class _Sampler(threading.Thread):
 
 def child(job: str) -> dict:
     """One launch of `job` in this process: seconds, outcome and memory, as a dict."""
-    runner, params = runner_for(job), job_params(job)
     sampler = _Sampler()
     sampler.start()
     began = time.perf_counter()
-    result = runner(**params)
+    result = launch_job(job)
     wall = time.perf_counter() - began
     sampler.done.set()
     sampler.join()
@@ -161,11 +162,11 @@ def child(job: str) -> dict:
 def pooled(repeats: int, jobs=("noop", *EXPERIMENTS)) -> dict:
     """The opt-in warm pool (PCL_WARM_POOL=1): its start-up, then each job's runs through the
     same `run()` calls as the cold rows, and the zygote's memory."""
-    from runners import warm_pool
+    from runners import settings, warm_pool
 
-    os.environ[warm_pool.ENV] = "1"
+    settings.configure(warm_pool=True)
     began = time.perf_counter()
-    warm_pool.prestart()
+    warm_pool.prestart(preload=registry.worker_modules())
     while warm_pool.size()["idle"] == 0:
         if time.perf_counter() - began > warm_pool.START_TIMEOUT_S:
             return {"error": "the warm pool did not start"}
@@ -175,9 +176,8 @@ def pooled(repeats: int, jobs=("noop", *EXPERIMENTS)) -> dict:
     try:
         for _ in range(repeats):
             for job in jobs:
-                runner, params = runner_for(job), job_params(job)
                 began = time.perf_counter()
-                result = runner(**params)
+                result = launch_job(job)
                 row = {"ok": result.ok, "message": result.message, "wall_s": time.perf_counter() - began}
                 out["jobs"].setdefault(job, []).append(row)
         out["zygote_hwm_kb"] = vm_kb(zygote)
@@ -242,8 +242,10 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
                 launches[name].append(result)
                 if name == "noop" and result.get("ok"):
                     noop_before[job].append(result["wall_s"])
-    cache = {job: child_json("bench.runs", ["--cached", job, "--repeats", "5" if quick else "20"], 900)
-             for job in experiments}  # fmt: skip
+    hits = "5" if quick else "20"
+    cache = {
+        job: child_json("bench.runs", ["--cached", job, "--repeats", hits], 900) for job in experiments
+    }
     pool = {} if quick else child_json("bench.runs", ["--pooled", "--repeats", str(repeats)], 1800)
 
     def ok(job: str) -> list[dict]:

@@ -1,38 +1,20 @@
-"""What every experiment module shares: launch-then-report, and its command line.
+"""The command-line contract every experiment's CLI keeps.
 
-Each experiment (`runners.negatives`, `runners.clipping`, `runners.transformer`) launches its
-worker, turns the ranks' outputs into one report, and offers a CLI with the same contract:
 exit 0 on success, 1 for a failed run (one line saying why), 2 for a bad argument (one line,
-no usage block, no traceback).
+no usage block, no traceback); progress lines on stderr, the report on stdout.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from typing import Protocol
 
-from runners.launcher import RunResult, launch
+from runners.results import RunResult
 
 
-def launch_with_report(
-    worker: str,
-    world_size: int,
-    args: Sequence[str],
-    build_report: Callable[[tuple[dict, ...]], dict],
-    **launch_options: object,
-) -> RunResult:
-    """`launch(...)`, then `build_report(ranks)` into `.report`. Rank outputs that do not
-    fit together are a failed run with a message, never an exception for a page."""
-    result = launch(worker, world_size, args, **launch_options)
-    if not result.ok:
-        return result
-    try:
-        report = build_report(result.ranks)
-    except (KeyError, TypeError, ValueError) as exc:
-        return replace(result, ok=False, ranks=(), message=f"inconsistent rank outputs: {exc}")
-    return replace(result, report=report)
+class Runnable(Protocol):
+    def run(self, params, *, timeout_s: float | None = None, progress=None) -> RunResult: ...
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -48,10 +30,17 @@ def experiment_parser(module: str, doc: str | None, timeout_s: float) -> OneLine
     return parser
 
 
-def run_for_cli(parser: argparse.ArgumentParser, start: Callable[..., RunResult]) -> RunResult | None:
-    """Run with progress lines on stderr; a failed run is reported in one line and gives None."""
-    result = start(progress=lambda line: print(line, file=sys.stderr))
+def run_for_cli(
+    parser: argparse.ArgumentParser, experiment: Runnable, params: object, timeout_s: float
+) -> RunResult | None:
+    """`experiment.run(params)` with progress lines on stderr; a failed run is reported in
+    one line and gives None."""
+    result = experiment.run(params, timeout_s=timeout_s, progress=_to_stderr)
     if not result.ok:
         print(f"{parser.prog}: run failed: {result.message}", file=sys.stderr)
         return None
     return result
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)

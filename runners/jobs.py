@@ -6,13 +6,12 @@ gets these rules without knowing about them:
     identical requests share one run   key: (worker, world_size, args, worker code hash);
                                        a second identical request waits for the first's
                                        RunResult instead of launching again
-    distinct requests queue, FIFO      at most MAX_CONCURRENT_RUNS jobs hold processes at once
-                                       (env PCL_MAX_CONCURRENT_RUNS; default: half the CPUs,
-                                       at least 1 - so 1 on a 2-core box); a waiting job's
-                                       requesters see "queued" events with their position
-    a full queue answers at once       beyond MAX_WAITING_RUNS waiting jobs (env
-                                       PCL_MAX_WAITING_RUNS, default 8) a new request gets
-                                       code "busy" immediately: try again shortly
+    distinct requests queue, FIFO      at most `max_concurrent_runs` jobs hold processes at
+                                       once (runners.settings: PCL_MAX_CONCURRENT_RUNS, half
+                                       the CPUs, at least 1 - so 1 on a 2-core box); a waiting
+                                       job's requesters see "queued" events with their position
+    a full queue answers at once       beyond `max_waiting_runs` waiting jobs (PCL_MAX_WAITING_RUNS,
+                                       default 8) a new request gets Outcome.BUSY immediately
     nobody waiting, nothing running    a requester leaves on its cancel check, its own
                                        time limit or an exception in its progress callback
                                        (Streamlit's Stop / rerun / closed tab); when the last
@@ -23,14 +22,13 @@ gets these rules without knowing about them:
 A job runs in its own thread; each requester polls in its *own* thread and calls its own
 progress callback there, so a Streamlit page only ever draws from its script thread.
 
-    python -c "from runners import jobs; print(jobs.MAX_CONCURRENT_RUNS, jobs.MAX_WAITING_RUNS)"
+    python -c "from runners import jobs; print(jobs.in_flight())"
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import os
 import queue
 import threading
 import time
@@ -38,19 +36,9 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterator
 from contextvars import ContextVar
 
-from runners.launcher import ProgressEvent, RunResult
+from runners.results import Outcome, ProgressEvent, RunResult
+from runners.settings import current
 
-
-def _setting(name: str, default: int, minimum: int) -> int:
-    """A whole-number environment setting; a malformed value falls back to the default."""
-    try:
-        return max(minimum, int(os.environ.get(name, default)))
-    except ValueError:
-        return default
-
-
-MAX_CONCURRENT_RUNS = _setting("PCL_MAX_CONCURRENT_RUNS", max(1, (os.cpu_count() or 2) // 2), 1)
-MAX_WAITING_RUNS = _setting("PCL_MAX_WAITING_RUNS", 8, 0)
 POLL_S = 0.1  # how often a requester forwards events and checks its cancel flag
 CLEANUP_S = 30.0  # longest wait for a cancelled job's processes to be stopped and reaped
 # launched: torchrun jobs started; shared: requests served by another's run; busy: refused;
@@ -113,9 +101,9 @@ class Job:
     def cancelled(self) -> bool:
         return self.cancel.is_set()
 
-    def _end(self, code: str, message: str) -> RunResult:
+    def _end(self, outcome: Outcome, message: str) -> RunResult:
         seconds = time.monotonic() - self.start
-        return RunResult(False, message, (), seconds, self.worker_hash, code=code)
+        return RunResult.ended(outcome, message, seconds, self.worker_hash)
 
     def _wait_for_slot(self) -> RunResult | None:
         """Hold its place in line (taken in `submit`) until a slot is free (None), or end unstarted."""
@@ -126,13 +114,13 @@ class Job:
                 shown = None
                 while True:
                     if self.cancel.is_set():
-                        return self._end("cancelled", "stopped on request before it started")
+                        return self._end(Outcome.CANCELLED, "stopped on request before it started")
                     if time.monotonic() - self.start >= self.timeout_s:
                         message = f"timed out after {self.timeout_s:g} s waiting for other runs to finish"
                         self.say("timeout", message, seconds=self.timeout_s, timeout_s=self.timeout_s)
-                        return self._end("timeout", message)
+                        return self._end(Outcome.TIMEOUT, message)
                     ahead = _WAITING.index(self)
-                    if ahead == 0 and len(_RUNNING) < MAX_CONCURRENT_RUNS:
+                    if ahead == 0 and len(_RUNNING) < current().max_concurrent_runs:
                         _take_slot(self)
                         return None
                     if ahead + 1 != shown:
@@ -156,13 +144,13 @@ class Job:
                         _RUNNING.discard(self)
                         _LOCK.notify_all()
         except Exception as exc:  # a launcher bug must still answer every requester
-            result = self._end("failed", f"launcher error: {type(exc).__name__}: {exc}")
+            result = self._end(Outcome.FAILED, f"launcher error: {type(exc).__name__}: {exc}")
         finally:
             with _LOCK:
-                self.result = result or self._end("failed", "launcher error: no result")
+                self.result = result or self._end(Outcome.FAILED, "launcher error: no result")
                 if _JOBS.get(self.key) is self:
                     del _JOBS[self.key]  # a later identical request launches afresh
-                if self.result.code == "cancelled":
+                if self.result.outcome is Outcome.CANCELLED:
                     STATS["cancelled"] += 1
             self.done.set()
 
@@ -186,8 +174,8 @@ def submit(
         progress: called in this thread with every ProgressEvent of the job.
         cancel: an Event or callable; default: the one installed by `cancel_when`.
     Returns:
-        The job's RunResult (shared by identical requests), or ok=False with code "busy",
-        "cancelled" or "timeout" for this request alone.
+        The job's RunResult (shared by identical requests), or one ended BUSY, CANCELLED
+        or TIMEOUT for this request alone.
     """
     cancel = _CANCEL.get() if cancel is None else cancel
     start = time.monotonic()
@@ -204,8 +192,8 @@ def submit(
             # Slots and places in line are taken here, under the lock, so the very next
             # request already counts this one.
             waiting = len(_WAITING)
-            must_wait = waiting > 0 or len(_RUNNING) >= MAX_CONCURRENT_RUNS
-            if must_wait and waiting >= MAX_WAITING_RUNS:
+            must_wait = waiting > 0 or len(_RUNNING) >= current().max_concurrent_runs
+            if must_wait and waiting >= current().max_waiting_runs:
                 STATS["busy"] += 1
                 job, running = None, len(_RUNNING)
             else:
@@ -223,7 +211,7 @@ def submit(
         message = f"busy: {running} running and {waiting} waiting; try again shortly"
         if progress is not None:
             progress(ProgressEvent("busy", message, waiting=waiting))
-        return RunResult(False, message, (), 0.0, worker_hash, code="busy")
+        return RunResult.ended(Outcome.BUSY, message, 0.0, worker_hash)
     # A request relies on the job's own limit (plus its cleanup) when that ends first; a
     # joiner with a shorter limit of its own leaves at that limit instead.
     deadline = start + timeout_s
@@ -241,11 +229,12 @@ def submit(
                 message = "stopped on request; every process of the run was ended"
                 if progress is not None:
                     progress(ProgressEvent("cancelled", message, seconds=seconds))
-                return RunResult(False, message, (), seconds, worker_hash, code="cancelled")
+                return RunResult.ended(Outcome.CANCELLED, message, seconds, worker_hash)
             if time.monotonic() >= deadline:
                 _leave(job, mine)
                 message = f"timed out after {timeout_s:g} s waiting for an identical run to finish"
-                return RunResult(False, message, (), time.monotonic() - start, worker_hash, code="timeout")
+                seconds = time.monotonic() - start
+                return RunResult.ended(Outcome.TIMEOUT, message, seconds, worker_hash)
             job.done.wait(POLL_S)
     except BaseException:
         _leave(job, mine)  # Stop, rerun, closed tab, Ctrl-C: nothing may outlive the request

@@ -1,30 +1,22 @@
-"""Opt-in warm pool: every launch's ranks forked from a Python that has already imported torch.
+"""The warm pool, server side: launches whose ranks are forked from a pre-imported zygote.
 
-Off unless the server runs with PCL_WARM_POOL=1. A cold launch starts torchrun's agent and P
-fresh interpreters, and each imports torch (about 1.5 s on a 2-core box) and, as soon as it
-builds a DDP model or an optimizer, torch._dynamo (about 2.3 s more). The pool pays those
-imports once per server:
-
-    zygote   python -m runners.warm_pool --serve: imports torch, torch.distributed,
-             torch._dynamo, DDP, FSDP ... once; starts no thread and runs no torch op, so
-             forking it is safe; reads one request per line on its stdin (a pipe: nothing
-             outside this machine, or outside the server process, can reach it)
-    spares   before each request the zygote forks a store process, serving the rendezvous
-             TCPStore on a fresh 127.0.0.1 port (torchrun's agent serves it on every
-             interface), and two blank ranks waiting on a pipe: a launch pays no fork
-    a launch each rank gets torchrun's environment (RANK, WORLD_SIZE, MASTER_PORT,
-             TORCHELASTIC_USE_AGENT_STORE ...), runs the worker module as __main__, joins a
-             real Gloo group through env://, and writes its exit code back to the zygote
+On when the `warm_pool` setting is (PCL_WARM_POOL=1). A cold launch starts torchrun's agent
+and P fresh interpreters, and each imports torch (about 1.5 s on a 2-core box) and, as soon
+as it builds a DDP model or an optimizer, torch._dynamo (about 2.3 s more). The pool pays
+those imports once per server, in a zygote process (`runners.zygote`, which forks the ranks).
 
 `runners.launcher` sends a launch here (`start_ranks`) inside the job `runners.jobs` gave it,
 so sharing, the line, the concurrency limit, timeouts and cancellation are exactly the cold
 path's. The guarantees of the pool itself:
 
-    bounded      at most jobs.MAX_CONCURRENT_RUNS zygotes, each serving one launch at a time
+    bounded      at most `max_concurrent_runs` zygotes, each serving one launch at a time
     restarted    a rank that dies is reported like under torchrun and the zygote goes on; a
                  zygote that dies (or misses a reply) is dropped and a new one is started
     no orphans   every rank and store dies with its zygote (PR_SET_PDEATHSIG); a zygote
                  exits when the server closes its pipe or dies; `shutdown` runs at exit
+
+The pool knows no experiment: the server names the modules a zygote should import ahead
+(`prestart(preload=...)`, from the experiment registry).
 
     PCL_WARM_POOL=1 python -c "from runners.launcher import launch; print(launch('bench.noop_worker', 2))"
 """
@@ -36,326 +28,51 @@ import json
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 
-ENV = "PCL_WARM_POOL"
+from runners.diagnosis import rank_root_cause
+from runners.settings import PROJECT_ROOT, current
+from runners.zygote import READY
+
 START_TIMEOUT_S = 180.0  # a zygote's imports take ~4 s on a quiet 2-core box
-STOP_WAIT_S = 5.0
-SPARE_RANKS = 2  # ranks forked ahead of time: the lab's experiments run on 2 processes  # after killing a launch's ranks, how long to wait for the zygote's reply
-READY = "ready"
-# Third-party modules only: the project's own modules are read fresh by every rank, so an
-# edited worker runs as edited (its hash is the cache key as usual).
-PRELOAD = (
-    "torch",
-    "torch.distributed",
-    "torch._dynamo",
-    "torch.nn.parallel",
-    "torch.distributed.nn.functional",
-    "torch.distributed.elastic.multiprocessing.errors",
-    "torch.distributed.fsdp",
-    "torch.distributed.device_mesh",
-    "safetensors.torch",
-    "tokenizers",
-)
-PROJECT_PACKAGES = ("core", "runners", "bench", "ui", "tests")
-# The lab's own runner modules are imported too (about 20 ms a rank otherwise); a rank drops
-# every project module again if any of their files changed since, so edits still count.
-PROJECT_PRELOAD = ("runners.negatives", "runners.clipping", "runners.transformer", "runners.lm.branches")
-_PRELOADED: dict[str, tuple[str, int]] = {}  # module -> (file, mtime_ns) when the zygote loaded it
+STOP_WAIT_S = 5.0  # after killing a launch's ranks, how long to wait for the zygote's reply
+_PRELOAD: list[tuple[str, ...]] = [()]  # project modules each new zygote imports ahead
 
 
 def enabled() -> bool:
-    """True when the server was started with PCL_WARM_POOL=1 (or true/yes/on)."""
-    return os.environ.get(ENV, "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def rank_log_dir(log_dir: Path, rank: int) -> Path:
-    """Where a pooled rank's stdout.log, stderr.log and error.json go: torchrun's own layout
-    (<log_dir>/<run>/attempt_0/<rank>/), so the launcher finds root causes the same way."""
-    return Path(log_dir) / "pool" / "attempt_0" / str(rank)
-
-
-# ---------------------------------------------------------------- zygote side
-
-
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this process when the process that forked it dies."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _fork(body, *args) -> int:
-    """Fork; the child runs `body(*args)` in its own session, dies with the zygote, and
-    never returns."""
-    sys.stdout.flush()
-    pid = os.fork()
-    if pid:
-        return pid
-    code = 1
-    try:
-        os.setsid()  # its own process group: the launcher stops it and anything it starts
-        _die_with_parent()
-        code = body(*args)
-    except BaseException:  # noqa: BLE001 - reported through the exit code and stderr
-        traceback.print_exc()
-    finally:
-        os._exit(code)  # never the zygote's atexit handlers or its request loop
-
-
-def _detach_stdio() -> None:
-    """Let go of the zygote's request and reply pipes: only the zygote may use them."""
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1):
-        os.dup2(null, fd)
-    os.close(null)
-
-
-def _store_main(listener: socket.socket) -> int:
-    """Serve a launch's rendezvous store on the zygote's loopback socket until killed."""
-    import torch.distributed as dist
-
-    _detach_stdio()
-    host, port = listener.getsockname()
-    store = dist.TCPStore(  # noqa: F841 - alive while this process is
-        host, port, is_master=True, master_listen_fd=listener.fileno(), wait_for_workers=False
-    )
-    while True:
-        signal.pause()
-
-
-def _spare_store() -> tuple[int, int]:
-    """A store process already serving on a fresh 127.0.0.1 port: (pid, port)."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(128)
-        return _fork(_store_main, listener), listener.getsockname()[1]
-
-
-def _spare_main(job_r: int, code_w: int) -> int:
-    """A forked child that waits for its part in a launch, plays it, and writes its exit code
-    to the zygote before exiting (so the reply does not wait for the address space to go)."""
-    _detach_stdio()
-    message = b""
-    while not message.endswith(b"\n"):
-        chunk = os.read(job_r, 1 << 16)
-        if not chunk:
-            return 0  # the zygote retired it, or is gone
-        message += chunk
-    os.close(job_r)
-    job = json.loads(message)
-    code = 1
-    try:
-        code = _rank_main(job["request"], job["rank"], job["port"])
-    except BaseException:  # noqa: BLE001 - the worker's crash, reported by its exit code
-        traceback.print_exc()
-    finally:
-        os.write(code_w, f"{code}\n".encode())
-    return code
-
-
-def _spare_rank() -> tuple[int, int, int]:
-    """A child forked in advance for some launch's rank: (pid, job pipe, exit-code pipe)."""
-    job_r, job_w = os.pipe()
-    code_r, code_w = os.pipe()
-    pid = _fork(_spare_main, job_r, code_w)
-    os.close(job_r)
-    os.close(code_w)
-    return pid, job_w, code_r
-
-
-def _alive(pid: int) -> bool:
-    """Still running (reaps it when it has died)."""
-    try:
-        return os.waitpid(pid, os.WNOHANG) == (0, 0)
-    except ChildProcessError:
-        return False
-
-
-def _project_changed() -> bool:
-    """Has any project file the zygote loaded been edited (or removed) since?"""
-    for file, mtime_ns in _PRELOADED.values():
-        try:
-            if os.stat(file).st_mtime_ns != mtime_ns:
-                return True
-        except OSError:
-            return True
-    return False
-
-
-def _rank_main(request: dict, rank: int, port: int) -> int:
-    """Become rank `rank` of the request, as torchrun would have started it, and run the worker."""
-    if _project_changed():
-        for name in [n for n in sys.modules if n.split(".")[0] in PROJECT_PACKAGES]:
-            del sys.modules[name]  # the worker, core and runners are read as they are now
-    logs = rank_log_dir(Path(request["log_dir"]), rank)
-    logs.mkdir(parents=True, exist_ok=True)
-    for fd, name in ((1, "stdout.log"), (2, "stderr.log")):
-        target = os.open(logs / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(target, fd)
-        os.close(target)
-    sys.stdin = open(os.devnull)  # noqa: SIM115 - the zygote's stdin is the request pipe
-    world = str(request["world_size"])
-    os.environ.clear()
-    os.environ.update(request["env"])  # the launcher's environment, as a cold launch gets it
-    os.environ.update(
-        {
-            "RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0", "ROLE_RANK": str(rank),
-            "WORLD_SIZE": world, "LOCAL_WORLD_SIZE": world, "ROLE_WORLD_SIZE": world,
-            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-            "TORCHELASTIC_USE_AGENT_STORE": "True",  # the store process above is the server
-            "TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "0",
-            "TORCHELASTIC_ERROR_FILE": str(logs / "error.json"),  # @record writes it
-            "GLOO_SOCKET_IFNAME": "lo",  # Gloo's pairs on loopback only
-        }
-    )  # fmt: skip
-    import runpy
-
-    sys.argv = [request["worker"], *request["args"]]
-    try:
-        runpy.run_module(request["worker"], run_name="__main__", alter_sys=True)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    return 0
-
-
-class _Spares:
-    """Children forked before a request arrives: one store and SPARE_RANKS ranks, so a launch
-    pays no fork (about 10 ms each for a zygote of ~300 MB) before its ranks start."""
-
-    def __init__(self) -> None:
-        self.store: tuple[int, int] | None = None
-        self.ranks: list[tuple[int, int, int]] = []
-
-    def refill(self) -> None:
-        if self.store is None or not _alive(self.store[0]):
-            self.store = _spare_store()
-        for spare in [r for r in self.ranks if not _alive(r[0])]:
-            self.ranks.remove(spare)  # killed while it waited: never hand it a rank
-            os.close(spare[1])
-            os.close(spare[2])
-        while len(self.ranks) < SPARE_RANKS:
-            self.ranks.append(_spare_rank())
-
-    def take(self, world_size: int) -> tuple[tuple[int, int], list[tuple[int, int, int]]]:
-        self.refill()
-        store, self.store = self.store, None
-        ranks = [self.ranks.pop(0) if self.ranks else _spare_rank() for _ in range(world_size)]
-        return store, ranks
-
-
-def _serve_one(request: dict, parent: int, out, spares: _Spares) -> None:
-    """One launch: hand the spare store and ranks their parts, reply their pids at once and
-    their exit codes when every rank has ended, then fork the next spares."""
-    (store, port), ranks = spares.take(request["world_size"])
-    for rank, (_, job_w, _) in enumerate(ranks):
-        job = (json.dumps({"request": request, "rank": rank, "port": port}) + "\n").encode()
-        try:
-            while job:
-                job = job[os.write(job_w, job) :]
-        except OSError:
-            pass  # it died meanwhile: its exit status says how
-        os.close(job_w)
-    print(json.dumps({"pids": [pid for pid, _, _ in ranks], "store": store}), file=out, flush=True)
-    codes: list[int | None] = [None] * len(ranks)
-    waiting = {code_r: i for i, (_, _, code_r) in enumerate(ranks)}
-    while waiting:
-        ready = select.select(list(waiting), [], [], 0.5)[0]
-        if os.getppid() != parent:
-            os._exit(1)  # the server is gone: so are the ranks (they die with this process)
-        for fd in ready:
-            i, said = waiting.pop(fd), os.read(fd, 64).strip()
-            os.close(fd)
-            # no word: killed (or crashed below Python) - its wait status names the signal
-            codes[i] = int(said) if said else os.waitstatus_to_exitcode(os.waitpid(ranks[i][0], 0)[1])
-    try:
-        os.kill(store, signal.SIGKILL)
-    except OSError:
-        pass
-    print(json.dumps({"exit": codes}), file=out, flush=True)
-    for pid in [store, *(pid for pid, _, _ in ranks)]:
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass  # reaped above
-    spares.refill()
-
-
-def serve() -> None:
-    """The zygote: import PRELOAD, say READY, then serve one launch per request line."""
-    import importlib
-
-    parent = os.getppid()
-    for name in PRELOAD:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass  # an optional part (FSDP on an old torch): the rank imports it if it can
-    for name in PROJECT_PRELOAD:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - a broken module fails in the rank, with its traceback
-            pass
-    for name, module in list(sys.modules.items()):
-        file = getattr(module, "__file__", None)
-        if name.split(".")[0] in PROJECT_PACKAGES and file:
-            _PRELOADED[name] = (file, os.stat(file).st_mtime_ns)
-    import torch
-
-    torch.set_num_threads(1)
-    out = sys.stdout
-    spares = _Spares()
-    spares.refill()
-    print(READY, file=out, flush=True)
-    pending = b""
-    while os.getppid() == parent:
-        if b"\n" not in pending:
-            if not select.select([0], [], [], 0.5)[0]:
-                continue
-            chunk = os.read(0, 65536)
-            if not chunk:
-                return  # the server closed the pipe
-            pending += chunk
-            continue
-        line, pending = pending.split(b"\n", 1)
-        _serve_one(json.loads(line), parent, out, spares)
-
-
-# ---------------------------------------------------------------- server side
+    """True when the server runs with the warm pool on (PCL_WARM_POOL=1, or `configure`)."""
+    return current().warm_pool
 
 
 class Zygote:
     """One zygote process and the reading end of its replies."""
 
     def __init__(self) -> None:
-        from runners.launcher import ROOT
-
         env = dict(os.environ)
+        path = os.pathsep.join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
         env.update(
             {
                 "OMP_NUM_THREADS": "1",  # before the zygote imports torch: every rank inherits it
-                "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p),
+                "PYTHONPATH": path,
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        preload = [part for name in _PRELOAD[0] for part in ("--preload", name)]
         self._buffer = b""
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "runners.warm_pool", "--serve"],
-            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, bufsize=0, start_new_session=True,
-        )  # fmt: skip
+            [sys.executable, "-m", "runners.zygote", "--serve", *preload],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+            start_new_session=True,
+        )
         if self.readline(time.monotonic() + START_TIMEOUT_S) != READY:
             self.close()
             raise RuntimeError("the warm pool's process did not start")
@@ -431,8 +148,6 @@ class WarmRanks:
     def root_cause(self, log_dir: Path, returncode: int) -> str:
         """The failing rank and why: its logs first, else its exit code (a rank killed by a
         signal before the others, whose failures are then only symptoms)."""
-        from runners.launcher import rank_root_cause
-
         if self.gone:
             return "the warm pool's process stopped during the run; a new one is starting"
         failed = sorted((code > 0, rank, code) for rank, code in enumerate(self.codes or ()) if code)
@@ -465,9 +180,7 @@ _STARTING = [0]  # zygotes being started right now (counted against the bound)
 
 
 def _limit() -> int:
-    from runners import jobs
-
-    return jobs.MAX_CONCURRENT_RUNS
+    return current().max_concurrent_runs
 
 
 def start_ranks(request: dict, deadline: float, cancelled) -> WarmRanks | str:
@@ -524,10 +237,14 @@ def _release(zygote: Zygote, healthy: bool) -> None:
     prestart()
 
 
-def prestart() -> None:
+def prestart(preload: tuple[str, ...] | None = None) -> None:
     """Start one zygote in the background when the pool is on and has none: the first run
-    after the server starts (or after a zygote died) then needs no start-up of its own."""
+    after the server starts (or after a zygote died) then needs no start-up of its own.
+    `preload` names the project modules every zygote started from now on imports ahead
+    (about 20 ms a rank otherwise); None keeps the list it has."""
     with _LOCK:
+        if preload is not None:
+            _PRELOAD[0] = tuple(preload)
         if not enabled() or _ALL or _STARTING[0]:
             return
         _STARTING[0] += 1
@@ -563,10 +280,3 @@ def shutdown() -> None:
         _IDLE.clear()
     for zygote in zygotes:
         zygote.close()
-
-
-if __name__ == "__main__":
-    if "--serve" in sys.argv[1:]:
-        serve()
-    else:
-        print(__doc__)

@@ -4,12 +4,13 @@ and a real two-process Gloo run beside the core's prediction."""
 import pandas as pd
 import streamlit as st
 
-from core import infonce, infonce_checks
+from core import infonce
+from experiments.negatives import report as negatives_report
 from ui import deeplink, downloads
 from ui.exercise import predict_number
 from ui.page import fmt, guard, header, show_code, t
+from ui.run_panel import run_panel
 
-RUN_KEY = "par_run_result"  # session state: (run parameters, RunResult) of the last press
 SEED = infonce.SEED
 number = st.column_config.NumberColumn
 
@@ -102,17 +103,18 @@ world_size = st.segmented_control(
     bind="query-params",
 )
 params = {"world_size": world_size, "tau": tau, "wq": wq, "wd": wd}
-if st.button(t("parameters.run.button"), key="par_run", icon=":material/play_arrow:", type="primary"):
-    from runners import negatives  # imported on demand: rendering the page never loads the runner
-    from ui.runs import run_with_status
-
-    label = t("parameters.run.label", world_size=world_size)
-    st.session_state[RUN_KEY] = (params, run_with_status(label, negatives.run, **params))
-stored_params, result = st.session_state.get(RUN_KEY, (None, None))
-if stored_params == params and result is not None and result.ok:
+result = run_panel(
+    "negatives",
+    params,
+    key="par_run",
+    button=t("parameters.run.button"),
+    label=t("parameters.run.label", world_size=world_size),
+    primary=True,
+)
+if result is not None:
     report = result.report
     with guard():
-        rows = infonce_checks.check_run(report)
+        rows = negatives_report.check_run(report)
         used = {k: report[k] for k in ("a", "b", "wq", "wd", "tau", "lr", "backend")}
         st.caption(t("parameters.run.inputs", **used))
         text = {
@@ -129,12 +131,11 @@ if stored_params == params and result is not None and result.ok:
         if all(row["agree"] for row in rows):
             worst = f"{max(row['max_abs_diff'] for row in rows):.1e}"
             st.success(
-                t("parameters.run.agree_all", tol=f"{infonce_checks.RUN_TOL:.0e}", diff=worst),
+                t("parameters.run.agree_all", tol=f"{negatives_report.RUN_TOL:.0e}", diff=worst),
                 icon=":material/check:",
             )
         else:
             failing = ", ".join(t(f"parameters.scheme.{r['scheme']}") for r in rows if not r["agree"])
             st.warning(t("parameters.run.disagree", schemes=failing), icon=":material/warning:")
-        downloads.run_download(result, stored_params, "negatives")
 
-show_code(infonce.encoder_grads, infonce_checks.check_run)
+show_code(infonce.encoder_grads, negatives_report.check_run)

@@ -8,9 +8,10 @@ from core import clipping
 from ui import deeplink, downloads
 from ui.exercise import predict_number
 from ui.page import fmt, guard, header, show_code, t
+from ui.run_panel import run_panel
+from ui.run_views import clipping_summary_rows
 
 LR = 0.1
-RUN_KEY = "clip_run_result"  # session state: (run parameters, RunResult) of the last press
 RUN_PARAMS = {"inject_overflow": 1, "nonfinite": "inf"}  # the same launch as page 09's default
 URL = "query-params"  # numbers and toggles travel in the link as they are
 
@@ -116,17 +117,15 @@ with guard():
 
 st.subheader(t("clipping.run_title"))
 st.caption(t("clipping.run_caption"))
-if st.button(t("clipping.run_button"), key="clip_run", icon=":material/play_arrow:"):
-    import runners.clipping  # lazily: rendering the page never imports the runner
-    from ui.runs import run_with_status
-
-    result = run_with_status(t("clipping.run_label"), runners.clipping.run, **RUN_PARAMS)
-    st.session_state[RUN_KEY] = (RUN_PARAMS, result)
-stored, result = st.session_state.get(RUN_KEY, (None, None))
-if stored == RUN_PARAMS and result is not None and result.ok:
-    from runners.clipping import summary_rows
-
-    rows = summary_rows(result.report)
+result = run_panel(
+    "clipping",
+    RUN_PARAMS,
+    key="clip_run",
+    button=t("clipping.run_button"),
+    label=t("clipping.run_label"),
+)
+if result is not None:
+    rows = clipping_summary_rows(result.report)
     yes_no = {True: t("common.yes"), False: t("common.no")}
     table = pd.DataFrame(rows).drop(columns="inject_rank")
     table["scenario"] = [t(f"clipping.scenario_{r['scenario']}", rank=r["inject_rank"]) for r in rows]
@@ -143,6 +142,5 @@ if stored == RUN_PARAMS and result is not None and result.ok:
         st.caption(t("clipping.fsdp2_line", norm=finite["fsdp2"]["norm"], agree=agrees))
     else:
         st.warning(t("clipping.fsdp2_unsupported", reason=finite["fsdp2"]["reason"]))
-    downloads.run_download(result, stored, "clipping")
 
 show_code(clipping.clip_report, clipping.norm_parts, clipping.clip_coefficient)

@@ -9,9 +9,10 @@ from core import clipping
 from ui import deeplink, downloads
 from ui.exercise import predict_choice
 from ui.page import fmt, guard, header, show_code, t
+from ui.run_panel import run_panel
+from ui.run_views import clipping_summary_rows
 
 LR = 0.1
-RUN_KEY = "step_run_result"  # session state: (run parameters, RunResult) of the last press
 URL = "query-params"  # numbers travel in the link as they are
 FINITE_RUN = {"inject_overflow": None, "nonfinite": "inf"}
 BADGE = {"ok": ("green", ":material/check:"), "wrong": ("red", ":material/close:")}
@@ -107,19 +108,16 @@ st.subheader(t("clipping.run_title"))
 st.caption(t("step.run_caption"))
 # The real run writes the non-finite value into the chosen rank's own shard (w0 or w1).
 params = FINITE_RUN if inject == "none" else {"inject_overflow": inject_rank, "nonfinite": inject}
-if st.button(t("clipping.run_button"), key="step_run", icon=":material/play_arrow:"):
-    import runners.clipping  # lazily: rendering the page never imports the runner
-    from ui.runs import run_with_status
-
-    st.session_state[RUN_KEY] = (
-        params,
-        run_with_status(t("clipping.run_label"), runners.clipping.run, **params),
-    )
-stored, result = st.session_state.get(RUN_KEY, (None, None))
-if stored == params and result is not None and result.ok:
-    from runners.clipping import summary_rows
-
-    rows = summary_rows(result.report)
+result = run_panel(
+    "clipping",
+    params,
+    key="step_run",
+    button=t("clipping.run_button"),
+    label=t("clipping.run_label"),
+    record="coordinated-step",
+)
+if result is not None:
+    rows = clipping_summary_rows(result.report)
     table = pd.DataFrame(rows).drop(columns="inject_rank")
     table["scenario"] = [t(f"clipping.scenario_{r['scenario']}", rank=r["inject_rank"]) for r in rows]
     table["rank"] = table["rank"].map(rank_label)
@@ -138,6 +136,5 @@ if stored == params and result is not None and result.ok:
                 f"{rank_label(r['rank'])}: {r['local_scaled_grad']}" for r in s["fsdp2_ranks"]
             )
             st.caption(t("step.fsdp2_overflow", shards=shards))
-    downloads.run_download(result, stored, "coordinated-step")
 
 show_code(clipping.clip_report, clipping.protocol_marks)

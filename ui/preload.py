@@ -17,11 +17,11 @@ own imports are unchanged.
 from __future__ import annotations
 
 import importlib
-import os
 import threading
 import time
 
-ENV = "PCL_PRELOAD"
+from runners import settings
+
 MODULES = ("numpy", "pandas", "altair", "torch")
 DELAY_S = 3.0
 _LOCK = threading.Lock()
@@ -29,7 +29,8 @@ _THREAD: list[threading.Thread] = []
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV, "1").strip().lower() not in {"0", "false", "no", "off"}
+    """The `preload` setting (runners.settings: PCL_PRELOAD=0 turns it off)."""
+    return settings.current().preload
 
 
 def start(delay_s: float = DELAY_S) -> threading.Thread | None:

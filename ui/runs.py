@@ -1,12 +1,13 @@
 """Run a real multi-process experiment from a page: live progress, a cached result, no hang.
 
-The only Streamlit side of `runners/`. A page calls
+The Streamlit side of `runners/`. A page (through `ui.run_panel`) calls
 
-    result = run_with_status(t("parameters.run_label"), runners.negatives.run, world_size=2, tau=1.0)
+    result = run_with_status(t("parameters.run.label"), "negatives", world_size=2, tau=1.0)
 
-and gets a `RunResult` (or None when the parameters are invalid, after a translated error).
-Results are cached with `st.cache_data`, keyed on the validated parameters plus the sha256
-of the worker's source, so editing a worker re-runs it. Only successful runs are stored: a
+with an experiment's registry name (experiments/registry.py) and gets a `RunResult` (or None
+when the parameters are invalid, after a translated error). Results are cached with
+`st.cache_data`, keyed on the validated parameters plus the sha256 of the worker's package
+source, so editing an experiment re-runs it. Only successful runs are stored: a
 timeout on a busy box is retried next time rather than remembered.
 
 Progress is drawn in `st.status` *outside* the cached function, so a cache hit replays no
@@ -23,16 +24,17 @@ and removes every process and temporary file before the exception goes on.
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
-from collections.abc import Callable
 
 import streamlit as st
 
 from core.validation import InvalidInput
+from experiments import registry
+from experiments.base import Experiment, params_record
 from runners import jobs
-from runners.launcher import RunResult, worker_code_hash
+from runners.launcher import worker_code_hash
+from runners.results import Outcome, RunResult
 from ui.page import error_message, t
 
 HEARTBEAT_S = 1.0  # how often a running page makes a Streamlit call (where Stop surfaces)
@@ -54,18 +56,6 @@ def _stored(runner_id: str, worker_hash: str, params_key: str) -> RunResult:
     return result
 
 
-def _worker_of(runner: Callable[..., RunResult]) -> str:
-    """The torchrun worker behind a runner: its module's WORKER, else the module itself."""
-    module = sys.modules.get(runner.__module__)
-    return getattr(module, "WORKER", runner.__module__)
-
-
-def _validated(runner: Callable[..., RunResult], params: dict) -> dict:
-    """The runner module's `check_params(**params)` when it has one (ValueError / TypeError)."""
-    check = getattr(sys.modules.get(runner.__module__), "check_params", None)
-    return dict(check(**params)) if check is not None else dict(params)
-
-
 def progress_text(line: str) -> str:
     """A launcher progress line in the reader's language (its English text if unknown)."""
     event = getattr(line, "event", None)
@@ -75,14 +65,17 @@ def progress_text(line: str) -> str:
         return str(line)
 
 
-def run_with_status(label: str, runner: Callable[..., RunResult], **params: object) -> RunResult | None:
-    """Run `runner(**params, progress=...)` under `st.status`, cached on params + worker hash.
+def run_with_status(label: str, experiment: str | Experiment, **raw: object) -> RunResult | None:
+    """Run the experiment (a registry name) on `raw` parameters under `st.status`, cached on
+    the validated parameters + the worker's code hash.
 
     Returns the `RunResult` (ok or not; a failure is also shown with `st.error`), or None
     when the parameters are invalid (shown as a translated `st.error`, nothing launched).
     """
+    if isinstance(experiment, str):
+        experiment = registry.get(experiment)
     try:
-        params = _validated(runner, params)
+        params = experiment.params(**raw)
     except (ValueError, TypeError) as exc:
         # A refused input names its rule; anything else (a damaged artifact) is said as is.
         plain = isinstance(exc, ValueError) and not isinstance(exc, InvalidInput)
@@ -90,9 +83,9 @@ def run_with_status(label: str, runner: Callable[..., RunResult], **params: obje
             t("runs.cannot_start", message=exc) if plain else error_message(exc), icon=":material/error:"
         )
         return None
-    runner_id = f"{runner.__module__}.{runner.__qualname__}"
-    worker_hash = worker_code_hash(_worker_of(runner))
-    params_key = json.dumps(params, sort_keys=True, default=repr)
+    runner_id = experiment.name
+    worker_hash = worker_code_hash(experiment.worker)
+    params_key = json.dumps(params_record(params), sort_keys=True, default=repr)
     try:
         result = _stored(runner_id, worker_hash, params_key)
     except _NotStored:
@@ -104,15 +97,16 @@ def run_with_status(label: str, runner: Callable[..., RunResult], **params: obje
         return result
 
     with st.status(t("runs.running", label=label), expanded=False) as status:
-        result = _run_live(status, label, runner, params)
+        result = _run_live(status, label, experiment, params)
         if result.ok:
             status.update(label=t("runs.done", label=label, seconds=result.seconds), state="complete")
         else:
-            status.update(label=t("runs.failed", label=label), state="error", expanded=result.code != "busy")
+            busy = result.outcome is Outcome.BUSY
+            status.update(label=t("runs.failed", label=label), state="error", expanded=not busy)
     if not result.ok:
-        if result.code == "busy":
+        if result.outcome is Outcome.BUSY:
             st.warning(t("runs.busy"), icon=":material/hourglass_top:")
-        elif result.code == "cancelled":
+        elif result.outcome is Outcome.CANCELLED:
             st.info(t("runs.cancelled"), icon=":material/stop_circle:")
         else:
             st.error(t("runs.error", message=result.message), icon=":material/error:")
@@ -128,23 +122,22 @@ def run_with_status(label: str, runner: Callable[..., RunResult], **params: obje
     return result
 
 
-def _run_live(status, label: str, runner: Callable[..., RunResult], params: dict) -> RunResult:
-    """Call the runner with progress lines in `status` and a label that ticks every second."""
-    began = time.monotonic()
-    state = {"beat": began, "position": None}
+def _run_live(status, label: str, experiment: Experiment, params: object) -> RunResult:
+    """Run the experiment with progress lines in `status` and a label that ticks every second."""
+    state = {"beat": time.monotonic(), "began": time.monotonic(), "position": None}
 
     def label_now() -> str:
         if state["position"] is not None:
             return t("runs.waiting", label=label, position=state["position"])
-        return t("runs.running_for", label=label, seconds=time.monotonic() - began)
+        return t("runs.running_for", label=label, seconds=time.monotonic() - state["began"])
 
     def on_event(line: str) -> None:
         event = getattr(line, "event", None)
         if event == "queued":
             state["position"] = line.values.get("position")
             status.update(label=label_now())
-        elif event == "start":
-            state["position"] = None
+        elif event == "start":  # out of the line: the clock counts the run, not the wait
+            state["position"], state["began"] = None, time.monotonic()
         status.write(progress_text(line))
 
     def heartbeat() -> bool:
@@ -156,7 +149,7 @@ def _run_live(status, label: str, runner: Callable[..., RunResult], params: dict
         return False
 
     with jobs.cancel_when(heartbeat):
-        return runner(**params, progress=on_event)
+        return experiment.run(params, progress=on_event)
 
 
 def clear() -> None:

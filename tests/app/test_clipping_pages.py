@@ -204,14 +204,14 @@ def test_step_linked_local_skip_splits_the_ranks():
 
 
 def rank_payloads(inject_rank, fsdp2_supported=True):
-    """Rank outputs shaped like runners.clipping's worker, with core's numbers."""
-    from runners import clipping as runner
+    """Rank outputs shaped like the clipping experiment's worker, with core's numbers."""
+    from experiments.clipping.params import scenario_grads
 
     ranks = []
     for rank in (0, 1):
         scenarios = {}
         for name, inject in (("finite", None), ("overflow", inject_rank)):
-            report = clipping.clip_report(runner.scenario_grads(inject), 1.0, 8.0, 0.1, momentum=0.9)
+            report = clipping.clip_report(scenario_grads(inject), 1.0, 8.0, 0.1, momentum=0.9)
             mine = report.outcomes["global"][rank]
             norm = report.global_norm if not report.skip else "inf"
             reference = {"skip": report.skip, "norm": norm, "params": report.params_after}
@@ -248,12 +248,13 @@ def rank_payloads(inject_rank, fsdp2_supported=True):
 
 
 def stored(page_key, params, ranks):
-    from runners import clipping as runner
-    from runners.launcher import RunResult
+    from experiments.clipping.report import build_report
+    from runners.results import RunResult
 
-    report = runner.build_report(tuple(ranks))
+    report = build_report(tuple(ranks))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.session_state[page_key] = (params, RunResult(True, "", tuple(ranks), 1.0, "x", report=report))
+    result = RunResult.finished(tuple(ranks), 1.0, "x").with_report(report)
+    at.session_state[page_key] = (params, result)
     return at
 
 
@@ -312,21 +313,28 @@ def test_a_stored_run_for_other_parameters_is_not_shown():
     ],
 )
 def test_run_button_launches_with_the_page_parameters(monkeypatch, page, button, query, expected):
-    """The button hands the page's scenario to runners.clipping.run (replaced here by a stand-in
-    returning a report built from core-shaped rank outputs; the real launch is in tests/runners/)."""
-    import runners.clipping as runner
-    from runners.launcher import RunResult
+    """The button hands the page's scenario to the clipping experiment (replaced in the registry
+    by a stand-in returning a report built from core-shaped rank outputs; the real launch is in
+    tests/runners/)."""
+    from experiments import registry
+    from experiments.clipping import EXPERIMENT
+    from experiments.clipping.report import build_report
+    from runners.results import RunResult
     from ui import runs
 
     calls = []
 
-    def fake_run(inject_overflow=None, nonfinite="inf", progress=None):
-        calls.append({"inject_overflow": inject_overflow, "nonfinite": nonfinite})
-        ranks = rank_payloads(1 if inject_overflow is None else inject_overflow)
-        return RunResult(True, "", tuple(ranks), 0.5, "x", report=runner.build_report(tuple(ranks)))
+    class FakeClipping:  # validated by the real Params, hashed as the real worker
+        name, worker, params = EXPERIMENT.name, EXPERIMENT.worker, EXPERIMENT.params
 
-    fake_run.__module__ = "runners.clipping"  # validated by its check_params, hashed as its worker
-    monkeypatch.setattr(runner, "run", fake_run)
+        def run(self, params, progress=None, **_):
+            calls.append({"inject_overflow": params.inject_overflow, "nonfinite": params.nonfinite})
+            ranks = rank_payloads(1 if params.inject_overflow is None else params.inject_overflow)
+            report = build_report(tuple(ranks))
+            return RunResult.finished(tuple(ranks), 0.5, "x").with_report(report)
+
+    real_get = registry.get
+    monkeypatch.setattr(registry, "get", lambda name: FakeClipping() if name == "clipping" else real_get(name))
     runs.clear()
     at = open_page(page, **query)
     assert len(at.dataframe) == 1

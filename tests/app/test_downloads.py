@@ -7,21 +7,15 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from runners.launcher import RunResult
+from runners.results import RunResult
 from ui.downloads import run_record
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_run_record_holds_parameters_hashes_and_versions():
-    result = RunResult(
-        ok=True,
-        message="",
-        ranks=({"sha256": "a" * 64}, {"sha256": "b" * 64}),
-        seconds=9.87654,
-        worker_hash="c" * 64,
-        report={"schemes": {}},
-    )
+    ranks = ({"sha256": "a" * 64}, {"sha256": "b" * 64})
+    result = RunResult.finished(ranks, 9.87654, "c" * 64).with_report({"schemes": {}})
     record = run_record(result, {"world_size": 2, "tau": 1.0}, "negatives")
     assert record["parameters"] == {"world_size": 2, "tau": 1.0}
     assert record["worker_sha256"] == "c" * 64

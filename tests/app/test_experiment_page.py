@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from runners import transformer
-from runners.launcher import RunResult
-from runners.lm import data
+from experiments.transformer import params as transformer
+from experiments.transformer.lm import data
+from runners.results import RunResult
 from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,8 +41,9 @@ def test_renders_without_starting_anything(lang):
 def test_rendering_needs_no_torch():
     """Everything the page imports to render stays light: torch only loads in the workers."""
     code = (
-        "import sys; from runners import transformer; from runners.lm import artifacts, data; "
-        "data.experiment_windows(artifacts.tokenizer()); transformer.predictions((40, 7, 0, 23)); "
+        "import sys; from experiments.transformer import params as transformer; "
+        "from experiments.transformer.lm import artifacts, data; import ui.transformer_views; "
+        "data.experiment_windows(data.committed_tokenizer()); transformer.predictions((40, 7, 0, 23)); "
         "print('torch' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -152,7 +153,7 @@ def test_a_stored_run_renders_its_results(monkeypatch, lang):
     monkeypatch.setattr(downloads, "run_record", lambda *args: records.append(args[1:]) or record(*args))
     at = open_page(lang)
     params = {"labels": data.DEFAULT_LABELS, "world_size": 2, "optimizer": "both"}
-    result = RunResult(True, "", (), 12.0, "0" * 64, fake_report(data.DEFAULT_LABELS))
+    result = RunResult.finished((), 12.0, "0" * 64).with_report(fake_report(data.DEFAULT_LABELS))
     at.session_state["exp_run_result"] = (params, result)
     at.run()
     assert not at.exception, at.exception

@@ -89,9 +89,9 @@ def test_parameters_scheme_switch_shows_the_full_loss_factor():
 
 
 def stored_run(report: dict):
-    from runners.launcher import RunResult
+    from runners.results import RunResult
 
-    return RunResult(ok=True, message="", ranks=(), seconds=1.0, worker_hash="x", report=report)
+    return RunResult.finished((), 1.0, "x").with_report(report)
 
 
 def seed_report(perturb: float = 0.0) -> dict:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from core import coverage, coverage_checks, ledger, sampler
 from core.coverage import Evidence
 from core.validation import InvalidInput
+from experiments.transformer import coverage as transformer_coverage
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -145,13 +146,13 @@ def transformer_report(labels=(40, 7, 0, 23), padding=(0, 0, 0, 19)):
 
 
 def test_evidence_from_a_transformer_report():
-    assert coverage.evidence_from_transformer(None) == ()
-    assert coverage.evidence_from_transformer({"ok": True}) == ()
+    assert transformer_coverage.evidence_from_transformer(None) == ()
+    assert transformer_coverage.evidence_from_transformer({"ok": True}) == ()
     report = transformer_report()
-    assert coverage.transformer_rows(report) == ("accumulation_window", "tail_batch", "unequal_lengths")
-    evidence = coverage.evidence_from_transformer(report)
+    assert transformer_coverage.transformer_rows(report) == ("accumulation_window", "tail_batch", "unequal_lengths")
+    evidence = transformer_coverage.evidence_from_transformer(report)
     assert {(e.row, e.column) for e in evidence} == {
-        (r, c) for r in coverage.transformer_rows(report) for c in coverage.TRANSFORMER_COLUMNS
+        (r, c) for r in transformer_coverage.transformer_rows(report) for c in transformer_coverage.TRANSFORMER_COLUMNS
     }
     loss = next(e for e in evidence if (e.row, e.column) == ("accumulation_window", "loss"))
     assert loss.correct_diff == abs(1.6736100670857241 - 1.6736100670857244)
@@ -166,16 +167,16 @@ def test_evidence_from_a_transformer_report():
     for branch in report["branches"]:
         if branch["name"] == "ddp_mean_of_means":
             branch["loss"] = branch["max_abs_diff"] = None
-    assert coverage.transformer_rows(report) == (
+    assert transformer_coverage.transformer_rows(report) == (
         "accumulation_window",
         "unequal_lengths",
         "empty_label_replica",
     )
-    empty = [e for e in coverage.evidence_from_transformer(report) if e.row == "empty_label_replica"]
+    empty = [e for e in transformer_coverage.evidence_from_transformer(report) if e.row == "empty_label_replica"]
     assert [coverage.cell_status(e) for e in empty] == ["evidence", "evidence"]
     assert all(e.slip_diff is None for e in empty)
     with pytest.raises(InvalidInput, match="^tolerance=-1"):
-        coverage.evidence_from_transformer({**report, "tolerance": -1})
+        transformer_coverage.evidence_from_transformer({**report, "tolerance": -1})
 
 
 # ---------------------------------------------------------------- the in-process checks

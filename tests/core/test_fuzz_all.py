@@ -36,7 +36,6 @@ from core import (
     framework,
     gradcache,
     infonce,
-    infonce_checks,
     ledger,
     limits,
     sampler,
@@ -44,6 +43,8 @@ from core import (
     trajectory,
 )
 from core import validation as v
+from experiments.negatives import report as negatives_report
+from experiments.transformer import coverage as transformer_coverage
 
 EXAMPLES = 500
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -222,7 +223,7 @@ run_reports = st.one_of(
 @FUZZ
 @given(report=run_reports, tol=scalars)
 def test_check_run(report, tol):
-    clean(infonce_checks.check_run, report, tol)
+    clean(negatives_report.check_run, report, tol)
 
 
 # ---------------------------------------------------------------- clipping
@@ -462,8 +463,8 @@ def test_coverage_matrix_and_within(items, source, diff, tolerance):
 @example(item=1, report={"branches": [1], "tolerance": 1.0})
 def test_coverage_helpers(item, report):
     assert outcome(coverage.cell_status, item) in (None, *coverage.STATUSES)
-    outcome(coverage.transformer_rows, report)
-    outcome(coverage.evidence_from_transformer, report)
+    outcome(transformer_coverage.transformer_rows, report)
+    outcome(transformer_coverage.evidence_from_transformer, report)
 
 
 @FUZZ

@@ -16,8 +16,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import infonce, infonce_checks
+from core import infonce
 from core.validation import InvalidInput
+from experiments.negatives import report as negatives_report
 
 torch.set_default_dtype(torch.float64)
 TOL = 1e-12
@@ -393,7 +394,7 @@ def autograd_report(a, b, wq, wd, tau, lr=0.1):
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_check_run_agrees_with_an_autograd_report(world_size):
     a, b = [1.0, 2.0, 3.0][:world_size], [1.0, -1.0, 0.5][:world_size]
-    rows = infonce_checks.check_run(autograd_report(a, b, 1.0, 1.0, 0.7))
+    rows = negatives_report.check_run(autograd_report(a, b, 1.0, 1.0, 0.7))
     assert [r["scheme"] for r in rows] == list(infonce.SCHEMES)
     assert all(r["agree"] and r["max_abs_diff"] <= 1e-12 for r in rows)
     assert all(r["compared"] == 4 + 3 * world_size for r in rows)
@@ -413,7 +414,7 @@ def test_check_run_flags_a_wrong_number(path):
     for key in path[:-1]:
         node = node[key]
     node[path[-1]] += 1e-9
-    rows = {r["scheme"]: r for r in infonce_checks.check_run(report)}
+    rows = {r["scheme"]: r for r in negatives_report.check_run(report)}
     assert not rows[path[0]]["agree"] and rows[path[0]]["max_abs_diff"] == pytest.approx(1e-9, rel=1e-3)
     assert all(r["agree"] for s, r in rows.items() if s != path[0])
 
@@ -423,7 +424,7 @@ def test_check_run_missing_or_non_finite_never_agrees():
     del report["schemes"]["local"]
     report["schemes"]["detach"]["grad_wq"] = math.nan
     report["schemes"]["gather"]["ranks"] = report["schemes"]["gather"]["ranks"][:1]
-    rows = {r["scheme"]: r for r in infonce_checks.check_run(report)}
+    rows = {r["scheme"]: r for r in negatives_report.check_run(report)}
     assert rows["local"]["measured_wq"] is None and not rows["local"]["agree"]
     assert rows["detach"]["measured_wq"] is None and rows["detach"]["max_abs_diff"] is None
     assert not rows["gather"]["agree"] and rows["full_loss_each_rank"]["agree"]
@@ -440,7 +441,7 @@ MALFORMED = [
 @pytest.mark.parametrize("report, field", MALFORMED)
 def test_check_run_rejects_a_malformed_report(report, field):
     with pytest.raises(InvalidInput) as info:
-        infonce_checks.check_run(report)
+        negatives_report.check_run(report)
     assert info.value.field == field
 
 

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 from runner_support import MARK_ENV, NEGATIVES_ARGS, ROOT, marked
 
-from runners import clipping as clipping_runner
+import experiments.clipping as clipping_runner
 
 
 @pytest.fixture

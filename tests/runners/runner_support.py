@@ -48,3 +48,12 @@ def marked(mark: str) -> list[int]:
         if needle in environ and stat is not None and stat[0] != "Z":
             found.append(int(entry))
     return found
+
+
+def use_settings(monkeypatch, **changes) -> None:
+    """These runners.settings for the rest of the test (undone with the monkeypatch)."""
+    from dataclasses import replace
+
+    from runners import settings
+
+    monkeypatch.setattr(settings, "_CURRENT", [replace(settings.current(), **changes)])

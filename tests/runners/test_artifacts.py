@@ -17,7 +17,7 @@ import struct
 import pytest
 
 from core.validation import InvalidInput
-from runners.lm import artifacts, data
+from experiments.transformer.lm import artifacts, data
 
 ROOT = data.ROOT
 FILES = {
@@ -59,13 +59,14 @@ def test_no_pickle_anywhere():
         (header_len,) = struct.unpack("<Q", raw[:8])  # safetensors: u64 header length + JSON
         json.loads(raw[8 : 8 + header_len])
         assert not raw.startswith(b"\x80") and not raw.startswith(b"PK")  # pickle / torch zip
-    for path in [*(ROOT / "runners" / "lm").glob("*.py"), ROOT / "runners" / "pretrain.py"]:
+    package = ROOT / "experiments" / "transformer"
+    for path in [*(package / "lm").glob("*.py"), package / "pretrain.py"]:
         source = path.read_text(encoding="utf-8")
         assert "torch.load(" not in source and "import pickle" not in source, path
 
 
 def test_tokenizer_has_387_entries_and_round_trips():
-    tokenizer = artifacts.tokenizer()
+    tokenizer = data.committed_tokenizer()
     assert tokenizer.get_vocab_size() == 387
     for path in data.corpus_paths():
         text = path.read_text(encoding="utf-8")
@@ -75,7 +76,7 @@ def test_tokenizer_has_387_entries_and_round_trips():
 
 def test_weights_and_adamw_state_load():
     torch = pytest.importorskip("torch")
-    from runners.lm.model import TinyLM
+    from experiments.transformer.lm.model import TinyLM
 
     model = TinyLM()
     assert model.num_parameters() == 298_176
@@ -106,7 +107,7 @@ def test_windows_and_the_label_shift():
     assert list(targets[: tail.capacity]) == list(tail.chunk[1:])  # position i predicts token i + 1
     some = data.supervised_targets(windows[0], 40)
     assert [i for i, t in enumerate(some) if t is not None] == list(range(56, 96))  # the final 40
-    plain, supervised = data.split_text(artifacts.tokenizer(), windows[0], 40)
+    plain, supervised = data.split_text(data.committed_tokenizer(), windows[0], 40)
     assert supervised and (plain + supervised).strip() in artifacts.ROOT.joinpath("corpus/en.md").read_text()
 
 
@@ -139,7 +140,7 @@ def copy_root(tmp_path):
 
 def _load_weights(root):
     pytest.importorskip("torch")
-    from runners.lm.model import TinyLM
+    from experiments.transformer.lm.model import TinyLM
 
     artifacts.weights(TinyLM(), root=root)
 
@@ -165,7 +166,7 @@ def test_damaged_weights_are_refused(copy_root, damage):
 
 def test_damaged_adamw_state_is_refused(copy_root):
     pytest.importorskip("torch")
-    from runners.lm.model import TinyLM
+    from experiments.transformer.lm.model import TinyLM
 
     path = copy_root / artifacts.ADAMW_STATE
     path.write_bytes(path.read_bytes()[:-1] + b"\x00")
@@ -196,7 +197,7 @@ def test_broken_manifest_is_refused(copy_root, content):
 
 @pytest.mark.slow
 def test_pretraining_reproduces_the_start_of_the_curve(manifest):
-    from runners import pretrain
+    from experiments.transformer import pretrain
 
     result = pretrain.pretrain(steps=4)
     assert result.tokenizer_json == (ROOT / artifacts.TOKENIZER).read_text(encoding="utf-8")

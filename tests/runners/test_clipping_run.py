@@ -19,9 +19,13 @@ import pytest
 import torch
 from runner_support import ROOT
 
+import experiments.clipping as runner
 from core import clipping
 from core.validation import InvalidInput
-from runners import clipping as runner
+from experiments.clipping import cli as clipping_cli
+from experiments.clipping.params import scenario_grads
+from experiments.clipping.report import build_report
+from ui.run_views import clipping_summary_rows
 
 SCALE, TAU, LR, MOMENTUM = 8.0, 1.0, 0.1, 0.9
 IDS = ("w0", "shared", "w1")
@@ -35,7 +39,7 @@ def ranks(real_run):
 
 
 def predicted(inject_rank):
-    return clipping.clip_report(runner.scenario_grads(inject_rank), TAU, SCALE, LR, momentum=MOMENTUM)
+    return clipping.clip_report(scenario_grads(inject_rank), TAU, SCALE, LR, momentum=MOMENTUM)
 
 
 def test_launch_succeeds_and_leaves_nothing(real_run):
@@ -123,7 +127,7 @@ def test_report_flags_agreement_and_catches_tampering(real_run):
     for s in report["scenarios"].values():
         assert s["ranks_identical"] and s["agree_core"] and s["agree_reference"]
         assert s["agree_fsdp2"] in (True, None)
-    rows = runner.summary_rows(report)
+    rows = clipping_summary_rows(report)
     assert [(r["scenario"], r["rank"]) for r in rows] == [
         ("finite", 0),
         ("finite", 1),
@@ -134,11 +138,11 @@ def test_report_flags_agreement_and_catches_tampering(real_run):
 
     drifted = copy.deepcopy(result.ranks)
     drifted[1]["scenarios"]["finite"]["protocol"]["params"]["shared"] += 1e-9
-    bad = runner.build_report(tuple(drifted))
+    bad = build_report(tuple(drifted))
     assert bad["scenarios"]["finite"]["ranks_identical"] is False and bad["agree"] is False
     stepped = copy.deepcopy(result.ranks)
     stepped[0]["scenarios"]["overflow"]["protocol"]["successful_steps"] = 1
-    assert runner.build_report(tuple(stepped))["agree"] is False
+    assert build_report(tuple(stepped))["agree"] is False
 
 
 def test_cli_prints_the_report_as_json(real_run, monkeypatch, capsys):
@@ -150,7 +154,7 @@ def test_cli_prints_the_report_as_json(real_run, monkeypatch, capsys):
         return result
 
     monkeypatch.setattr(runner, "run", fake_run)
-    assert runner.cli(["--json", "--inject-overflow", "1"]) == 0
+    assert clipping_cli.main(["--json", "--inject-overflow", "1"]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(result.report))
     assert seen == {"inject_overflow": 1, "nonfinite": "inf"}
 

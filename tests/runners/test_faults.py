@@ -25,10 +25,12 @@ import time
 from collections import Counter
 
 import pytest
-from runner_support import ROOT, children, marked
+from runner_support import ROOT, children, marked, use_settings
 from streamlit.testing.v1 import AppTest
 
-from runners import jobs, launcher
+from runners import jobs, launcher, settings
+from runners.processes import GRACE_S, TOKEN_ENV
+from runners.results import Outcome, RunResult
 
 SLEEPS = "tests.runners.workers.sleeps"
 LOOP = "tests.runners.workers.collective_loop"
@@ -99,7 +101,7 @@ class ProcessTable(threading.Thread):
         self.mark, self.stop, self.max_jobs, self.max_processes, self.samples = mark, False, 0, 0, 0
 
     def run(self) -> None:
-        prefix = f"{launcher.TOKEN_ENV}=".encode()
+        prefix = f"{TOKEN_ENV}=".encode()
         while not self.stop:
             pids = marked(self.mark)
             tokens = {e for p in pids for e in environ(p) if e.startswith(prefix)}
@@ -160,7 +162,7 @@ def test_hung_rank_times_out_once_for_two_identical_requests(process_mark, priva
     result = results[0]
     assert not result.ok and result.code == "timeout"
     assert result.message.startswith("timed out after 10 s (rank") and "1" in result.message.split("(")[1]
-    assert elapsed < 10 + 3 * launcher.GRACE_S + 2
+    assert elapsed < 10 + 3 * GRACE_S + 2
     assert stats()["launched"] == 1 and stats()["shared"] == 1
     FIGURES["hang: seconds from request to a clean timeout (limit 10 s)"] = round(elapsed, 1)
     assert_nothing_left(process_mark, before, private_tmp)
@@ -169,8 +171,7 @@ def test_hung_rank_times_out_once_for_two_identical_requests(process_mark, priva
 @pytest.mark.slow
 def test_twelve_requests_at_once(process_mark, private_tmp, stats, monkeypatch):
     """8 identical + 4 different requests (5 distinct) on one slot and a line of one."""
-    monkeypatch.setattr(jobs, "MAX_CONCURRENT_RUNS", 1)
-    monkeypatch.setattr(jobs, "MAX_WAITING_RUNS", 1)
+    use_settings(monkeypatch, max_concurrent_runs=1, max_waiting_runs=1)
     before = set(children())
     tags = ["same"] * 8 + [f"other{i}" for i in range(4)]
     results, events = [None] * 12, [[] for _ in range(12)]
@@ -240,7 +241,7 @@ def test_stop_flag_ends_the_run_and_leaves_nothing(process_mark, private_tmp, st
     cleanup = time.monotonic() - pressed
     assert out["result"].code == "cancelled" and not out["result"].ok
     assert events[-1].event == "cancelled"
-    assert cleanup < 2 * launcher.GRACE_S + 1
+    assert cleanup < 2 * GRACE_S + 1
     assert stats()["cancelled"] == 1
     FIGURES["stop flag: seconds until no process is left"] = round(cleanup, 2)
     assert_nothing_left(process_mark, before, private_tmp)
@@ -250,7 +251,7 @@ def streamlit_page():
     from tests.runners.workers import sleepy_runner
     from ui.runs import run_with_status
 
-    run_with_status("sleepy", sleepy_runner.run, seconds=120.0)
+    run_with_status("sleepy", sleepy_runner.EXPERIMENT, seconds=120.0)
 
 
 @pytest.mark.slow
@@ -266,7 +267,7 @@ def test_streamlit_stop_mid_run_leaves_no_orphans(process_mark, private_tmp):
     with pytest.raises(RuntimeError, match="timed out"):
         at.run()
     after_stop = time.monotonic() - began - 8
-    assert after_stop < launcher.GRACE_S + 2 * runs.HEARTBEAT_S + 1
+    assert after_stop < GRACE_S + 2 * runs.HEARTBEAT_S + 1
     FIGURES["Streamlit stop: seconds from the stop request to the script's end"] = round(after_stop, 2)
     assert_nothing_left(process_mark, before, private_tmp)
 
@@ -281,7 +282,7 @@ def visitor_page():
     from ui.runs import run_with_status
 
     busy = st.checkbox("busy", key="busy")
-    result = run_with_status("demo", fake_runner.run, busy=busy, position=2)
+    result = run_with_status("demo", fake_runner.FAKE, busy=busy, position=2)
     st.text("none" if result is None else f"ok={result.ok} code={result.code}")
 
 
@@ -312,7 +313,7 @@ def test_a_visitor_sees_the_place_in_line_and_a_busy_answer(lang):
 def test_tampered_artifact_shows_an_error_and_the_page_recovers(tmp_path, monkeypatch):
     import streamlit as st
 
-    from runners.lm import artifacts
+    from experiments.transformer.lm import artifacts, data
 
     for name in ("artifacts/manifest.json", "artifacts/tokenizer.json", "corpus/en.md", "corpus/zh.md"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -322,7 +323,7 @@ def test_tampered_artifact_shows_an_error_and_the_page_recovers(tmp_path, monkey
     verified = artifacts.verified_bytes
 
     def fresh() -> None:
-        artifacts.tokenizer.cache_clear()
+        data.committed_tokenizer.cache_clear()
         st.cache_resource.clear()
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
@@ -350,13 +351,13 @@ def test_tampered_artifact_shows_an_error_and_the_page_recovers(tmp_path, monkey
 
 
 def fake_work(gate: threading.Event, calls: list):
-    def work(job: jobs.Job) -> launcher.RunResult:
+    def work(job: jobs.Job) -> RunResult:
         calls.append(job.key)
         job.say("start", "fake start", world_size=1, worker="fake")
         while not gate.wait(0.02):
             if job.cancelled():
-                return launcher.RunResult(False, "stopped", (), 0.0, "f", code="cancelled")
-        return launcher.RunResult(True, "", ({"key": job.key},), 0.0, "f")
+                return RunResult.ended(Outcome.CANCELLED, "stopped", 0.0, "f")
+        return RunResult.finished(({"key": job.key},), 0.0, "f")
 
     return work
 
@@ -383,8 +384,7 @@ def wait_for(condition, seconds=5.0):
 
 
 def test_line_positions_busy_and_sharing(monkeypatch):
-    monkeypatch.setattr(jobs, "MAX_CONCURRENT_RUNS", 1)
-    monkeypatch.setattr(jobs, "MAX_WAITING_RUNS", 2)
+    use_settings(monkeypatch, max_concurrent_runs=1, max_waiting_runs=2)
     gates = {k: threading.Event() for k in "abc"}
     calls, out, seen = [], {}, {k: [] for k in ("a", "b", "c", "b2")}
     threads = [submit_in_thread("a", fake_work(gates["a"], calls), out, progress=seen["a"].append)]
@@ -444,12 +444,26 @@ def test_a_raising_progress_callback_stops_the_job_and_propagates():
     assert calls == ["r"] and jobs.in_flight()["running"] == 0
 
 
-def test_settings_fall_back_on_malformed_values(monkeypatch):
-    monkeypatch.setenv("PCL_TEST_SETTING", "many")
-    assert jobs._setting("PCL_TEST_SETTING", 3, 1) == 3
-    monkeypatch.setenv("PCL_TEST_SETTING", "-4")
-    assert jobs._setting("PCL_TEST_SETTING", 3, 1) == 1
-    assert jobs.MAX_CONCURRENT_RUNS >= 1 and jobs.MAX_WAITING_RUNS >= 0
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("PCL_MAX_CONCURRENT_RUNS", "many"),
+        ("PCL_MAX_CONCURRENT_RUNS", "0"),
+        ("PCL_MAX_WAITING_RUNS", "-4"),
+        ("PCL_WARM_POOL", "maybe"),
+        ("PCL_PG_TIMEOUT_S", "nan"),
+    ],
+)
+def test_malformed_settings_are_refused_naming_the_variable(name, value):
+    with pytest.raises(ValueError, match=name):
+        settings.from_env({name: value})
+
+
+def test_settings_are_read_from_the_environment():
+    read = settings.from_env({"PCL_MAX_CONCURRENT_RUNS": " 3 ", "PCL_PRELOAD": "off"})
+    assert read.max_concurrent_runs == 3 and read.preload is False
+    assert settings.from_env({}) == settings.Settings()
+    assert settings.current().max_concurrent_runs >= 1 and settings.current().max_waiting_runs >= 0
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,8 @@ import pytest
 from runner_support import ROOT, children, marked
 
 from core.validation import InvalidInput
-from runners import launcher
+from runners import diagnosis, launcher
+from runners.worker import payload_sha256, write_rank_output
 
 
 @pytest.fixture
@@ -104,18 +105,22 @@ def test_invalid_arguments_raise_before_launching(kwargs, error, process_mark):
     assert marked(process_mark) == []
 
 
-def test_worker_code_hash_is_the_source_sha256():
-    source = (ROOT / "runners" / "negatives.py").read_bytes()
-    assert launcher.worker_code_hash("runners.negatives") == hashlib.sha256(source).hexdigest()
-    assert launcher.worker_code_hash("runners.negatives") != launcher.worker_code_hash("runners.launcher")
+def test_worker_code_hash_covers_the_worker_package():
+    package = ROOT / "experiments" / "negatives"
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    assert launcher.worker_code_hash("experiments.negatives") == digest.hexdigest()
+    clipping = launcher.worker_code_hash("experiments.clipping")
+    assert launcher.worker_code_hash("experiments.negatives") != clipping
 
 
 def test_rank_output_is_signed_and_checked(tmp_path):
-    launcher.write_rank_output(tmp_path, 0, {"x": 1.5, "sha256": "ignored"})
-    launcher.write_rank_output(tmp_path, 1, {"x": 2.5})
+    write_rank_output(tmp_path, 0, {"x": 1.5, "sha256": "ignored"})
+    write_rank_output(tmp_path, 1, {"x": 2.5})
     ranks, message = launcher._read_ranks(tmp_path, 2)
     assert message == "" and [r["x"] for r in ranks] == [1.5, 2.5]
-    assert ranks[0]["sha256"] == launcher.payload_sha256({"x": 1.5})
+    assert ranks[0]["sha256"] == payload_sha256({"x": 1.5})
     tampered = json.dumps({"x": 3.5, "sha256": ranks[1]["sha256"]})
     (tmp_path / "rank1.json").write_text(tampered)
     assert launcher._read_ranks(tmp_path, 2) == ((), "rank 1: output checksum mismatch")
@@ -127,7 +132,7 @@ def test_rank_output_is_signed_and_checked(tmp_path):
 def _torchrun_cause(log_dir, err, returncode):
     """The launcher's reading of a torchrun job: its rank logs, then its summary on stderr."""
     summary = err.read_text()
-    return launcher.rank_root_cause(log_dir, launcher._summary_failure(summary), summary, returncode)
+    return diagnosis.rank_root_cause(log_dir, diagnosis.summary_failure(summary), summary, returncode)
 
 
 def _rank_log(log_dir, rank, text):

@@ -15,9 +15,12 @@ import sys
 import pytest
 from runner_support import NEGATIVES_ARGS, ROOT
 
+import experiments.negatives as negatives
 from core import infonce
 from core.validation import InvalidInput
-from runners import negatives
+from experiments.negatives import report as negatives_report
+from experiments.negatives import worker as negatives_worker
+from experiments.negatives.params import default_pairs
 
 TOL = 1e-12
 
@@ -33,13 +36,13 @@ def test_cli_succeeds_and_leaves_nothing(negatives_cli):
 def test_report_inputs(negatives_cli):
     report = negatives_cli.report
     world_size, tau = int(NEGATIVES_ARGS[1]), float(NEGATIVES_ARGS[3])
-    a, b = negatives.default_pairs(world_size)
+    a, b = default_pairs(world_size)
     assert report["world_size"] == world_size and report["tau"] == tau
     assert report["a"] == list(a) and report["b"] == list(b)
     assert report["a"][:2] == [1.0, 2.0] and report["b"][:2] == [1.0, -1.0]  # the seed's pairs
     assert (report["wq"], report["wd"], report["lr"]) == (1.0, 1.0, 0.1)
     assert report["backend"] == "gloo"
-    assert set(report["schemes"]) == set(infonce.SCHEMES) == set(negatives.SCHEMES)
+    assert set(report["schemes"]) == set(infonce.SCHEMES) == set(negatives_worker.SCHEMES)
 
 
 @pytest.mark.parametrize("scheme", infonce.SCHEMES)
@@ -96,8 +99,8 @@ def test_each_rank_signs_its_output(negatives_cli):
 
 
 def test_default_pairs_extend_the_seed():
-    assert negatives.default_pairs(2) == ((1.0, 2.0), (1.0, -1.0))
-    a, b = negatives.default_pairs(8)
+    assert default_pairs(2) == ((1.0, 2.0), (1.0, -1.0))
+    a, b = default_pairs(8)
     assert a == tuple(float(r) for r in range(1, 9))
     assert b == (1.0, -1.0, 0.5, -0.5, 0.25, -0.25, 0.125, -0.125)
     assert all(math.isfinite(x) for x in a + b)
@@ -139,4 +142,4 @@ def test_report_of_disagreeing_ranks_is_rejected():
         "schemes": {},
     }  # fmt: skip
     with pytest.raises(ValueError):
-        negatives.build_report((rank, dict(rank, tau=2.0)))
+        negatives_report.build_report((rank, dict(rank, tau=2.0)))

@@ -19,7 +19,7 @@ def script():
 
     world_size = st.number_input("P", value=2, key="world_size")
     fail = st.checkbox("fail", key="fail")
-    result = run_with_status("demo", fake_runner.run, world_size=world_size, fail=fail)
+    result = run_with_status("demo", fake_runner.FAKE, world_size=world_size, fail=fail)
     st.text("none" if result is None else f"ok={result.ok} report={result.report}")
 
 

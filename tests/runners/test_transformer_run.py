@@ -17,9 +17,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import experiments.transformer
 from core.validation import InvalidInput
-from runners import transformer
-from runners.lm import data
+from experiments.transformer import params as transformer
+from experiments.transformer.lm import data
 
 ROOT = data.ROOT
 TOL = 2e-10
@@ -127,8 +128,8 @@ def test_losses_match_an_independent_forward(experiment):
     """Each branch's objective value from the worker vs per-window loss sums computed here
     with an explicit log-softmax (not the worker's cross_entropy call)."""
     torch = pytest.importorskip("torch")
-    from runners.lm import artifacts
-    from runners.lm.model import TinyLM
+    from experiments.transformer.lm import artifacts
+    from experiments.transformer.lm.model import TinyLM
 
     model = TinyLM()
     artifacts.weights(model)
@@ -176,7 +177,7 @@ def test_bad_labels_exit_2_with_one_line(labels, needle):
 )
 def test_run_refuses_bad_parameters_before_launching(kwargs):
     with pytest.raises(InvalidInput):
-        transformer.run(**{"labels": data.DEFAULT_LABELS, **kwargs})
+        experiments.transformer.run(**{"labels": data.DEFAULT_LABELS, **kwargs})
 
 
 @given(st.lists(st.integers(0, 60), min_size=4, max_size=4))

@@ -23,8 +23,11 @@ from pathlib import Path
 import pytest
 from runner_support import MARK_ENV, NEGATIVES_ARGS, ROOT, marked
 
-from runners import clipping as clipping_runner
-from runners import jobs, launcher, negatives, transformer, warm_pool
+import experiments.clipping as clipping_runner
+import experiments.negatives as negatives
+import experiments.transformer as transformer
+from experiments import registry
+from runners import jobs, launcher, settings, warm_pool
 
 LOOP = "tests.runners.workers.collective_loop"
 SLEEPS = "tests.runners.workers.sleeps"
@@ -36,13 +39,13 @@ def pool(negatives_cli, real_run, experiment, tmp_path_factory):
     Every process it starts carries a mark; none may be left after its shutdown."""
     mark = uuid.uuid4().hex
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(warm_pool.ENV, "1")
         patch.setenv(MARK_ENV, mark)  # inherited by every zygote, store and rank
         patch.setattr("tempfile.tempdir", str(tmp_path_factory.mktemp("warm")))
-        warm_pool.prestart()
-        wait_for(lambda: warm_pool.size()["idle"] == 1, 180)
-        yield mark
-        warm_pool.shutdown()
+        with settings.overridden(warm_pool=True):
+            warm_pool.prestart(preload=registry.worker_modules())
+            wait_for(lambda: warm_pool.size()["idle"] == 1, 180)
+            yield mark
+            warm_pool.shutdown()
     wait_for(lambda: marked(mark) == [], 5)
     assert marked(mark) == [], "a zygote, store or rank outlived the pool's shutdown"
 
@@ -77,12 +80,12 @@ def rank_pids_when_reported(world_size: int):
     return pids, progress
 
 
-def test_off_unless_asked(monkeypatch):
-    monkeypatch.delenv(warm_pool.ENV, raising=False)
-    assert not warm_pool.enabled()
+def test_off_unless_asked():
+    assert not settings.from_env({}).warm_pool
     for value, on in (("1", True), ("true", True), ("0", False), ("", False), ("no", False)):
-        monkeypatch.setenv(warm_pool.ENV, value)
-        assert warm_pool.enabled() is on
+        assert settings.from_env({"PCL_WARM_POOL": value}).warm_pool is on
+    with settings.overridden(warm_pool=True):
+        assert warm_pool.enabled()
 
 
 def test_noop_job_runs_on_two_real_ranks_through_the_launcher(pool):
@@ -223,8 +226,7 @@ def test_a_zygote_dying_mid_run_fails_that_run_only(pool):
     assert launcher.launch("bench.noop_worker", 2).ok
 
 
-def test_zygotes_are_bounded_by_the_concurrency_limit(pool, monkeypatch):
-    monkeypatch.setattr(jobs, "MAX_CONCURRENT_RUNS", 2)
+def test_zygotes_are_bounded_by_the_concurrency_limit(pool):
     results, most = [], [0]
     done = threading.Event()
 
@@ -234,17 +236,19 @@ def test_zygotes_are_bounded_by_the_concurrency_limit(pool, monkeypatch):
             time.sleep(0.01)
 
     def request(tag):
-        results.append(launcher.launch(SLEEPS, 2, ["--seconds", "1", "--tag", tag], timeout_s=240))
+        args = ["--seconds", "1", "--tag", tag]
+        results.append(launcher.launch(SLEEPS, 2, args, timeout_s=240))
 
-    watcher = threading.Thread(target=sample)
-    watcher.start()
-    threads = [threading.Thread(target=request, args=(str(i),)) for i in range(5)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    done.set()
-    watcher.join()
+    with settings.overridden(max_concurrent_runs=2):
+        watcher = threading.Thread(target=sample)
+        watcher.start()
+        threads = [threading.Thread(target=request, args=(str(i),)) for i in range(5)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        done.set()
+        watcher.join()
     assert [r.ok for r in results] == [True] * 5, [r.message for r in results]
     assert most[0] == 2  # a second zygote for the second slot, never a third
 
@@ -294,7 +298,7 @@ def test_the_pool_dies_with_its_server(pool):
         "    if e.event == 'rank_done' and e.values['done'] == 2: print('running', flush=True)\n"
         f"launcher.launch({LOOP!r}, 2, ['--seconds', '120'], timeout_s=200, progress=say)\n"
     )
-    env = dict(os.environ, **{MARK_ENV: mark, warm_pool.ENV: "1"})
+    env = dict(os.environ, **{MARK_ENV: mark, settings.ENV_NAMES["warm_pool"]: "1"})
     server = subprocess.Popen(
         [sys.executable, "-c", script], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
     )

@@ -7,7 +7,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from runners.launcher import init_worker, write_rank_output
+from runners.worker import init_worker, write_rank_output
 
 
 def main() -> None:

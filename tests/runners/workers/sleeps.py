@@ -5,7 +5,7 @@ import argparse
 import os
 import time
 
-from runners.launcher import write_rank_output
+from runners.worker import write_rank_output
 
 
 def main() -> None:

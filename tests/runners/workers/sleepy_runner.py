@@ -1,18 +1,31 @@
-"""A runner for the Streamlit stop test: a real launch of the `sleeps` worker (no torch in
-the ranks), with the runner interface ui.runs expects (WORKER, check_params, run)."""
+"""An experiment for the Streamlit stop test: a real launch of the `sleeps` worker (no torch in
+the ranks), shaped like the registry's experiments (ui.runs takes it directly)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from core import validation as v
-from runners.launcher import RunResult, launch
-
-WORKER = "tests.runners.workers.sleeps"
+from experiments.base import Experiment
 
 
-def check_params(seconds: float = 120.0) -> dict:
-    return {"seconds": v.positive(seconds, "seconds")}
+@dataclass(frozen=True)
+class Params:
+    seconds: float = 120.0
+    world_size: int = 2
+
+    @classmethod
+    def checked(cls, seconds: float = 120.0) -> Params:
+        return cls(seconds=v.positive(seconds, "seconds"))
+
+    def worker_args(self) -> list[str]:
+        return ["--seconds", repr(self.seconds)]
 
 
-def run(seconds: float = 120.0, *, progress=None) -> RunResult:
-    params = check_params(seconds)
-    return launch(WORKER, 2, ["--seconds", repr(params["seconds"])], timeout_s=300, progress=progress)
+EXPERIMENT = Experiment(
+    name="sleepy",
+    worker="tests.runners.workers.sleeps",
+    params=Params.checked,
+    build_report=lambda ranks: {"world_size": len(ranks)},
+    timeout_s=300.0,
+)

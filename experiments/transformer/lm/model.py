@@ -21,7 +21,7 @@ Attention is written out (no fused kernel) so every operation is plain and deter
 on the CPU; padding sits at the end of a window and causal attention never lets a real
 position see it.
 
-    python -c "from runners.lm.model import TinyLM; print(TinyLM().num_parameters())"
+    python -c "from experiments.transformer.lm.model import TinyLM; print(TinyLM().num_parameters())"
 """
 
 from __future__ import annotations

@@ -11,19 +11,18 @@ Only JSON and safetensors are read: no pickle anywhere. Every file the experimen
 truncated or edited file raises `ArtifactError` (a ValueError) naming it, never a silently
 different number.
 
-    python -c "from runners.lm import artifacts; print(artifacts.verify_all())"
+    python -c "from experiments.transformer.lm import artifacts; print(artifacts.verify_all())"
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from functools import cache
 from pathlib import Path
 
-from runners.lm import data
+from runners.settings import PROJECT_ROOT
 
-ROOT = data.ROOT
+ROOT = PROJECT_ROOT
 ARTIFACTS = ROOT / "artifacts"
 MANIFEST = "artifacts/manifest.json"
 TOKENIZER = "artifacts/tokenizer.json"
@@ -75,14 +74,6 @@ def verified_bytes(name: str, root: Path = ROOT) -> bytes:
 def verify_all(root: Path = ROOT) -> dict[str, str]:
     """Check every file in the manifest; returns name -> sha256 (raises on the first mismatch)."""
     return {name: sha256(verified_bytes(name, root)) for name in manifest(root)["files"]}
-
-
-@cache
-def tokenizer():
-    """The committed tokenizer (corpus files hash-checked too, since windows are cut from them)."""
-    for path in data.corpus_paths():
-        verified_bytes(str(path.relative_to(ROOT)))
-    return data.load_tokenizer(verified_bytes(TOKENIZER).decode("utf-8"))
 
 
 def _tensors(name: str, root: Path = ROOT) -> dict:

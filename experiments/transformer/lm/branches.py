@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 import torch
 
 from core import ledger
-from runners.lm import artifacts, data
-from runners.lm.model import IGNORE, TinyLM, loss_sum
+from experiments.transformer.lm import artifacts, data
+from experiments.transformer.lm.model import IGNORE, TinyLM, loss_sum
 
 BRANCHES, DISTRIBUTED, OPTIMIZERS = data.BRANCHES, data.DISTRIBUTED_BRANCHES, data.OPTIMIZERS
 TOLERANCE, MICROBATCHES = data.TOLERANCE, data.MICROBATCHES

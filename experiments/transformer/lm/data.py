@@ -14,7 +14,7 @@ Windows and labels, made explicit (causal LM shift):
 The user picks, per window, how many of its FINAL label positions carry a label
 (0 .. capacity); only those count in N.
 
-    python -c "from runners.lm import data; print(data.capacities(data.experiment_windows()))"
+    python -c "from experiments.transformer.lm import data; print(data.capacities(data.experiment_windows()))"
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from core import validation as v
+from experiments.transformer.lm import artifacts
+from runners.settings import PROJECT_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = PROJECT_ROOT
 CORPUS = ROOT / "corpus"
 DOCUMENTS = ("en", "zh")  # corpus/<name>.md, in this order
 VOCAB_SIZE = 387
@@ -76,6 +78,15 @@ def load_tokenizer(text: str) -> Tokenizer:
     return tokenizer
 
 
+@cache
+def committed_tokenizer() -> Tokenizer:
+    """The committed artifacts/tokenizer.json, hash-checked against the manifest (the corpus
+    files too, since the windows are cut from them); loaded once per process."""
+    for path in corpus_paths():
+        artifacts.verified_bytes(str(path.relative_to(ROOT)))
+    return load_tokenizer(artifacts.verified_bytes(artifacts.TOKENIZER).decode("utf-8"))
+
+
 def document_ids(tokenizer: Tokenizer) -> dict[str, tuple[int, ...]]:
     """Each corpus document's token ids."""
     return {
@@ -111,7 +122,7 @@ class Window:
 
 
 # The windows last cut, with the tokenizer object they were cut with. The committed tokenizer
-# is itself loaded once per process (artifacts.tokenizer is cached, hash-checked on load), so
+# is itself loaded once per process (committed_tokenizer is cached, hash-checked on load), so
 # while that object lives the windows cannot change; a reload gives a new object and a new cut.
 # Cutting re-tokenises the whole corpus (15-18 ms), which every cached page call used to pay.
 _LAST_CUT: list[tuple[object, tuple[Window, ...]]] = []
@@ -123,9 +134,7 @@ def experiment_windows(tokenizer: Tokenizer | None = None) -> tuple[Window, ...]
     With no tokenizer, the committed artifacts/tokenizer.json is used (manifest-verified).
     """
     if tokenizer is None:
-        from runners.lm import artifacts  # local: artifacts imports this module
-
-        tokenizer = artifacts.tokenizer()
+        tokenizer = committed_tokenizer()
     held = _LAST_CUT[:1]
     if held and held[0][0] is tokenizer:
         return held[0][1]

@@ -1,0 +1,1 @@
+"""The lab's real experiments, one package each; see experiments/README.md and registry.py."""

@@ -1,0 +1,48 @@
+"""`python -m experiments.clipping` (also `python -m runners.clipping`): the coordinated,
+clipped step on two real processes, printed as a table or as JSON.
+
+    python -m experiments.clipping --json [--inject-overflow RANK] [--nonfinite inf|nan]
+"""
+
+from __future__ import annotations
+
+import json
+
+from core import validation as v
+from experiments.clipping import EXPERIMENT
+from experiments.clipping.params import Params
+from runners.cli import experiment_parser, run_for_cli
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m runners.clipping`: 0 ok, 1 failed run or disagreement, 2 bad arguments."""
+    parser = experiment_parser("runners.clipping", __doc__, timeout_s=EXPERIMENT.timeout_s)
+    parser.add_argument("--inject-overflow", type=int, default=None, metavar="RANK", help="0 or 1")
+    parser.add_argument("--nonfinite", default="inf", help="inf (default) or nan")
+    args = parser.parse_args(argv)
+    try:
+        params = Params.checked(args.inject_overflow, args.nonfinite)
+        v.positive(args.timeout, "timeout")
+    except (ValueError, TypeError) as exc:
+        parser.error(str(exc))
+    result = run_for_cli(parser, EXPERIMENT, params, args.timeout)
+    if result is None:
+        return 1
+    report = result.report
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(
+            f"P={report['world_size']} {report['backend']} torch {report['torch']} layout={report['layout']}"
+        )
+        for name, s in report["scenarios"].items():
+            for row in s["ranks"]:
+                print(
+                    f"{name:<9} rank {row['rank']}: skip={row['skip']} norm={row['norm']}"
+                    f" c={row['coefficient']} params={row['params']}"
+                )
+            print(
+                f"{name:<9} core agrees: {s['agree_core']}  clip_grad_norm_: {s['agree_reference']}"
+                f"  FSDP2: {s['agree_fsdp2']}"
+            )
+    return 0 if report["agree"] else 1

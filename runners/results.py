@@ -1,0 +1,83 @@
+"""What a launch hands back: a `RunResult` with an `Outcome`, and the `ProgressEvent`s on the way.
+
+    result = launch("bench.noop_worker", 2)
+    if result.ok: ... result.ranks       # every rank's JSON, by rank
+    else:         ... result.outcome, result.message   # one line saying why
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+
+
+class Outcome(enum.Enum):
+    """How a launch ended. The values are stable strings (run records, tests)."""
+
+    FINISHED = "finished"  # every rank reported
+    FAILED = "failed"  # a rank's root cause, or outputs that do not fit together
+    TIMEOUT = "timeout"  # the wall-clock limit ran out; every process was killed
+    CANCELLED = "cancelled"  # stopped on request (Stop, rerun, closed tab)
+    BUSY = "busy"  # the line was full: nothing was launched
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """Outcome of one launch: every rank's JSON when it finished, else a one-line `message`.
+
+    `report` is the experiment's report built from the ranks (None until built, or when the
+    run did not finish); `worker_hash` is the sha256 of the worker's source.
+    """
+
+    outcome: Outcome
+    seconds: float
+    worker_hash: str
+    message: str = ""
+    ranks: tuple[dict, ...] = ()
+    report: object = None
+
+    @classmethod
+    def finished(cls, ranks: tuple[dict, ...], seconds: float, worker_hash: str) -> RunResult:
+        return cls(outcome=Outcome.FINISHED, ranks=tuple(ranks), seconds=seconds, worker_hash=worker_hash)
+
+    @classmethod
+    def ended(cls, outcome: Outcome, message: str, seconds: float, worker_hash: str) -> RunResult:
+        """A run that did not finish (`outcome` is not FINISHED), with its reason."""
+        if outcome is Outcome.FINISHED:
+            raise ValueError("outcome=FINISHED is invalid here: use RunResult.finished")
+        return cls(outcome=outcome, message=message, seconds=seconds, worker_hash=worker_hash)
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is Outcome.FINISHED
+
+    @property
+    def code(self) -> str:
+        """The outcome's stable string ("" for a finished run), as run records carry it."""
+        return "" if self.ok else self.outcome.value
+
+    def failed(self, message: str) -> RunResult:
+        """This run, turned into a failure (its ranks' outputs did not fit together)."""
+        return replace(self, outcome=Outcome.FAILED, message=message, ranks=(), report=None)
+
+    def with_report(self, report: object) -> RunResult:
+        return replace(self, report=report)
+
+
+class ProgressEvent(str):
+    """A progress line (plain English text) that also carries a stable `event` code and its
+    `values`, so a page can show it in the reader's language from its catalogue.
+
+    Events: start (world_size, worker), queued (position, running), shared, busy (waiting),
+    rank_done (rank, done, world_size), finished (seconds), failed (message),
+    timeout (seconds, timeout_s), cancelled (seconds).
+    """
+
+    event: str
+    values: dict
+
+    def __new__(cls, event: str, text: str, **values: object) -> ProgressEvent:
+        self = super().__new__(cls, text)
+        self.event = event
+        self.values = values
+        return self

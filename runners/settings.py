@@ -1,0 +1,109 @@
+"""The lab's deployment settings: read once from the environment, validated, frozen.
+
+    PCL_WARM_POOL            1/true/yes/on: fork ranks from a pre-imported process (off)
+    PCL_PRELOAD              0/false/no/off: no background imports after the first page (on)
+    PCL_MAX_CONCURRENT_RUNS  jobs holding processes at once (half the CPUs, at least 1)
+    PCL_MAX_WAITING_RUNS     jobs waiting in line before a request hears "busy" (8)
+    PCL_PG_TIMEOUT_S         the process-group timeout a launch hands its ranks (60 s)
+
+A malformed value is a `ValueError` naming the variable, raised when this module is first
+imported: a server that was told something it cannot honour stops at start-up, with the
+reason, rather than running on defaults nobody chose.
+
+    python -m runners.settings        # prints the settings in force
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    warm_pool: bool = False
+    preload: bool = True
+    max_concurrent_runs: int = max(1, (os.cpu_count() or 2) // 2)
+    max_waiting_runs: int = 8
+    pg_timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_concurrent_runs < 1:
+            raise ValueError(f"max_concurrent_runs={self.max_concurrent_runs} must be >= 1")
+        if self.max_waiting_runs < 0:
+            raise ValueError(f"max_waiting_runs={self.max_waiting_runs} must be >= 0")
+        if not 0 < self.pg_timeout_s <= 3600:
+            raise ValueError(f"pg_timeout_s={self.pg_timeout_s} must be in (0, 3600]")
+
+
+ENV_NAMES = {
+    "warm_pool": "PCL_WARM_POOL",
+    "preload": "PCL_PRELOAD",
+    "max_concurrent_runs": "PCL_MAX_CONCURRENT_RUNS",
+    "max_waiting_runs": "PCL_MAX_WAITING_RUNS",
+    "pg_timeout_s": "PCL_PG_TIMEOUT_S",
+}
+
+
+def _parse(name: str, text: str, kind: type) -> object:
+    value = text.strip().lower()
+    if kind is bool:
+        if value in _TRUE | _FALSE:
+            return value in _TRUE
+        raise ValueError(f"{name}={text!r} can't be used: write 1 or 0")
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(f"{name}={text!r} can't be used: write a number") from None
+
+
+def from_env(environ: Mapping[str, str]) -> Settings:
+    """The settings `environ` asks for; unset variables keep their defaults (ValueError on
+    a malformed or out-of-range value, naming the variable)."""
+    changes = {}
+    for field in fields(Settings):
+        name = ENV_NAMES[field.name]
+        if environ.get(name, "").strip():
+            changes[field.name] = _parse(name, environ[name], type(getattr(Settings(), field.name)))
+    try:
+        return Settings(**changes)
+    except ValueError as exc:
+        field = str(exc).split("=", 1)[0]
+        raise ValueError(f"{ENV_NAMES.get(field, field)}: {exc}") from None
+
+
+_CURRENT = [from_env(os.environ)]
+
+
+def current() -> Settings:
+    """The settings in force for this process."""
+    return _CURRENT[0]
+
+
+def configure(**changes: object) -> Settings:
+    """Replace some settings for the rest of this process (the benchmark's pool rows);
+    returns the previous settings."""
+    previous = _CURRENT[0]
+    _CURRENT[0] = replace(previous, **changes)
+    return previous
+
+
+@contextlib.contextmanager
+def overridden(**changes: object) -> Iterator[Settings]:
+    """Within the block, these settings are changed (tests)."""
+    previous = configure(**changes)
+    try:
+        yield _CURRENT[0]
+    finally:
+        _CURRENT[0] = previous
+
+
+if __name__ == "__main__":
+    for field in fields(Settings):
+        print(f"{ENV_NAMES[field.name]:<24} {getattr(current(), field.name)}")

@@ -1,0 +1,113 @@
+"""How the Full Transformer page draws the experiment's plan and a real run's report.
+
+Page-side only (sections/experiment.py is the page): the branch tables, the |delta| chart,
+the equal-count control and the N = 0 metrics, all from the report's language-neutral values.
+"""
+
+from __future__ import annotations
+
+import re
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from runners.results import RunResult
+from ui import downloads
+from ui.page import fmt, t
+from ui.run_views import DIFF_FLOOR, transformer_chart_rows
+
+VERDICTS = {True: "same", False: "different", None: "undefined"}  # expected_correct -> code
+MEASURED = ("max_abs_diff", "passed", "first", "hashes")
+
+
+def verdict(code: str) -> str:
+    return t(f"experiment.verdict.{code}")
+
+
+def md(text: str) -> str:
+    """Plain text for Markdown: special characters escaped, line breaks shown as ⏎."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|~<>$:])", r"\\\1", text).replace("\n", " ⏎ ")
+
+
+def first_divergence(row: dict) -> str:
+    where = row["first_divergence"] or {"stage": "none", "tensor": None}
+    if where["stage"] == "undefined":
+        kind = "microbatch" if row["name"].startswith("accum") else "rank"
+        return t(f"experiment.undefined.{kind}")
+    tensor = f" · {where['tensor']}" if where["tensor"] else ""
+    return t(f"experiment.stage.{where['stage']}") + tensor
+
+
+def _diff(row: dict) -> str:
+    return fmt(None) if row.get("max_abs_diff") is None else f"{row['max_abs_diff']:.2e}"
+
+
+def branch_table(rows: list[dict], key: str, extra: tuple[str, ...] = ()) -> None:
+    """One row per branch; `extra` adds measured columns from a run's report."""
+    frame = pd.DataFrame(
+        {
+            "branch": t(f"experiment.branch.{r['name']}"),
+            "optimizer": t(f"experiment.optimizer.{r['optimizer']}"),
+            "theory": verdict(VERDICTS[r["expected_correct"]]),
+            "max_abs_diff": _diff(r),
+            "passed": t("common.yes") if r.get("passed") else t("common.no"),
+            "first": first_divergence(r) if extra else "",
+            "hashes": " / ".join("—" if h is None else h[:10] for h in r.get("rank_hashes", ())),
+        }
+        for r in rows
+    )
+    columns = ["branch", "optimizer", "theory", *extra]
+    config = {k: t(f"experiment.results.{k}") for k in columns}
+    name = key.removeprefix("exp_")
+    downloads.table(frame[columns], name, hide_index=True, key=key, column_config=config)
+
+
+def _diff_chart(report: dict) -> None:
+    chart = pd.DataFrame(transformer_chart_rows(report["branches"]))
+    chart["branch"] = chart["branch"].map(lambda b: t(f"experiment.branch.{b}"))
+    points = (
+        alt.Chart(chart)
+        .mark_point(filled=True, opacity=0.8)
+        .encode(
+            x=alt.X("tensor:N", sort=None, title=t("experiment.chart.tensor")),
+            y=alt.Y("plotted:Q", scale=alt.Scale(type="log"), title=t("experiment.chart.diff")),
+            color=alt.Color("branch:N", title=t("experiment.results.branch")),
+            shape=alt.Shape("optimizer:N", title=t("experiment.results.optimizer")),
+            tooltip=["branch", "optimizer", "tensor", alt.Tooltip("abs_diff:Q", format=".3e")],
+        )
+    )
+    tolerance = pd.DataFrame({"y": [report["tolerance"]]})
+    rule = alt.Chart(tolerance).mark_rule(strokeDash=[4, 4]).encode(y=alt.Y("y:Q"))
+    st.subheader(t("experiment.chart.heading"))
+    st.altair_chart(points + rule, key="exp_chart")
+    st.caption(t("experiment.chart.caption", floor=f"{DIFF_FLOOR:.0e}"))
+
+
+def _zero_labels(report: dict) -> None:
+    zero, adamw = report["zero_labels"], report["zero_labels"]["by_optimizer"]["adamw"]
+    st.subheader(t("experiment.zero.heading"))
+    steps = {"before": int(adamw["steps_before"][0]), "after": int(adamw["steps_after_naive"][0])}
+    st.markdown(t("experiment.zero.body", **steps))
+    z1, z2, z3 = st.columns(3)
+    skipped = t("common.yes") if zero["skip_state_identical"] else t("common.no")
+    z1.metric(t("experiment.zero.skip"), skipped)
+    changed = ", ".join(t(f"experiment.zero.kind.{k}") for k in adamw["naive_changed"])
+    z2.metric(t("experiment.zero.changed"), changed or t("experiment.zero.none"))
+    z3.metric(t("experiment.zero.max_change"), f"{adamw['naive_max_weight_change']:.2e}")
+
+
+def run_results(result: RunResult) -> None:
+    """Everything a finished run shows: branches, chart, the equal-count control, N = 0."""
+    report = result.report
+    st.subheader(t("experiment.results.heading"))
+    tol, seconds = f"{report['tolerance']:.0e}", f"{result.seconds:.0f}"
+    n = report["num_valid_labels"]
+    st.caption(t("experiment.results.caption", n=n, seconds=seconds, tol=tol))
+    branch_table(report["branches"], "exp_results", MEASURED)
+    _diff_chart(report)
+    control = report["equal_count_control"]
+    st.subheader(t("experiment.control.heading"))
+    st.markdown(t("experiment.control.body", labels=", ".join(map(str, control["labels"]))))
+    branch_table(control["branches"], "exp_control", MEASURED)
+    _zero_labels(report)
