@@ -18,6 +18,7 @@ EXPERIMENTS = {
     "negatives": "experiments.negatives",
     "clipping": "experiments.clipping",
     "transformer": "experiments.transformer",
+    "trainer_check": "experiments.trainer_check",
 }
 
 

@@ -272,8 +272,10 @@ def _serve_one(request: dict, parent: int, out, spares: _Spares) -> None:
 
 
 def _is_project_module(module: object) -> bool:
+    """Loaded from a file of this project (some extension modules report a bare relative
+    name as their file: those are never the project's)."""
     file = getattr(module, "__file__", None)
-    return bool(file) and Path(file).resolve().is_relative_to(PROJECT_ROOT)
+    return bool(file) and os.path.isabs(file) and Path(file).resolve().is_relative_to(PROJECT_ROOT)
 
 
 def serve(project_preload: tuple[str, ...] = ()) -> None:

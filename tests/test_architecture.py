@@ -1,36 +1,189 @@
-"""Layering rules from the design: core is pure, runners never import Streamlit."""
+"""The design's layering, enforced on the real import graph of every project file.
+
+    sections -> ui -> experiments -> runners / core        (and never back, never in a circle)
+
+The graph is read with `ast` from every import statement in the project, inside functions
+too (a deferred import is still a dependency), so a circle cannot hide behind one.
+"""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("core", "runners", "experiments", "ui", "sections", "bench", "tests", "examples")
 FORBIDDEN_IN_CORE = ("streamlit", "subprocess", "torch.distributed", "multiprocessing", "os.system")
+# The published `python -m runners.<name>` commands: alias modules that run an experiment
+# package by name (runners/alias.py), so the launching layer never imports one.
+README_ALIASES = {
+    "runners.negatives": "experiments.negatives",
+    "runners.clipping": "experiments.clipping",
+    "runners.transformer": "experiments.transformer",
+    "runners.pretrain": "experiments.transformer.pretrain",
+    "runners.check": "experiments.trainer_check",
+}
 
 
-def imported_modules(path: Path) -> set[str]:
+def project_files() -> list[Path]:
+    files = [ROOT / "app.py"]
+    for package in PACKAGES:
+        files += sorted((ROOT / package).rglob("*.py"))
+    return [f for f in files if f.is_file()]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every module name an import statement in `path` may load, at any depth."""
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # a relative import: resolved against this file's package
+                package = module_name(path).split(".")
+                if path.name != "__init__.py":
+                    package.pop()
+                anchor = package[: len(package) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
     return names
+
+
+def import_graph(files: list[Path]) -> dict[str, set[str]]:
+    """module -> the project modules it imports (names that are not modules are dropped)."""
+    modules = {module_name(f): f for f in files}
+    return {
+        name: {m for m in imported_names(path) if m in modules and m != name}
+        for name, path in modules.items()
+    }
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import circle as [a, b, ..., a], or [] when the graph has none (depth-first)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+GRAPH = import_graph(project_files())
+
+
+def test_the_cycle_finder_finds_a_planted_circle():
+    planted = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycle(planted) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_graph_sees_imports_inside_functions(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("def f():\n    from runners import jobs\n    import core.ledger\n")
+    assert {"runners.jobs", "core.ledger"} <= imported_names(source)
+
+
+def test_no_import_cycle_anywhere():
+    assert find_cycle(GRAPH) == []
+
+
+def _imports(prefix: str) -> dict[str, set[str]]:
+    return {m: deps for m, deps in GRAPH.items() if m == prefix or m.startswith(prefix + ".")}
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_runners_import_no_experiment_and_no_page():
+    bad = {
+        m: sorted(d for d in deps if _in(d, "experiments") or _in(d, "ui") or _in(d, "sections"))
+        for m, deps in _imports("runners").items()
+    }
+    assert {m: d for m, d in bad.items() if d} == {}
+
+
+def test_the_readme_aliases_forward_by_name_only():
+    for name, package in README_ALIASES.items():
+        path = ROOT / (name.replace(".", "/") + ".py")
+        assert GRAPH[name] <= {"runners.alias"}, name
+        assert f'forward("{package}")' in path.read_text()
+
+
+def test_core_imports_neither_runners_nor_experiments_nor_the_ui():
+    bad = {
+        m: sorted(d for d in deps if not _in(d, "core"))
+        for m, deps in _imports("core").items()
+    }
+    assert {m: d for m, d in bad.items() if d} == {}
+
+
+def test_experiments_import_no_page():
+    bad = {
+        m: sorted(d for d in deps if _in(d, "ui") or _in(d, "sections"))
+        for m, deps in _imports("experiments").items()
+    }
+    assert {m: d for m, d in bad.items() if d} == {}
+
+
+def test_sections_reach_runs_only_through_the_ui():
+    """A page may compute with an experiment's plan (its params, report checks), but it starts
+    and reads runs only through ui.run_panel: never the launcher, the registry or a worker."""
+    bad = {}
+    for m, deps in _imports("sections").items():
+        wrong = [
+            d
+            for d in deps
+            if _in(d, "runners")
+            or d in ("experiments.registry", "experiments.base")
+            or d.endswith(".worker")
+        ]
+        if wrong:
+            bad[m] = wrong
+    assert bad == {}
 
 
 @pytest.mark.parametrize("path", sorted(ROOT.glob("core/*.py")), ids=lambda p: p.name)
 def test_core_is_pure(path):
     bad = [
-        m for m in imported_modules(path) if any(m == f or m.startswith(f + ".") for f in FORBIDDEN_IN_CORE)
+        m
+        for m in imported_names(path)
+        if any(m == f or m.startswith(f + ".") for f in FORBIDDEN_IN_CORE)
     ]
     assert bad == []
 
 
-@pytest.mark.parametrize("path", sorted(ROOT.glob("runners/**/*.py")), ids=lambda p: str(p.relative_to(ROOT)))
-def test_runners_never_import_streamlit(path):
-    assert not [m for m in imported_modules(path) if m.split(".")[0] == "streamlit"]
+@pytest.mark.parametrize(
+    "path",
+    sorted([*ROOT.glob("runners/**/*.py"), *ROOT.glob("experiments/**/*.py")]),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_runners_and_experiments_never_import_streamlit(path):
+    assert not [m for m in imported_names(path) if m.split(".")[0] == "streamlit"]
 
 
 @pytest.mark.parametrize(
@@ -42,14 +195,37 @@ def test_small_files(path):
 
 
 def test_no_shell_anywhere():
-    offenders = []
-    for path in [
-        *ROOT.glob("core/*.py"),
-        *ROOT.glob("runners/**/*.py"),
-        *ROOT.glob("ui/*.py"),
-        *ROOT.glob("sections/*.py"),
-    ]:
-        text = path.read_text()
-        if "shell=True" in text or "os.system(" in text:
-            offenders.append(path.name)
+    checked = [p for p in project_files() if p != Path(__file__).resolve()]
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in checked
+        if "shell=True" in path.read_text() or "os.system(" in path.read_text()
+    ]
     assert offenders == []
+
+
+def test_every_experiment_is_registered_and_shaped_alike():
+    from experiments import registry
+
+    on_disk = {
+        p.parent.name for p in (ROOT / "experiments").glob("*/__init__.py")
+    }
+    assert on_disk == set(registry.names())
+    for name in registry.names():
+        package = ROOT / "experiments" / name
+        for part in ("params.py", "worker.py", "report.py", "cli.py", "__main__.py"):
+            assert (package / part).is_file(), f"experiments/{name}/{part}"
+        assert registry.get(name).name == name
+
+
+def test_ruff_format_and_check_are_clean():
+    """No line over 100 characters, no squeezing (`fmt: skip`), formatted, lint-clean."""
+    ruff = [sys.executable, "-m", "ruff"]
+    files = [str(p.relative_to(ROOT)) for p in project_files()]
+    fmt = subprocess.run([*ruff, "format", "--check", *files], cwd=ROOT, capture_output=True, text=True)
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+    lint = subprocess.run([*ruff, "check", *files], cwd=ROOT, capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    mine = str(Path(__file__).resolve().relative_to(ROOT))
+    squeezed = [f for f in files if f != mine and "fmt: skip" in (ROOT / f).read_text()]
+    assert squeezed == []

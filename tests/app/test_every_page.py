@@ -1,6 +1,5 @@
 """Every registered page renders without an exception, in both languages."""
 
-import ast
 import json
 import os
 import subprocess
@@ -10,24 +9,25 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+import ui.pages
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def registered_pages() -> list[str]:
-    """The page files app.py registers (read without running Streamlit)."""
-    tree = ast.parse((ROOT / "app.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PAGES":
-            return [entry[0] for entry in ast.literal_eval(node.value)]
-    raise AssertionError("app.py has no PAGES list")
-
-
-PAGES = registered_pages()
+PAGES = [page.file for page in ui.pages.PAGES]  # what app.py registers
 
 
 def test_every_page_file_is_registered():
     on_disk = {f"sections/{p.name}" for p in (ROOT / "sections").glob("*.py")}
     assert on_disk == set(PAGES)
+
+
+def test_the_home_page_walks_the_navigation_in_order():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    assert not at.exception
+    links = [link.proto.page for link in at.get("page_link")]
+    assert links == [page.url for page in ui.pages.WORKSHOP]  # the url paths, in order
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -68,6 +68,8 @@ def test_sections_that_do_not_compute_with_torch_never_import_it():
 import json, sys
 sys.path.insert(0, {str(ROOT)!r})
 from streamlit.testing.v1 import AppTest
+
+import ui.pages
 out = {{}}
 for page in {pages!r}:
     at = AppTest.from_file({str(ROOT / "app.py")!r}, default_timeout=60)
@@ -89,6 +91,8 @@ def test_the_server_preloads_torch_after_serving_a_page_unless_turned_off():
 import sys
 sys.path.insert(0, {str(ROOT)!r})
 from streamlit.testing.v1 import AppTest
+
+import ui.pages
 from ui import preload
 AppTest.from_file({str(ROOT / "app.py")!r}, default_timeout=60).run()
 started_by_app = list(preload._THREAD)  # app.py starts it after the page

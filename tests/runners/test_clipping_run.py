@@ -149,11 +149,14 @@ def test_cli_prints_the_report_as_json(real_run, monkeypatch, capsys):
     result, _ = real_run
     seen = {}
 
-    def fake_run(inject_overflow=None, nonfinite="inf", **kwargs):
-        seen.update(inject_overflow=inject_overflow, nonfinite=nonfinite)
-        return result
+    class Recorded:  # the session's real run, handed back for whatever the CLI asks
+        timeout_s = 180.0
 
-    monkeypatch.setattr(runner, "run", fake_run)
+        def run(self, params, **kwargs):
+            seen.update(inject_overflow=params.inject_overflow, nonfinite=params.nonfinite)
+            return result
+
+    monkeypatch.setattr(clipping_cli, "EXPERIMENT", Recorded())
     assert clipping_cli.main(["--json", "--inject-overflow", "1"]) == 0
     assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(result.report))
     assert seen == {"inject_overflow": 1, "nonfinite": "inf"}

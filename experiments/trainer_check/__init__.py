@@ -1,0 +1,58 @@
+"""Check your own trainer: one command that proves a training step is the same update as the
+single-process reference on the global token mean, or says which weight each microbatch
+really got. The seed page's section 07 recipe (fixed weights, a single-process reference,
+uneven supervision, empty replicas, compare the parameters after one update) as one launch.
+
+    python -m runners.check my_trainer.py --json
+    torchrun --standalone --nproc-per-node 4 -m experiments.trainer_check --out-dir /tmp/c \\
+        --trainer my_trainer.py
+
+In a test suite:
+
+    from experiments.trainer_check import assert_same_update
+    assert_same_update("trainer.py", world_size=2, accum=2)
+"""
+
+from __future__ import annotations
+
+import json
+
+from experiments.base import Experiment
+from experiments.trainer_check.params import Params
+from experiments.trainer_check.report import build_report
+from runners.results import RunResult
+
+EXPERIMENT = Experiment(
+    name="trainer_check",
+    worker="experiments.trainer_check",
+    params=Params.checked,
+    build_report=build_report,
+    timeout_s=600.0,
+)
+
+
+def run(*, timeout_s=None, pg_timeout_s=None, progress=None, **params) -> RunResult:
+    """Validate `params` (Params.checked's names) and launch; see `Experiment.run`."""
+    checked = Params.checked(**params)
+    return EXPERIMENT.run(checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress)
+
+
+def assert_same_update(trainer: str, world_size: int = 2, accum: int = 2, **options) -> dict:
+    """Run the check; return the report, or raise AssertionError carrying it (for pytest).
+
+    `options`: counts ("3,8;8,16"), tolerance, timeout_s.
+    """
+    from experiments.trainer_check.trainer_file import load
+
+    load(trainer)  # a file that can't be used raises TrainerFileError (a ValueError) here
+    timeout_s = options.pop("timeout_s", None)
+    result = run(trainer=trainer, world_size=world_size, accum=accum, timeout_s=timeout_s, **options)
+    if not result.ok:
+        raise AssertionError(f"the trainer check did not finish: {result.message}")
+    check = result.report["checks"][0]
+    if not check["passed"]:
+        failed = [s["name"] for s in check["scenarios"] if not s["passed"]]
+        raise AssertionError(
+            f"{trainer}: not the same update in {', '.join(failed)}\n{json.dumps(check, indent=2)}"
+        )
+    return check

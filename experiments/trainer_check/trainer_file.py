@@ -1,0 +1,96 @@
+"""A user's trainer file: imported by path, as `python TRAINER.py` would run it, and checked
+against the contract before anything is launched.
+
+The contract (README, "Check your own trainer"):
+
+    VOCAB_SIZE: int                      required
+    SEQ_LEN: int = 8, BATCH_SIZE: int = 2  optional: a microbatch is BATCH_SIZE x SEQ_LEN
+    build_model() -> torch.nn.Module     a fresh, identical float64 model on every call
+    token_losses(model, microbatch) -> Tensor   one loss per counted label (1-D, maybe empty)
+    train_step(model, optimizer, microbatches) -> None   the user's own update on one rank
+    make_optimizer(params) -> Optimizer  optional (default SGD, lr 0.1)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+REQUIRED_FUNCTIONS = ("build_model", "token_losses", "train_step")
+DEFAULT_SEQ_LEN, DEFAULT_BATCH_SIZE, MAX_SIDE = 8, 2, 4096
+
+
+class TrainerFileError(ValueError):
+    """The file cannot be used as a trainer (the message names the file, and its line)."""
+
+
+class TrainerRaised(RuntimeError):
+    """The trainer raised while it ran; the message names the user's file and line."""
+
+
+@dataclass(frozen=True)
+class Trainer:
+    path: Path
+    module: ModuleType
+    vocab_size: int
+    seq_len: int
+    batch_size: int
+
+    @property
+    def capacity(self) -> int:
+        """Label positions of one microbatch: the most any n_rk can be."""
+        return self.seq_len * self.batch_size
+
+    def call(self, name: str, *args):
+        """Call the file's `name`, turning any exception into TrainerRaised at the user's
+        own line (the lab's frames are not the user's business)."""
+        function = getattr(self.module, name)
+        try:
+            return function(*args)
+        except Exception as exc:  # noqa: BLE001 - reported, with where it happened
+            raise TrainerRaised(where(exc, self.path, name)) from None
+
+
+def where(exc: BaseException, path: Path, name: str) -> str:
+    """'trainer.py:12 in train_step: ZeroDivisionError: division by zero'."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
+    at = f"{path.name}:{frames[-1].lineno} in {frames[-1].name}" if frames else f"{path.name} {name}"
+    text = " ".join(str(exc).split())
+    return f"{at}: {type(exc).__name__}" + (f": {text}" if text else "")
+
+
+def load(path: str | Path) -> Trainer:
+    """Import the trainer file at `path` (its folder first on sys.path, like a script) and
+    check the contract. Raises TrainerFileError with a one-line reason."""
+    path = Path(path).expanduser().resolve()
+    if path.suffix != ".py" or not path.is_file():
+        raise TrainerFileError(f"{path}: not a Python file")
+    name = f"pcl_trainer_{abs(hash(str(path)))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))  # it may import its neighbours
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise TrainerFileError(f"{path.name}:{exc.lineno}: SyntaxError: {exc.msg}") from None
+    except Exception as exc:  # noqa: BLE001 - an import error, a failing top-level line
+        raise TrainerFileError(f"cannot import {where(exc, path, 'the file')}") from None
+    missing = [f for f in REQUIRED_FUNCTIONS if not callable(getattr(module, f, None))]
+    if missing:
+        raise TrainerFileError(f"{path.name}: missing {', '.join(f'{m}()' for m in missing)}")
+    sizes = {
+        "VOCAB_SIZE": getattr(module, "VOCAB_SIZE", None),
+        "SEQ_LEN": getattr(module, "SEQ_LEN", DEFAULT_SEQ_LEN),
+        "BATCH_SIZE": getattr(module, "BATCH_SIZE", DEFAULT_BATCH_SIZE),
+    }
+    for key, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIDE:
+            raise TrainerFileError(f"{path.name}: {key}={value!r} must be a whole number 1..{MAX_SIDE}")
+    if optimizer := getattr(module, "make_optimizer", None):
+        if not callable(optimizer):
+            raise TrainerFileError(f"{path.name}: make_optimizer is not a function")
+    return Trainer(path, module, sizes["VOCAB_SIZE"], sizes["SEQ_LEN"], sizes["BATCH_SIZE"])

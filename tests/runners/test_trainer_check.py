@@ -1,0 +1,180 @@
+"""The trainer check on real Gloo processes: the bundled examples get their verdicts and
+schemes, and the weights each one really applies match the closed-form grids of
+core.update_weights to 1e-6, for P in {1, 2, 4} and K in {1, 2, 3} (one launch per shape,
+every example in it). Broken trainer files each get a one-line answer and leave nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+from runner_support import MARK_ENV, ROOT, marked
+
+from core import update_weights
+from experiments.trainer_check import EXPERIMENT, assert_same_update
+from experiments.trainer_check.params import Params
+
+EXAMPLES = ROOT / "examples" / "trainers"
+BROKEN = ROOT / "tests" / "trainers"
+# example -> the scheme its train_step applies (core.update_weights' names)
+SCHEMES = {
+    "correct_manual": "global_token",
+    "correct_ddp_no_sync": "global_token",
+    "adamw_steps_at_zero": "global_token",
+    "ddp_mean_of_local_means": "replica_mean",
+    "microbatch_means": "microbatch_mean",
+    "double_divide_by_k": "double_scaled",
+    "unnormalised_sum": "unnormalised_sum",
+}
+CORRECT = {"correct_manual", "correct_ddp_no_sync"}
+SHAPES = [(p, k) for p in (1, 2, 4) for k in (1, 2, 3)]
+
+
+@pytest.fixture(scope="session", params=SHAPES, ids=lambda s: f"P{s[0]}K{s[1]}")
+def shape_run(request):
+    """One launch per (P, K) with every bundled example in it."""
+    world_size, accum = request.param
+    trainers = [str(EXAMPLES / f"{name}.py") for name in SCHEMES]
+    params = Params.checked(trainers, world_size=world_size, accum=accum)
+    result = EXPERIMENT.run(params, timeout_s=400)
+    assert result.ok, result.message
+    checks = {os.path.basename(c["trainer"])[:-3]: c for c in result.report["checks"]}
+    return world_size, accum, checks
+
+
+def test_weights_match_each_examples_formula(shape_run):
+    world_size, accum, checks = shape_run
+    for name, scheme in SCHEMES.items():
+        for s in checks[name]["scenarios"]:
+            if not sum(map(sum, s["counts"])):
+                assert s["weights"] is None or all(w is None for row in s["weights"] for w in row)
+                assert s["scheme"] is None
+                continue
+            expected = update_weights.scheme_weights_times_n(s["counts"], scheme)
+            for got_row, want_row in zip(s["weights"], expected, strict=True):
+                for got, want in zip(got_row, want_row, strict=True):
+                    assert (got is None) == (want is None), (name, s["name"], s["weights"])
+                    if want is not None:
+                        assert got == pytest.approx(want, rel=1e-6, abs=1e-9), (name, s["name"])
+            assert s["residual"] < 1e-6 and scheme in s["matching_schemes"], (name, s["name"])
+
+
+def test_verdicts(shape_run):
+    world_size, accum, checks = shape_run
+    for name in CORRECT:
+        assert checks[name]["passed"], [(s["name"], s["first_divergence"]) for s in checks[name]["scenarios"]]
+    adamw = {s["name"]: s for s in checks["adamw_steps_at_zero"]["scenarios"]}
+    assert not adamw["no_labels"]["passed"] and "zero_must_skip" in adamw["no_labels"]["notes"]
+    assert all(s["passed"] for n, s in adamw.items() if n != "no_labels")
+    for s in checks["unnormalised_sum"]["scenarios"]:
+        if sum(map(sum, s["counts"])):  # N / P is never 1 with a full microbatch in it
+            assert not s["passed"]
+    names = {s["name"] for s in checks["correct_manual"]["scenarios"]}
+    skipped = {s["name"] for s in checks["correct_manual"]["skipped_scenarios"]}
+    assert names | skipped == {"uneven", "empty_microbatch", "empty_rank", "equal_counts", "no_labels"}
+    assert ("empty_rank" in skipped) == (world_size == 1)
+    assert ("empty_microbatch" in skipped) == (accum == 1)
+
+
+def test_wrong_schemes_are_named_and_fail_where_counts_differ(shape_run):
+    world_size, accum, checks = shape_run
+    if (world_size, accum) != (2, 2):
+        pytest.skip("the names are checked at the CLI's default shape")
+    for name, scheme in SCHEMES.items():
+        uneven = next(s for s in checks[name]["scenarios"] if s["name"] == "uneven")
+        assert uneven["scheme"] == scheme
+        assert uneven["passed"] == (scheme == "global_token")
+        control = next(s for s in checks[name]["scenarios"] if s["name"] == "equal_counts")
+        assert "control" in control["notes"]
+        if scheme in ("replica_mean", "microbatch_mean"):
+            assert control["passed"]  # the control cannot see these: why it is no evidence
+    first = next(s for s in checks["microbatch_means"]["scenarios"] if s["name"] == "uneven")
+    assert first["first_divergence"]["tensor"].startswith("parameter ")
+
+
+def cli(*args: str, timeout: float = 240, mark: str | None = None):
+    env = dict(os.environ, **({MARK_ENV: mark} if mark else {}))
+    return subprocess.run(
+        [sys.executable, "-m", "runners.check", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_cli_json_and_a_hand_typed_torchrun_agree(tmp_path):
+    done = cli(str(EXAMPLES / "correct_manual.py"), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert set(report) >= {"trainer", "world_size", "accum_steps", "tolerance", "passed", "scenarios"}
+    fields = {"name", "counts", "passed", "max_abs_diff", "first_divergence", "weights", "residual", "scheme"}
+    assert all(fields <= set(s) for s in report["scenarios"])
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    worker = ["-m", "experiments.trainer_check", "--out-dir", str(tmp_path)]
+    trainer = ["--trainer", str(EXAMPLES / "correct_manual.py")]
+    by_hand = subprocess.run(
+        [*torchrun, "--nproc-per-node", "2", *worker, *trainer],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert by_hand.returncode == 0, by_hand.stderr
+    assert json.loads((tmp_path / "report.json").read_text()) == report
+
+
+def test_counts_pattern_reads_p_and_k():
+    done = cli(str(EXAMPLES / "microbatch_means.py"), "--counts", "3,8;8,16", "--json")
+    assert done.returncode == 1, done.stderr  # a different update: exit 1
+    report = json.loads(done.stdout)
+    assert (report["world_size"], report["accum_steps"]) == (2, 2)
+    (custom,) = report["scenarios"]
+    assert custom["name"] == "custom" and custom["counts"] == [[3, 8], [8, 16]]
+    assert custom["weights"][0] == pytest.approx([35 / 12, 35 / 32], rel=1e-6)
+    assert custom["scheme"] == "microbatch_mean"
+
+
+@pytest.mark.parametrize(
+    "trainer, code, needle",
+    [
+        (BROKEN / "syntax_error.py", 2, "syntax_error.py:4: SyntaxError"),
+        (BROKEN / "missing_train_step.py", 2, "missing train_step()"),
+        (BROKEN / "raises_on_rank_one.py", 1, "raises_on_rank_one.py:13 in train_step: ZeroDivisionError"),
+        (BROKEN / "never_steps.py", 1, "did it call optimizer.step()?"),
+        (BROKEN / "hangs.py", 1, "timed out after 20 s"),
+    ],
+    ids=lambda x: getattr(x, "stem", x),
+)
+def test_broken_trainers_get_one_clear_line_and_leave_nothing(trainer, code, needle):
+    mark = uuid.uuid4().hex
+    done = cli(str(trainer), "--timeout", "20", mark=mark)
+    assert done.returncode == code, done.stdout + done.stderr
+    assert needle in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    if code == 2:
+        assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
+    assert marked(mark) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--world-size", "9"], ["--accum", "0"], ["--counts", "a,b"], ["--counts", "3,99"], ["--tolerance", "-1"]],
+)
+def test_bad_arguments_exit_2_in_one_line(args):
+    done = cli(str(EXAMPLES / "correct_manual.py"), *args)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_pytest_helper():
+    check = assert_same_update(str(EXAMPLES / "correct_ddp_no_sync.py"), world_size=2, accum=2)
+    assert check["passed"]
+    with pytest.raises(AssertionError) as caught:
+        assert_same_update(str(EXAMPLES / "double_divide_by_k.py"), counts="4,9;2,16")
+    assert "not the same update in custom" in str(caught.value) and '"double_scaled"' in str(caught.value)
