@@ -135,7 +135,7 @@ with guard():
     bars = alt.Chart(ranks).mark_bar().encode(
         x=alt.X("rank:O", title=t("validation.sampler.rank")),
         y=alt.Y("tokens:Q", title=t("validation.sampler.tokens")),
-        tooltip=[alt.Tooltip(f"{c}:Q") for c in ("rank", "samples", "repeats", "tokens")],
+        tooltip=[alt.Tooltip(f"{c}:Q", title=config[c]["label"]) for c in list(config)[:4]],
     )  # fmt: skip
     share = alt.Chart(pd.DataFrame({"y": [e.even_share_tokens]})).mark_rule(strokeDash=[4, 4]).encode(y=alt.Y("y:Q"))  # fmt: skip
     st.altair_chart(bars + share, key="val_chart")
