@@ -113,7 +113,11 @@ with guard():
             x=alt.X("tau:Q", scale=alt.Scale(type="log"), title=t("negatives.chart.tau")),
             y=alt.Y("gradient:Q", title=t("negatives.chart.gradient")),
             color=alt.Color("series:N", title=t("negatives.chart.series")),
-            tooltip=[alt.Tooltip("tau:Q"), alt.Tooltip("series:N"), alt.Tooltip("gradient:Q", format="+.6f")],
+            tooltip=[
+                alt.Tooltip("tau:Q", title=t("negatives.controls.tau")),
+                alt.Tooltip("series:N", title=t("negatives.chart.series")),
+                alt.Tooltip("gradient:Q", title=t("negatives.chart.gradient"), format="+.6f"),
+            ],
         )
     )
     rule = (

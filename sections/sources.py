@@ -35,7 +35,8 @@ SOURCES = [
 
 for key, url, pages in SOURCES:
     with st.container(border=True):
-        st.markdown(f"**[{t(f'sources.items.{key}.name')}]({url})** · {t('sources.used_on', pages=pages)}")
+        used_on = t("sources.used_on", pages=pages.replace("experiment", t("sources.experiment")))
+        st.markdown(f"**[{t(f'sources.items.{key}.name')}]({url})** · {used_on}")
         st.markdown(t(f"sources.items.{key}.establishes"))
 
 frame = pd.DataFrame(
@@ -44,12 +45,12 @@ frame = pd.DataFrame(
             "source": t(f"sources.items.{key}.name"),
             "address": url,
             "establishes": t(f"sources.items.{key}.establishes"),
-            "pages": pages,
+            "pages": pages.replace("experiment", t("sources.experiment")),
         }
         for key, url, pages in SOURCES
     ]
 )
+labels = {c: t(f"sources.col.{c}") for c in frame.columns}  # headers in the page's language
 with st.expander(t("sources.as_table")):
-    downloads.table(
-        frame, "sources", hide_index=True, column_config={"address": st.column_config.LinkColumn()}
-    )
+    config = labels | {"address": st.column_config.LinkColumn(labels["address"])}
+    downloads.table(frame, "sources", hide_index=True, column_config=config)

@@ -75,7 +75,7 @@ def sampler_epoch_view(e: sampler.SamplerEpoch) -> None:
         .encode(
             x=alt.X("rank:O", title=t("validation.sampler.rank")),
             y=alt.Y("tokens:Q", title=t("validation.sampler.tokens")),
-            tooltip=[alt.Tooltip(f"{c}:Q") for c in counted],
+            tooltip=[alt.Tooltip(f"{c}:Q", title=t(f"validation.sampler.{c}")) for c in counted],
         )
     )
     even = pd.DataFrame({"y": [e.even_share_tokens]})

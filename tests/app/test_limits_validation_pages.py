@@ -30,7 +30,7 @@ def test_limits_renders_every_block_in_both_languages(lang):
     assert len(at.dataframe) == 6 and len(at.table) == 1  # one table per demonstration, the overview
     assert len(at.get("download_button")) == 12  # each demonstration's table as CSV and JSON
     if lang == "zh":
-        assert metrics(at)["窗口内 step：最大参数差"] == "+0.00636"
+        assert metrics(at)["窗口内提前更新：最大参数差"] == "+0.00636"
 
 
 def test_limits_widgets_drive_the_figures():

@@ -1,0 +1,245 @@
+"""One word per concept: locales/glossary.toml holds both catalogues to it, and the two
+languages agree on every number, placeholder and formula of a key.
+
+Each check returns readable findings (file, key, the offending text) instead of a bare
+assert, and the planted-variant tests prove the checks fire on a copy of the catalogue.
+
+Run: python -m pytest tests/test_glossary.py -q
+"""
+
+import re
+import tomllib
+from collections import Counter, defaultdict
+
+import pytest
+
+from ui import i18n
+
+GLOSSARY = i18n.LOCALES / "glossary.toml"
+
+MATHS = re.compile(r"\$\$?[^$]+\$\$?")
+CODE = re.compile(r"`[^`]*`")
+PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+NUMBER = re.compile(r"(?<![A-Za-z_\d.])\d+(?:[.,]\d+)*(?:e[−-]?\d+)?")
+# A formula token: a run of Latin/Greek/maths characters holding at least one maths sign.
+FORMULA_SIGNS = set("=÷×/²‖⌈⌉⌊⌋√Σ∑≥≤∈→^θτηλεΔ")
+TOKEN_SPLIT = re.compile(r"[\s\u3000-\u303f\u4e00-\u9fff\uff00-\uffef“”‘’—–·]+")
+SLASHED_WORDS = re.compile(r"(?<![\w/])[A-Za-z]{3,}/[A-Za-z]*(?![A-Za-z_(])")  # torch/backend
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+# (key, kind, token) -> why the two languages may legitimately differ there. Keep it short:
+# a test fails when an entry no longer matches a real difference.
+PARITY_EXCEPTIONS = {
+    ("framework.weights_body", "number", "1"): "'unit weights' reads 权重全为 1 in Chinese",
+    ("validation.sampler.seen_item", "formula", "×"): "'read 3×' is 读了 3 次: 次 is the ×",
+}
+
+
+def glossary() -> list[dict]:
+    with GLOSSARY.open("rb") as f:
+        return tomllib.load(f)["concept"]
+
+
+def where(lang: str, key: str) -> str:
+    area, _, rest = key.partition(".")
+    return f"locales/{lang}/{area}.toml [{rest}]"
+
+
+def prose(text: str) -> str:
+    """The words of a value: maths, inline code and {placeholders} are not prose."""
+    for pattern in (MATHS, CODE, PLACEHOLDER):
+        text = pattern.sub(" ", text)
+    return text
+
+
+def forbidden_variants(catalogue: dict[str, str], lang: str, concepts: list[dict]) -> list[str]:
+    flags = re.MULTILINE | (re.IGNORECASE if lang == "en" else 0)
+    findings = []
+    for key, value in catalogue.items():
+        text = prose(value)
+        for concept in concepts:
+            for pattern in concept.get(f"{lang}_forbidden", ()):
+                for m in re.finditer(pattern, text, flags):
+                    context = text[max(0, m.start() - 20) : m.end() + 20].strip()
+                    findings.append(
+                        f"{where(lang, key)}: {m.group()!r} is a variant of {concept['id']!r}, "
+                        f"write {concept[lang]!r} (…{context}…)"
+                    )
+    return findings
+
+
+def unpaired_terms(en: dict[str, str], zh: dict[str, str], concepts: list[dict]) -> list[str]:
+    """A concept named in one language's text of a key must be named in the other's."""
+    findings = []
+    for concept in (c for c in concepts if "en_term" in c):
+        for key in en:
+            says_en = re.search(concept["en_term"], prose(en[key]), re.IGNORECASE)
+            says_zh = re.search(concept["zh_term"], prose(zh[key]), re.IGNORECASE)
+            if says_en and not says_zh:
+                findings.append(
+                    f"{where('zh', key)}: the English says {says_en.group()!r} "
+                    f"({concept['id']}), the Chinese lacks {concept['zh']!r}: {zh[key]!r}"
+                )
+            elif says_zh and not says_en and concept["pair"] == "both":
+                findings.append(
+                    f"{where('zh', key)}: {says_zh.group()!r} ({concept['id']}) where the "
+                    f"English does not name it: {en[key]!r}"
+                )
+    return findings
+
+
+def different_chinese_for_same_english(en: dict[str, str], zh: dict[str, str]) -> list[str]:
+    keys_by_text = defaultdict(list)
+    for key, text in en.items():
+        keys_by_text[text].append(key)
+    return [
+        f"{en_text!r} reads differently in Chinese: " + "; ".join(f"{k} = {zh[k]!r}" for k in keys)
+        for en_text, keys in keys_by_text.items()
+        if len({zh[k] for k in keys}) > 1
+    ]
+
+
+def formula_parts(text: str) -> dict[str, Counter]:
+    """What both languages must hold alike, counted: maths, code, placeholders, numbers and
+    formula tokens (a formula written with spaces, τ / n, counts as its pieces)."""
+    if "\\" in text and "$" not in text and not CJK.search(text):  # a bare formula for st.latex
+        return {"latex": Counter([text])}
+    parts = {"maths": Counter(MATHS.findall(text))}
+    text = MATHS.sub(" ", text)
+    parts["code"] = Counter(CODE.findall(text))
+    parts["placeholder"] = Counter(set(PLACEHOLDER.findall(CODE.sub(" ", text))))
+    text = SLASHED_WORDS.sub(" ", prose(text))
+    parts["number"] = Counter(n.replace("−", "-") for n in NUMBER.findall(text))
+    tokens = (t.strip(",.;:!?()[]*'\"") for t in TOKEN_SPLIT.split(text))
+    parts["formula"] = Counter(t for t in tokens if FORMULA_SIGNS & set(t))
+    return parts
+
+
+def parity_differences(en: dict[str, str], zh: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(key, kind, token) for every token one language's text of a key holds more often."""
+    differences = []
+    for key in en:
+        en_parts, zh_parts = formula_parts(en[key]), formula_parts(zh[key])
+        for kind in sorted(set(en_parts) | set(zh_parts)):
+            a, b = en_parts.get(kind, Counter()), zh_parts.get(kind, Counter())
+            differences += [(key, kind, token) for token in sorted((a - b) + (b - a))]
+    return differences
+
+
+def parity_findings(en: dict[str, str], zh: dict[str, str]) -> list[str]:
+    findings = []
+    for key, kind, token in parity_differences(en, zh):
+        if (key, kind, token) not in PARITY_EXCEPTIONS:
+            texts = f"en {en[key]!r} / zh {zh[key]!r}"
+            findings.append(f"{where('zh', key)}: {kind} {token!r} differs: {texts}")
+    return findings
+
+
+@pytest.fixture(scope="module")
+def catalogues() -> tuple[dict[str, str], dict[str, str]]:
+    return dict(i18n.catalogue("en")), dict(i18n.catalogue("zh"))
+
+
+def test_glossary_is_well_formed():
+    concepts = glossary()
+    ids = [c["id"] for c in concepts]
+    assert len(ids) == len(set(ids)), "concept ids must be unique"
+    for concept in concepts:
+        assert concept["en"] and concept["zh"], concept["id"]
+        if concept.get("loanword"):
+            assert concept["zh"] == concept["en"], f"{concept['id']}: a loanword keeps its form"
+        for field in ("en_forbidden", "zh_forbidden", "en_term", "zh_term"):
+            patterns = concept.get(field, ())
+            for pattern in [patterns] if isinstance(patterns, str) else patterns:
+                re.compile(pattern)
+        if "en_term" in concept:
+            assert "zh_term" in concept and concept["pair"] in ("en", "both"), concept["id"]
+
+
+@pytest.mark.parametrize("lang", i18n.LANGUAGES)
+def test_no_forbidden_variant(catalogues, lang):
+    catalogue = catalogues[i18n.LANGUAGES.index(lang)]
+    findings = forbidden_variants(catalogue, lang, glossary())
+    assert not findings, "\n".join(findings)
+
+
+def test_each_concept_named_in_both_languages(catalogues):
+    findings = unpaired_terms(*catalogues, glossary())
+    assert not findings, "\n".join(findings)
+
+
+def test_same_english_reads_the_same_in_chinese(catalogues):
+    findings = different_chinese_for_same_english(*catalogues)
+    assert not findings, "\n".join(findings)
+
+
+def test_numbers_placeholders_and_formulas_agree(catalogues):
+    findings = parity_findings(*catalogues)
+    assert not findings, "\n".join(findings)
+
+
+def test_every_parity_exception_is_still_needed(catalogues):
+    differences = set(parity_differences(*catalogues))
+    assert [e for e in PARITY_EXCEPTIONS if e not in differences] == []
+
+
+# The variants issue 18 found in the Chinese catalogue: each must be caught if it comes back.
+ISSUE_VARIANTS = (
+    *("微批", "词元", "批次", "随机失活", "损失", "填充"),  # the experiment page's dialect
+    *("补齐", "规约", "局部", "分岔", "漂移"),  # a second word for one concept across files
+)
+
+
+@pytest.mark.parametrize("variant", ISSUE_VARIANTS)
+def test_a_planted_chinese_variant_is_reported(catalogues, variant):
+    zh = dict(catalogues[1])
+    zh["experiment.windows.caption"] += f"（{variant}）"
+    findings = forbidden_variants(zh, "zh", glossary())
+    assert len(findings) == 1
+    assert "locales/zh/experiment.toml [windows.caption]" in findings[0]
+    assert repr(variant) in findings[0]
+
+
+def test_a_planted_english_variant_is_reported(catalogues):
+    en = dict(catalogues[0])
+    en["limits.lead"] = en["limits.lead"].replace("microbatches", "micro-batches", 1)
+    findings = forbidden_variants(en, "en", glossary())
+    assert len(findings) == 1 and "locales/en/limits.toml [lead]: 'micro-batch'" in findings[0]
+
+
+def test_a_planted_meaning_slip_is_reported(catalogues):
+    en, zh = catalogues
+    slipped = dict(zh)
+    # The two slips issue 18 found: 动量 for the optimizer's moments, 进程 {rank} for rank {rank}.
+    slipped["home.steps.step.shows"] = (
+        "一个 rank 溢出：所有 rank 必须一致同意跳过，参数、动量和步数都不能变。"
+    )
+    chunk = slipped["experiment.windows.chunk"]
+    slipped["experiment.windows.chunk"] = chunk.replace("rank {rank}", "进程 {rank}")
+    findings = unpaired_terms(en, slipped, glossary())
+    assert len(findings) == 3, findings  # moments missing, 动量 unasked for, rank missing
+    files = ("locales/zh/home.toml [steps.step.", "locales/zh/experiment.toml [windows.chunk]")
+    assert all(f.startswith(files) for f in findings)
+
+
+def test_a_planted_number_or_formula_change_is_reported(catalogues):
+    en, zh = catalogues
+    changed = dict(zh)
+    for key, old, new in (
+        ("home.steps.denominator.ask", "96", "69"),
+        ("framework.lead", "\\frac{P}{N}", "\\frac{N}{P}"),
+        ("clipping.exercise_why", "τ / n", "τ · n"),
+    ):
+        changed[key] = changed[key].replace(old, new, 1)
+    findings = parity_findings(en, changed)
+    assert any("[steps.denominator.ask]: number '96' differs" in f for f in findings)
+    assert any("[lead]: maths" in f for f in findings)
+    assert any("[exercise_why]: formula" in f for f in findings)
+
+
+def test_a_planted_second_wording_is_reported(catalogues):
+    en, zh = catalogues
+    changed = dict(zh)
+    changed["clipping.run_button"] = "运行双进程对照"
+    findings = different_chinese_for_same_english(en, changed)
+    assert len(findings) == 1 and "'Run the two-process check'" in findings[0]
