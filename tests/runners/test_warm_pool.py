@@ -28,6 +28,7 @@ import experiments.negatives as negatives
 import experiments.transformer as transformer
 from experiments import registry
 from runners import jobs, launcher, settings, warm_pool
+from runners.zygote import SPARE_RANKS
 
 LOOP = "tests.runners.workers.collective_loop"
 SLEEPS = "tests.runners.workers.sleeps"
@@ -130,7 +131,7 @@ def test_ranks_reuse_preloaded_modules_until_a_project_file_changes(pool):
     first = launcher.launch(worker, 2)
     assert first.ok, first.message
     assert [r["preloaded"] for r in first.ranks] == [True, True]
-    edited = ROOT / "runners" / "cli.py"  # imported by the preloaded runners
+    edited = ROOT / "experiments" / "negatives" / "params.py"  # imported by a preloaded worker
     before = edited.stat()
     try:
         os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
@@ -150,9 +151,12 @@ def test_a_spare_rank_killed_while_it_waits_is_never_used(pool):
             return [int(pid) for pid in f.read().split()]
 
     # the ranks and a store, all waiting (forked again just after the last run's reply)
-    assert wait_for(lambda: len(spares()) == warm_pool.SPARE_RANKS + 1, 5), spares()
-    for pid in spares():
+    assert wait_for(lambda: len(spares()) == SPARE_RANKS + 1, 5), spares()
+    killed = spares()
+    for pid in killed:
         os.kill(pid, signal.SIGKILL)
+    # dead, not merely signalled: a SIGKILLed process of ~300 MB takes a moment to go
+    assert wait_for(lambda: not any(alive(pid) for pid in killed), 5)
     result = launcher.launch("bench.noop_worker", 2)
     assert result.ok, result.message
 
