@@ -11,7 +11,7 @@ import streamlit as st
 
 from runners import warm_pool
 from ui import preload
-from ui.page import t
+from ui.page import link_notice, t
 
 # One intra-op thread per torch computation: the pages' tensors are tiny, and on a small
 # shared box (2 cores, several visitors) extra threads only contend - measured 25x slower.
@@ -55,5 +55,6 @@ navigation = st.navigation(
 )
 st.sidebar.caption(t("common.sidebar_note"))
 navigation.run()
+link_notice()  # a shared link's unusable values, named (a workshop gate calls it before stopping)
 # After the page: torch, pandas and altair load while the visitor reads it (ui/preload.py).
 preload.start()

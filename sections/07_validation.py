@@ -8,6 +8,7 @@ import streamlit as st
 
 from core import coverage, coverage_checks, sampler
 from ui import deeplink, downloads
+from ui.coverage_rows import coverage_rows
 from ui.exercise import predict_number
 from ui.page import fmt, guard, header, show_code, t
 
@@ -47,7 +48,8 @@ def matrix_table(matrix: coverage.CoverageMatrix, name: str, missing: str = "not
     rows = [{"row": t(f"validation.row.{r}"), **{c: cell(r, c) for c in matrix.columns}} for r in matrix.rows]
     labels = {"row": t("validation.matrix.row")} | {c: t(f"validation.column.{c}") for c in matrix.columns}
     config = {c: text_column(label) for c, label in labels.items()}
-    downloads.table(pd.DataFrame(rows), name, hide_index=True, column_config=config, key=name)
+    data = pd.DataFrame(coverage_rows(matrix, missing))  # one record per cell, numbers as numbers
+    downloads.table(pd.DataFrame(rows), name, data=data, hide_index=True, column_config=config, key=name)
 
 
 header("validation")
@@ -77,15 +79,13 @@ with guard():
     elif not matrix.broken:
         st.success(t("validation.matrix.covered"))
     with st.expander(t("validation.details.heading")):
-        details = pd.DataFrame(run.details).drop(columns=["replicas", "accum_steps"])
-        details["row"] = [names("row", [r]) for r in details["row"]]
-        details["counts"] = details["counts"].astype(str)
-        for column in ("reference_loss", "slip_loss", "reference_norm"):
-            details[column] = [num(x) for x in details[column]]
+        raw = pd.DataFrame(run.details).drop(columns=["replicas", "accum_steps"])
+        raw["row"], raw["counts"] = [names("row", [r]) for r in raw["row"]], raw["counts"].astype(str)
+        figures = ("reference_loss", "slip_loss", "reference_norm")  # text on the page, data below
+        details = raw.assign(**{c: [num(x) for x in raw[c]] for c in figures})
         config = {c: text_column(t(f"validation.details.{c}")) for c in details.columns}
-        downloads.table(
-            details, "coverage-scenarios", hide_index=True, column_config=config, key="val_details"
-        )
+        kwargs = {"hide_index": True, "column_config": config, "key": "val_details"}
+        downloads.table(details, "coverage-scenarios", data=raw, **kwargs)
 
 st.subheader(t("validation.torchrun.heading"))
 st.markdown(t("validation.torchrun.body"))

@@ -10,12 +10,11 @@ import streamlit as st
 from runners import transformer
 from runners.lm import data
 from ui import deeplink, downloads
+from ui.branch_table import VERDICTS, table, verdict
 from ui.exercise import predict_choice
-from ui.page import fmt, guard, header, show_code, t
+from ui.page import guard, header, show_code, t
 
 RUN_KEY = "exp_run_result"  # session state: (run parameters, RunResult) of the last press
-VERDICTS = {True: "same", False: "different", None: "undefined"}  # expected_correct -> verdict code
-verdict = lambda code: t(f"experiment.verdict.{code}")  # noqa: E731
 
 
 @st.cache_resource(show_spinner=False)
@@ -30,42 +29,26 @@ def md(text: str) -> str:
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|~<>$:])", r"\\\1", text).replace("\n", " ⏎ ")
 
 
-def first(row: dict) -> str:
-    where = row["first_divergence"] or {"stage": "none", "tensor": None}
-    if where["stage"] == "undefined":
-        return t("experiment.undefined." + ("microbatch" if row["name"].startswith("accum") else "rank"))
-    return t(f"experiment.stage.{where['stage']}") + (f" · {where['tensor']}" if where["tensor"] else "")
-
-
-def table(rows: list[dict], key: str, extra: tuple[str, ...] = ()) -> None:
-    """One row per branch; `extra` adds measured columns from a run's report."""
-    frame = pd.DataFrame(
-        {
-            "branch": t(f"experiment.branch.{r['name']}"),
-            "optimizer": t(f"experiment.optimizer.{r['optimizer']}"),
-            "theory": verdict(VERDICTS[r["expected_correct"]]),
-            "max_abs_diff": fmt(None) if r.get("max_abs_diff") is None else f"{r['max_abs_diff']:.2e}",
-            "passed": t("common.yes") if r.get("passed") else t("common.no"),
-            "first": first(r) if extra else "",
-            "hashes": " / ".join("—" if h is None else h[:10] for h in r.get("rank_hashes", ())),
-        }
-        for r in rows
-    )
-    columns = ["branch", "optimizer", "theory", *extra]
-    config = {k: t(f"experiment.results.{k}") for k in columns}
-    downloads.table(frame[columns], key.removeprefix("exp_"), hide_index=True, key=key, column_config=config)
-
-
 header("experiment")
 st.markdown(t("experiment.setup"))
 c1, c2 = st.columns(2)
 optimizer = deeplink.choice(
-    c1.segmented_control, t("experiment.run.optimizer"), tuple(transformer.OPTIMIZER_CHOICES),
-    key="exp_optimizer", default="both", format_func=lambda o: t(f"experiment.optimizer.{o}"), required=True,
-)  # fmt: skip
+    c1.segmented_control,
+    t("experiment.run.optimizer"),
+    tuple(transformer.OPTIMIZER_CHOICES),
+    key="exp_optimizer",
+    default="both",
+    format_func=lambda o: t(f"experiment.optimizer.{o}"),
+    required=True,
+)
 world_size = c2.segmented_control(
-    t("experiment.run.world_size"), (2, 4), default=2, required=True, key="exp_world_size", bind="query-params"
-)  # fmt: skip
+    t("experiment.run.world_size"),
+    (2, 4),
+    default=2,
+    required=True,
+    key="exp_world_size",
+    bind="query-params",
+)
 labels = []
 with guard():
     windows, tokenizer = windows_and_tokenizer()
@@ -74,16 +57,28 @@ with guard():
     for i, (window, default) in enumerate(zip(windows, data.DEFAULT_LABELS, strict=True)):
         left, right = st.columns([1, 5])
         n = left.number_input(
-            t("experiment.windows.labels", i=i), 0, window.capacity, default, 1, key=f"exp_labels{i}",
+            t("experiment.windows.labels", i=i),
+            0,
+            window.capacity,
+            default,
+            1,
+            key=f"exp_labels{i}",
             bind="query-params",
-        )  # fmt: skip
+        )
         labels.append(int(n))
         rank = next(r for r, rows in enumerate(transformer.rank_windows(world_size)) if i in rows)
         where = "tail" if window.index == "tail" else "chunk"
         right.caption(
-            t(f"experiment.windows.{where}", i=i, document=window.document, index=window.index, rank=rank,
-              capacity=window.capacity, padding=window.padding)
-        )  # fmt: skip
+            t(
+                f"experiment.windows.{where}",
+                i=i,
+                document=window.document,
+                index=window.index,
+                rank=rank,
+                capacity=window.capacity,
+                padding=window.padding,
+            )
+        )
         plain, supervised = data.split_text(tokenizer, window, n)
         right.markdown(md(plain) + (f":orange-background[{md(supervised)}]" if supervised else ""))
 

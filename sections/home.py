@@ -7,7 +7,7 @@ import streamlit as st
 from ui.page import header, t
 
 ROOT = Path(__file__).resolve().parent.parent
-header("home")
+header("home", share=False)
 st.subheader(t("home.why_title"))
 st.markdown(t("home.why_body"))
 

@@ -6,7 +6,7 @@ import streamlit as st
 from ui import downloads
 from ui.page import header, t
 
-header("sources")
+header("sources", share=False)
 
 # (catalogue key, address, pages that rely on it). The line of text for each source is in
 # the catalogue, written for this lab; the addresses are the primary documents themselves.
@@ -50,6 +50,6 @@ frame = pd.DataFrame(
     ]
 )
 with st.expander(t("sources.as_table")):
-    downloads.table(
-        frame, "sources", hide_index=True, column_config={"address": st.column_config.LinkColumn()}
-    )
+    config = {c: t(f"sources.col_{c}") for c in frame.columns}
+    config["address"] = st.column_config.LinkColumn(config["address"])
+    downloads.table(frame, "sources", hide_index=True, column_config=config)
