@@ -9,7 +9,8 @@ from the instructor's laptop. So:
 - the copy button uses the clipboard where the browser gives one (https, localhost) and
   otherwise shows the link selected in a field, saying why;
 - a number typed outside an input's range gets the reason in the page's language:
-  Streamlit's frontend writes it in English, so the script rewrites that one message.
+  Streamlit's frontend writes it (and its "Press Enter to apply" hint) in English, so the
+  script rewrites those messages as they appear.
 
 No Streamlit page state here: the texts come from the caller (ui.page), already translated.
 """
@@ -77,13 +78,22 @@ if (!window.pclRoomReady) {
   const rewrite = (node) => {
     const walker = document.createTreeWalker(node, NodeFilter.SHOW_TEXT);
     for (let text = walker.currentNode; text; text = walker.nextNode()) {
-      const m = text.nodeType === 3 && text.nodeValue.match(range);
-      if (!m) continue;
+      if (text.nodeType !== 3) continue;
       const t = window.pclTexts;
+      // Assign only a changed text: an assignment is itself a mutation this observer sees.
+      if (text.nodeValue.trim() === "Press Enter to apply") {
+        if (t.press_enter !== "Press Enter to apply") text.nodeValue = t.press_enter;
+        continue;
+      }
+      const m = text.nodeValue.match(range);
+      if (!m) continue;
       const said = m[2] ? t.between.replace("{low}", m[2]).replace("{high}", m[3])
         : m[4] ? t.at_least.replace("{low}", m[4])
         : m[5] ? t.at_most.replace("{high}", m[5]) : t.outside;
-      text.nodeValue = text.nodeValue.replace(m[0], said);
+      // The message comes as "Error: message" in one text node, or after a bold "Error".
+      text.nodeValue = text.nodeValue.replace(m[0], said).replace(/^Error:/, t.error + ":");
+      const before = text.previousSibling;
+      if (before && before.textContent === "Error" && t.error !== "Error") before.textContent = t.error;
     }
   };
   new MutationObserver((records) => {
@@ -130,7 +140,7 @@ document.querySelectorAll("button.pcl-share:not([data-bound])").forEach((button)
 def room_support(range_texts: dict[str, str]) -> None:
     """The shared CSS (no space on the page) and the room script (in the sidebar, where an
     empty element costs no reading space). `range_texts`: between / at_least / at_most /
-    outside, with {low} and {high} placeholders."""
+    outside (with {low} and {high} placeholders), error and press_enter."""
     st.html(f"<style>{CSS}</style>")
     script = SCRIPT % {"texts": json.dumps(range_texts, ensure_ascii=False), "narrow": NARROW_PX}
     st.sidebar.html(f"<script>{script}</script>", unsafe_allow_javascript=True)

@@ -200,7 +200,7 @@ def header(section: str, *, share: bool = True) -> None:
     _RUN.first_of_visit = deeplink.start_visit(section)
     language_switch()
     st.sidebar.toggle(t("exercise.workshop_mode"), key=WORKSHOP_KEY, bind="query-params")
-    ranges = ("between", "at_least", "at_most", "outside")
+    ranges = ("between", "at_least", "at_most", "outside", "error", "press_enter")
     browser.room_support({k: t(f"common.range.{k}") for k in ranges})
     st.title(t(f"{section}.title"))
     if share:
