@@ -19,8 +19,10 @@ def verdict(code: str) -> str:
 def first(row: dict) -> str:
     where = row["first_divergence"] or {"stage": "none", "tensor": None}
     if where["stage"] == "undefined":
-        return t("experiment.undefined." + ("microbatch" if row["name"].startswith("accum") else "rank"))
-    return t(f"experiment.stage.{where['stage']}") + (f" · {where['tensor']}" if where["tensor"] else "")
+        side = "microbatch" if row["name"].startswith("accum") else "rank"
+        return t(f"experiment.undefined.{side}")
+    tensor = f" · {where['tensor']}" if where["tensor"] else ""
+    return t(f"experiment.stage.{where['stage']}") + tensor
 
 
 def table(rows: list[dict], key: str, extra: tuple[str, ...] = ()) -> None:
@@ -45,4 +47,5 @@ def table(rows: list[dict], key: str, extra: tuple[str, ...] = ()) -> None:
     columns = ["branch", "optimizer", "theory", *extra]
     config = {k: t(f"experiment.results.{k}") for k in columns}
     name = key.removeprefix("exp_")
-    downloads.table(shown[columns], name, data=data[columns], hide_index=True, key=key, column_config=config)
+    kwargs = {"hide_index": True, "key": key, "column_config": config}
+    downloads.table(shown[columns], name, data=data[columns], **kwargs)

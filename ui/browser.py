@@ -73,7 +73,8 @@ if (!window.pclRoomReady) {
   collapseOnce();
   const range = new RegExp([
     "Number is (outside|below|above) the allowed range\\.(?: Please enter a value ",
-    "(?:between (\\S+) and (\\S+)|greater than or equal to (\\S+)|less than or equal to (\\S+))\\.)?",
+    "(?:between (\\S+) and (\\S+)|greater than or equal to (\\S+)",
+    "|less than or equal to (\\S+))\\.)?",
   ].join(""));
   const rewrite = (node) => {
     const walker = document.createTreeWalker(node, NodeFilter.SHOW_TEXT);
@@ -93,7 +94,9 @@ if (!window.pclRoomReady) {
       // The message comes as "Error: message" in one text node, or after a bold "Error".
       text.nodeValue = text.nodeValue.replace(m[0], said).replace(/^Error:/, t.error + ":");
       const before = text.previousSibling;
-      if (before && before.textContent === "Error" && t.error !== "Error") before.textContent = t.error;
+      if (before && before.textContent === "Error" && t.error !== "Error") {
+        before.textContent = t.error;
+      }
     }
   };
   new MutationObserver((records) => {

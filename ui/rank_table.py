@@ -41,7 +41,8 @@ def rank_table(
         for j in report.scaled[s.rank]:
             scaled, unscaled = report.scaled[s.rank][j], report.unscaled[s.rank][j]
             owner = report.owners[j]
-            counted = t("clipping.owner_self") if owner == s.rank else t("clipping.owner_copy", rank=owner)
+            mine = owner == s.rank
+            counted = t("clipping.owner_self") if mine else t("clipping.owner_copy", rank=owner)
             both = {"rank": rank_label(s.rank), "id": j}
             shown.append(
                 both
@@ -56,9 +57,17 @@ def rank_table(
             )
             data.append(
                 both
-                | {"scaled": _data_value(scaled), "unscaled": _data_value(unscaled), "owner": counted}
+                | {
+                    "scaled": _data_value(scaled),
+                    "unscaled": _data_value(unscaled),
+                    "owner": counted,
+                }
                 | {"coefficient": None if s.skip else s.coefficient}
-                | {"applied": None if s.skip else s.applied[j], "param": s.params[j], "skipped": s.skip}
+                | {
+                    "applied": None if s.skip else s.applied[j],
+                    "param": s.params[j],
+                    "skipped": s.skip,
+                }
                 | ({"steps": s.step} if with_steps else {})
             )
     if not shown:
@@ -68,4 +77,5 @@ def rank_table(
         c: t(f"clipping.col_{c}") for c in ("scaled", "unscaled", "skipped")
     }
     frame = pd.DataFrame(data).rename(columns=labels)
-    downloads.table(pd.DataFrame(shown), "ranks", data=frame, hide_index=True, column_config=config, key=key)
+    kwargs = {"hide_index": True, "column_config": config, "key": key}
+    downloads.table(pd.DataFrame(shown), "ranks", data=frame, **kwargs)

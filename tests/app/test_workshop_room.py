@@ -33,7 +33,12 @@ def link_notices(at, lang: str) -> list[str]:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_link_with_unusable_values_names_each_one(lang):
-    bad = {"ledger_n_a": "99999", "ledger_scheme": "bogus", "ledger_theta": "abc", "workshop": "maybe"}
+    bad = {
+        "ledger_n_a": "99999",
+        "ledger_scheme": "bogus",
+        "ledger_theta": "abc",
+        "workshop": "maybe",
+    }
     at = open_link(LEDGER, lang=lang, ledger_lr="0.2", **bad)
     (notice,) = link_notices(at, lang)
     for key, value in bad.items():
@@ -46,7 +51,8 @@ def test_a_link_with_unusable_values_names_each_one(lang):
 
 
 def test_a_usable_link_gets_no_notice():
-    at = open_link(LEDGER, lang="zh", ledger_n_a="5", ledger_scheme="microbatch_mean", workshop="true")
+    link = {"ledger_n_a": "5", "ledger_scheme": "microbatch_mean", "workshop": "true"}
+    at = open_link(LEDGER, lang="zh", **link)
     assert link_notices(at, "zh") == []
     assert at.number_input(key="ledger_n_a").value == 5
 
@@ -97,13 +103,16 @@ def exported(monkeypatch) -> dict[str, pd.DataFrame]:
 
 def test_downloads_are_labelled_data(exported):
     open_section("sections/06_parameters.py", "zh")
-    owners = next(f for f in exported.values() if i18n.text("zh", "parameters.owner.gwq") in f.columns)
+    gwq, correction = (
+        i18n.text("zh", k) for k in ("parameters.owner.gwq", "parameters.compare.correction_wq")
+    )
+    owners = next(f for f in exported.values() if gwq in f.columns)
     assert list(owners.columns) == [
         i18n.text("zh", f"parameters.owner.{c}") for c in ("rank", "loss", "gwq", "gwd")
     ]
-    assert pd.api.types.is_float_dtype(owners[i18n.text("zh", "parameters.owner.gwq")])
-    recipes = next(f for f in exported.values() if i18n.text("zh", "parameters.compare.correction_wq") in f)
-    assert pd.api.types.is_numeric_dtype(recipes[i18n.text("zh", "parameters.compare.correction_wq")])
+    assert pd.api.types.is_float_dtype(owners[gwq])
+    recipes = next(f for f in exported.values() if correction in f.columns)
+    assert pd.api.types.is_numeric_dtype(recipes[correction])
 
     exported.clear()
     open_section("sections/08_clipping.py")
