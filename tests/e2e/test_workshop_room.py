@@ -209,6 +209,7 @@ def test_every_page_fits_a_narrow_window(room_browser, room_url):
             wait_for_app(tab)
             sidebar = tab.locator('[data-testid="stSidebar"]')
             assert sidebar.get_attribute("data-collapsed") == "true"
+            assert tab.locator('[data-testid="stException"]').count() == 0, path
             found = tab.evaluate(CHECK_LAYOUT)
             assert found["controls"] > 0
             if found["problems"]:
