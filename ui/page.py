@@ -1,5 +1,6 @@
 """Streamlit helpers every page shares: language, translated errors, number formatting,
-and the "show the code" expander. Pages stay thin: widgets -> core -> these helpers."""
+the page header (with the notice for a link's unusable values) and the "show the code"
+expander. Pages stay thin: widgets -> core -> these helpers."""
 
 from __future__ import annotations
 
