@@ -12,7 +12,7 @@ import streamlit as st
 from experiments import registry
 from runners import warm_pool
 from ui import preload
-from ui.page import t
+from ui.page import link_notice, t
 from ui.pages import HOME, PAGES
 
 # One intra-op thread per torch computation: the pages' tensors are tiny, and on a small
@@ -41,5 +41,6 @@ navigation = st.navigation(
 )
 st.sidebar.caption(t("common.sidebar_note"))
 navigation.run()
+link_notice()  # a shared link's unusable values, named (a workshop gate calls it before stopping)
 # After the page: torch, pandas and altair load while the visitor reads it (ui/preload.py).
 preload.start()

@@ -7,8 +7,11 @@ import streamlit as st
 from core import denominator, ledger, scenarios
 from ui import deeplink, downloads
 from ui.exercise import predict_number
-from ui.page import fmt, guard, header, show_code, t
+from ui.page import fmt, guard, header, show_code, t, table_row
 
+# A departing cell sets its text colour too: the table's own text is white in the dark
+# theme, and white on pale red is unreadable (this pair is 8.8:1 in both themes).
+DEPARTS = "background-color: #fde2e1; color: #7a1712"
 header("denominator")
 left, right = st.columns(2)
 replicas = left.number_input(t("denominator.replicas"), 1, 8, 2, key="den_replicas", bind="query-params")
@@ -39,9 +42,17 @@ windows = st.data_editor(
 )
 deeplink.table_to_url("den_table", windows, preset, COLUMNS)
 
-with guard():
+# Errors name the column and row the reader edits, not core's argument names.
+columns = {c: t(f"denominator.col_{c}") for c in COLUMNS}
+columns |= {"loss_sums": columns["loss_sum"]}
+columns["padding + prompt"] = f"{columns['padding']} + {columns['prompt']}"
+with guard(columns):
     rows = windows.to_dict("records")
-    labels = [denominator.count_valid_labels(*(row[c] for c in COLUMNS[:4])) for row in rows]
+    names = [f"r{row['replica']}·k{row['microstep']}" for row in rows]
+    labels = []
+    for name, row in zip(names, rows):
+        with table_row(name):
+            labels.append(denominator.count_valid_labels(*(row[c] for c in COLUMNS[:4])))
     counts = [[labels[r * steps + k].valid for k in range(steps)] for r in range(replicas)]
     loss_sums = [[rows[r * steps + k]["loss_sum"] for k in range(steps)] for r in range(replicas)]
     n = ledger.global_count(counts)
@@ -57,7 +68,6 @@ with guard():
     if n == 0:
         st.warning(t("denominator.no_objective"), icon=":material/block:")
 
-    names = [f"r{row['replica']}·k{row['microstep']}" for row in rows]
     kinds = {"valid": "valid", "padding": "padding", "prompt": "prompt", "truncated": "truncated"}
     composition = pd.DataFrame(
         [
@@ -88,14 +98,12 @@ with guard():
     def mark_departures(column: pd.Series) -> list[str]:
         if column.name not in [t(f"schemes.{s}") for s in ledger.SCHEMES[1:]]:
             return [""] * len(column)
-        return [
-            "background-color: #fde2e1" if pd.isna(v) or pd.isna(c) or abs(v - c) > 1e-12 else ""
-            for v, c in zip(column, correct)
-        ]
+        departs = [pd.isna(v) or pd.isna(c) or abs(v - c) > 1e-12 for v, c in zip(column, correct)]
+        return [DEPARTS if d else "" for d in departs]
 
-    downloads.table(
-        table.style.apply(mark_departures).format(precision=4, na_rep="—"), "update-shares", hide_index=True
-    )
+    shares_table = table.style.apply(mark_departures).format(precision=4, na_rep="—")
+    microbatch = {"microbatch": t("denominator.col_microbatch")}
+    downloads.table(shares_table, "update-shares", hide_index=True, column_config=microbatch)
     for scheme in ledger.SCHEMES:
         if n and any(w is None for row in shares[scheme] for w in row):
             st.info(t("denominator.scheme_undefined", scheme=t(f"schemes.{scheme}")))
@@ -116,6 +124,7 @@ with guard():
             ).style.format(precision=4, na_rep="—"),
             "objectives",
             hide_index=True,
+            column_config=microbatch,
         )
 
 show_code(

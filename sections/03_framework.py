@@ -1,5 +1,7 @@
 """03 Framework semantics: the P/N coefficient, collectives, double scaling, regularisers."""
 
+import math
+
 import pandas as pd
 import streamlit as st
 
@@ -58,7 +60,8 @@ placement = choose(
     o2, "framework.reg_placement", framework.REGULARISER_PLACEMENTS, "fw_placement", "once", "placement"
 )
 
-with guard():
+names = {"grad_sums": "col_grad_sum", "counts": "col_count", "weight_sums": "col_weight_sum"}
+with guard({field: t(f"framework.{label}") for field, label in names.items()}):
     cells = table.to_dict("records")
     grid = lambda field: [[cells[r * steps + k][field] for k in range(steps)] for r in range(replicas)]  # noqa: E731
     update = framework.framework_update(
@@ -75,6 +78,9 @@ with guard():
         st.stop()
     if update.skip:
         st.warning(t("framework.skip"), icon=":material/block:")
+    elif not all(map(math.isfinite, (update.applied_gradient, update.reference_gradient))):
+        # float64 ran out (sums near 1e308): neither figure can be compared, so no verdict.
+        st.error(t("framework.overflow"), icon=":material/error:")
     else:
         m1, m2, m3 = st.columns(3)
         m1.metric(t("framework.metric_applied"), fmt(update.applied_gradient))
@@ -85,22 +91,12 @@ with guard():
             st.success(t("framework.verdict_ok"))
         else:
             st.error(t("framework.verdict_bad", diff=fmt(gap)))
-        downloads.table(
-            pd.DataFrame(
-                {
-                    t("framework.col_replica"): [c["replica"] for c in cells],
-                    t("framework.col_step"): [c["microstep"] for c in cells],
-                    t("framework.col_count"): [c["n"] for c in cells],
-                    t("framework.col_coefficient"): [
-                        fmt(c) if c is not None else t("framework.skipped_microbatch")
-                        for row in update.coefficients
-                        for c in row
-                    ],
-                }
-            ),
-            "coefficients",
-            hide_index=True,
-        )
+        headers = [t(f"framework.col_{c}") for c in ("replica", "step", "count", "coefficient")]
+        coefficients = [c for row in update.coefficients for c in row]  # None: no backward
+        values = [(c["replica"], c["microstep"], c["n"], x) for c, x in zip(cells, coefficients)]
+        raw = pd.DataFrame(values, columns=headers)
+        shown = [t("framework.skipped_microbatch") if c is None else fmt(c) for c in coefficients]
+        downloads.table(raw.assign(**{headers[3]: shown}), "coefficients", data=raw, hide_index=True)
 
         st.subheader(t("framework.protocol_title"))
         scale = ledger.local_loss_scale(grid("n"), collective)
@@ -114,20 +110,10 @@ with guard():
             st.markdown(t("framework.step_backward_bad", why="; ".join(why)))
         else:
             st.markdown(t("framework.step_backward", scale=fmt(scale)))
-        st.markdown(
-            t(
-                "framework.step_normalise",
-                collective=t(f"framework.collective_{collective}"),
-                grad=fmt(update.token_gradient),
-            )
-        )
-        st.markdown(
-            t(
-                "framework.step_update",
-                applied=fmt(update.applied_gradient),
-                reference=fmt(update.reference_gradient),
-            )
-        )
+        how = t(f"framework.collective_{collective}")
+        st.markdown(t("framework.step_normalise", collective=how, grad=fmt(update.token_gradient)))
+        applied, reference = fmt(update.applied_gradient), fmt(update.reference_gradient)
+        st.markdown(t("framework.step_update", applied=applied, reference=reference))
 
         with st.expander(t("framework.weights_title")):
             weights = grid("weight_sum")

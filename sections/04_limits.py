@@ -48,7 +48,10 @@ def block(name: str, result) -> None:
     cells = {row["variant"]: {k: num(x) for k, x in row.items()} for row in result.rows}
     table = pd.DataFrame([{**row, "variant": t(f"limits.variant.{v}")} for v, row in cells.items()])
     config = {c: st.column_config.TextColumn(t(f"limits.col.{c}")) for c in table.columns}
-    downloads.table(table, f"limits-{name}", hide_index=True, column_config=config, key=f"lim_table_{name}")
+    raw = pd.DataFrame(result.rows).assign(variant=table["variant"])  # the numbers, unformatted
+    downloads.table(
+        table, f"limits-{name}", data=raw, hide_index=True, column_config=config, key=f"lim_table_{name}"
+    )
     values = {f.name: getattr(result, f.name) for f in fields(result)}
     scalars = {k: num(x) for k, x in values.items() if isinstance(x, (int, float))}
     st.markdown(t(f"limits.{name}.measured", row=cells, **scalars))

@@ -88,7 +88,11 @@ with guard():
     )
     config = {k: t(f"parameters.compare.{k}") for k in compare.columns}
     config.update({k: number(config[k], format="%+.6f") for k in ("grad_wq", "grad_wd")})
-    downloads.table(compare, "recipes", hide_index=True, column_config=config, key="par_compare")
+    factors = {
+        f"correction_{w}": [getattr(r, f"correction_{w}") for r in results.values()] for w in ("wq", "wd")
+    }
+    data = compare.assign(**factors)  # the factors as numbers, not "×2"
+    downloads.table(compare, "recipes", data=data, hide_index=True, column_config=config, key="par_compare")
     st.markdown(t("parameters.ddp_note"))
     st.markdown(t("parameters.accumulation"))
 

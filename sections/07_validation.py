@@ -48,15 +48,13 @@ with guard():
     elif not matrix.broken:
         st.success(t("validation.matrix.covered"))
     with st.expander(t("validation.details.heading")):
-        details = pd.DataFrame(run.details).drop(columns=["replicas", "accum_steps"])
-        details["row"] = [names("row", [r]) for r in details["row"]]
-        details["counts"] = details["counts"].astype(str)
-        for column in ("reference_loss", "slip_loss", "reference_norm"):
-            details[column] = [num(x) for x in details[column]]
+        raw = pd.DataFrame(run.details).drop(columns=["replicas", "accum_steps"])
+        raw["row"], raw["counts"] = [names("row", [r]) for r in raw["row"]], raw["counts"].astype(str)
+        figures = ("reference_loss", "slip_loss", "reference_norm")  # text on the page, data below
+        details = raw.assign(**{c: [num(x) for x in raw[c]] for c in figures})
         config = {c: text_column(t(f"validation.details.{c}")) for c in details.columns}
-        downloads.table(
-            details, "coverage-scenarios", hide_index=True, column_config=config, key="val_details"
-        )
+        kwargs = {"hide_index": True, "column_config": config, "key": "val_details"}
+        downloads.table(details, "coverage-scenarios", data=raw, **kwargs)
 
 st.subheader(t("validation.torchrun.heading"))
 st.markdown(t("validation.torchrun.body"))

@@ -8,16 +8,13 @@ from core import clipping
 from ui import deeplink, downloads
 from ui.exercise import predict_number
 from ui.page import fmt, guard, header, show_code, t
+from ui.rank_table import rank_label, rank_table
 from ui.run_panel import run_panel
 from ui.run_views import clipping_summary_rows
 
 LR = 0.1
 RUN_PARAMS = {"inject_overflow": 1, "nonfinite": "inf"}  # the same launch as page 09's default
 URL = "query-params"  # numbers and toggles travel in the link as they are
-
-
-def rank_label(rank: int) -> str:
-    return t("clipping.rank_label", rank=rank)
 
 
 def choose(widget, key: str, name: str, options: tuple, default: str) -> str:
@@ -43,7 +40,7 @@ shard_rank = c3.selectbox(
 variant = choose(st.segmented_control, "clip_variant", "variant", clipping.VARIANTS[:4], "global")
 st.caption(t("clipping.setup", scale=fmt(scale), lr=fmt(LR)))
 
-with guard():
+with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
     grads = clipping.scenario_grads(
         layout,
         scale,
@@ -82,22 +79,7 @@ with guard():
     if report.diverged[variant]:
         st.error(t("clipping.diverged_note"), icon=":material/call_split:")
     st.subheader(t("clipping.table_title"))
-    own = report.owners
-    rows = [
-        {
-            "rank": rank_label(s.rank),
-            "id": j,
-            "value": f"{fmt(report.scaled[s.rank][j])} → {fmt(report.unscaled[s.rank][j])}",
-            "owner": t("clipping.owner_self") if own[j] == s.rank else t("clipping.owner_copy", rank=own[j]),
-            "coefficient": shown(s.coefficient),
-            "applied": shown(None if s.skip else s.applied[j]),
-            "param": f"{fmt(s.params[j])} · {t('common.skipped')}" if s.skip else fmt(s.params[j]),
-        }
-        for s in steps
-        for j in report.scaled[s.rank]
-    ]
-    config = {c: st.column_config.TextColumn(t(f"clipping.col_{c}")) for c in rows[0]} if rows else None
-    downloads.table(pd.DataFrame(rows), "ranks", hide_index=True, column_config=config, key="clip_table")
+    rank_table(report, steps, fmt, lambda c: t(f"clipping.col_{c}"), key="clip_table")
 
     st.subheader(t("clipping.chart_title"), help=t("clipping.chart_help"))
     top = min(2 * max(tau, report.global_norm or 0, 0.5), 1e308)  # the chart's last threshold
@@ -108,12 +90,14 @@ with guard():
         sweep = sweep.assign(series=sweep["norm"].map(names), correct=sweep["norm"] == "global")
         x = alt.X("threshold:Q", title=t("clipping.axis_threshold"))
         y = alt.Y("coefficient:Q", title=t("clipping.axis_coefficient"))
-        dash = alt.StrokeDash("correct:N", legend=None)  # the correct norm solid, the others dashed
-        color = alt.Color("series:N", title=None)
-        lines = alt.Chart(sweep).mark_line().encode(x=x, y=y, color=color, strokeDash=dash)
+        lines = alt.Chart(sweep).encode(x=x, y=y, color=alt.Color("series:N", title=None))
+        # The correct norm solid, thick and drawn last: where a wrong norm coincides with it
+        # (no replicated parameter to double-count), it stays visible on top.
+        wrong = lines.transform_filter(~alt.datum.correct).mark_line(strokeDash=[6, 4])
+        right = lines.transform_filter(alt.datum.correct).mark_line(strokeWidth=3.5)
         now = pd.DataFrame({"threshold": [tau]})
         rule = alt.Chart(now).mark_rule(strokeDash=[4, 4]).encode(x=alt.X("threshold:Q"))
-        st.altair_chart(lines + rule)
+        st.altair_chart(wrong + right + rule)
 
 st.subheader(t("clipping.run_title"))
 st.caption(t("clipping.run_caption"))

@@ -9,6 +9,7 @@ from core import clipping
 from ui import deeplink, downloads
 from ui.exercise import predict_choice
 from ui.page import fmt, guard, header, show_code, t
+from ui.rank_table import rank_label, rank_table
 from ui.run_panel import run_panel
 from ui.run_views import clipping_summary_rows
 
@@ -18,10 +19,6 @@ FINITE_RUN = {"inject_overflow": None, "nonfinite": "inf"}
 BADGE = {"ok": ("green", ":material/check:"), "wrong": ("red", ":material/close:")}
 BADGE |= {"latent": ("orange", ":material/visibility_off:"), "skipped": ("gray", ":material/block:")}
 DECISIONS = ("all_skip", "all_step", "split")
-
-
-def rank_label(rank: int) -> str:
-    return t("clipping.rank_label", rank=rank)
 
 
 def choose(widget, key: str, name: str, options: tuple, default: str, prefix: str = "") -> str:
@@ -47,7 +44,7 @@ inject_id = c2.selectbox(t("step.inject_id"), held, key="step_inject_id", bind=U
 variant = choose(c3.radio, "step_variant", "variant", clipping.VARIANTS, "global")
 st.caption(t("clipping.setup", scale=fmt(scale), lr=fmt(LR)))
 
-with guard():
+with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
     injection = None if inject == "none" else (inject_rank, inject_id, inject)
     grads = clipping.scenario_grads(layout, scale, inject=injection)
     report = clipping.clip_report(grads, tau, scale, LR)
@@ -84,24 +81,8 @@ with guard():
     elif report.skip and variant != "local_skip":
         st.success(t("step.skip_note"), icon=":material/pause_circle:")
 
-    own = report.owners
-    rows = [
-        {
-            "rank": rank_label(s.rank),
-            "id": j,
-            "value": f"{given(report.scaled[s.rank][j])} → {given(report.unscaled[s.rank][j])}",
-            "owner": t("clipping.owner_self") if own[j] == s.rank else t("clipping.owner_copy", rank=own[j]),
-            "coefficient": t("common.skipped") if s.skip else fmt(s.coefficient),
-            "applied": t("common.skipped") if s.skip else fmt(s.applied[j]),
-            "param": f"{fmt(s.params[j])} · {t('common.skipped')}" if s.skip else fmt(s.params[j]),
-            "steps": str(s.step),
-        }
-        for s in steps
-        for j in report.scaled[s.rank]
-    ]
     st.subheader(t("clipping.table_title"))
-    config = {c: st.column_config.TextColumn(t(f"step.col.{c}")) for c in rows[0]} if rows else None
-    downloads.table(pd.DataFrame(rows), "ranks", hide_index=True, column_config=config, key="step_table")
+    rank_table(report, steps, given, lambda c: t(f"step.col.{c}"), key="step_table", with_steps=True)
     st.caption(t("step.scope"))
 
 st.subheader(t("clipping.run_title"))

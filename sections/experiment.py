@@ -9,7 +9,9 @@ from ui import deeplink
 from ui.exercise import predict_choice
 from ui.page import guard, header, show_code, t
 from ui.run_panel import run_panel
-from ui.transformer_views import VERDICTS, branch_table, md, run_results, verdict
+from ui.branch_table import VERDICTS, verdict
+from ui.branch_table import table as branch_table
+from ui.transformer_views import md, run_results
 
 
 @st.cache_resource(show_spinner=False)

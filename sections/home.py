@@ -5,7 +5,12 @@ import streamlit as st
 from ui.page import header, t
 from ui.pages import WORKSHOP
 
-header("home")
+header("home", share=False)
+# Where to start, before the why: a learner opens 01; an instructor learns workshop mode exists.
+with st.container(border=True):
+    st.markdown(f"**{t('home.start_title')}**")
+    st.page_link("sections/01_denominator.py", label=t("home.start_link"), icon=":material/play_arrow:")
+    st.markdown(t("home.start_workshop"))
 st.subheader(t("home.why_title"))
 st.markdown(t("home.why_body"))
 

@@ -6,7 +6,7 @@ import streamlit as st
 from ui import downloads
 from ui.page import header, t
 
-header("sources")
+header("sources", share=False)
 
 # (catalogue key, address, pages that rely on it). The line of text for each source is in
 # the catalogue, written for this lab; the addresses are the primary documents themselves.

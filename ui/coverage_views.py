@@ -10,6 +10,7 @@ import streamlit as st
 
 from core import coverage, sampler
 from ui import downloads
+from ui.coverage_rows import coverage_rows
 from ui.page import fmt, t
 
 text_column = st.column_config.TextColumn
@@ -47,7 +48,9 @@ def matrix_table(matrix: coverage.CoverageMatrix, name: str, missing: str = "not
     labels = {"row": t("validation.matrix.row")}
     labels |= {c: t(f"validation.column.{c}") for c in matrix.columns}
     config = {c: text_column(label) for c, label in labels.items()}
-    downloads.table(pd.DataFrame(rows), name, hide_index=True, column_config=config, key=name)
+    data = pd.DataFrame(coverage_rows(matrix, missing))  # one record per cell, numbers as numbers
+    table = pd.DataFrame(rows)
+    downloads.table(table, name, data=data, hide_index=True, column_config=config, key=name)
 
 
 

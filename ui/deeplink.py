@@ -8,9 +8,15 @@ keeps the language-neutral option code in the URL instead (`?ledger_scheme=repli
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import streamlit as st
+
+# Session keys: the page whose link was last checked, the link's parameters as it arrived,
+# and the unusable ones found (kept for the whole visit to the page).
+VISIT_KEY, LINK_KEY, FOUND_KEY = "deeplink_visit", "deeplink_link", "deeplink_unusable"
+REFUSED_KEY = "deeplink_tables_refused"  # tables whose link value did not fit, this visit
 
 
 def _initial(key: str, options: Sequence[str], default: str) -> str:
@@ -96,6 +102,8 @@ def table(key: str, preset, columns: Sequence[str]):
         cells = _decode(raw, len(base), columns) if raw else None
         if cells is not None:
             base[list(columns)] = cells
+        elif raw:  # the link's table does not fit (garbled, or another shape): say so
+            st.session_state[REFUSED_KEY] = [*st.session_state.get(REFUSED_KEY, ()), key]
         st.session_state[held_key] = (preset.shape, base)
     return st.session_state[held_key][1]
 
@@ -107,3 +115,46 @@ def table_to_url(key: str, edited, preset, columns: Sequence[str]) -> None:
         st.query_params.pop(key, None)
     else:
         st.query_params[key] = encoded
+
+
+# --- links that ask for what a page cannot show --------------------------------------------
+# Streamlit drops a bound widget's URL value it cannot use (garbled, not an option) and clamps
+# one out of range; `choice()` and `table()` fall back to the default. Each would be silent,
+# so the page's first run compares what the link asked for with what the widgets now hold.
+def start_visit(page: str) -> bool:
+    """Called before any widget: on the first run of a visit to `page`, keep the link's
+    parameters as they arrived. Returns True on that first run."""
+    if st.session_state.get(VISIT_KEY) == page:
+        return False
+    st.session_state[VISIT_KEY] = page
+    st.session_state[LINK_KEY] = {k: st.query_params.get(k) for k in st.query_params}
+    st.session_state[FOUND_KEY] = []
+    st.session_state[REFUSED_KEY] = []
+    return True
+
+
+def _same(raw: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return raw.strip().lower() == str(value).lower()
+    if isinstance(value, (int, float)):
+        try:
+            return math.isclose(float(raw), float(value), rel_tol=1e-9, abs_tol=1e-12)
+        except ValueError:
+            return False
+    return raw == str(value)
+
+
+def unusable() -> list[tuple[str, str, object]]:
+    """(parameter, value in the link, value the page uses instead; None for a table's
+    preset) for each parameter of the visit's link the page could not use, among the
+    widgets rendered so far. Kept in the session for the rest of the visit."""
+    link = st.session_state.get(LINK_KEY) or {}
+    refused = st.session_state.get(REFUSED_KEY, [])
+    found = [(key, raw, None) for key, raw in link.items() if key in refused]
+    for key, raw in link.items():
+        if key in st.session_state and key not in refused:
+            value = st.session_state[key]
+            if raw is not None and not _same(raw, value):
+                found.append((key, raw, value))
+    st.session_state[FOUND_KEY] = found
+    return found

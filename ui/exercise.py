@@ -5,7 +5,8 @@ computed for that scenario, so the exercise follows whatever the learner (or the
 instructor's deep link) set up. In workshop mode (sidebar, `?workshop=true`) the page
 hides its figures until the answer for *this* scenario has been revealed; change the
 scenario and they hide again. Numbers are judged with a tolerance relative to their
-size; decisions exactly; an undefined figure expects no number at all.
+size; decisions exactly; an undefined figure expects no number at all. A prediction is
+graded as it stood when Reveal was pressed, and a new scenario starts with an empty one.
 """
 
 from __future__ import annotations
@@ -14,15 +15,28 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
-from ui.page import WORKSHOP_KEY, fmt, t
+from ui.page import WORKSHOP_KEY, fmt, link_notice, t
 
 
-def _revealed(key: str, answer: object, scenario: object) -> bool:
-    """True once the answer for this scenario has been revealed (until the scenario changes)."""
-    marker, current = f"{key}_revealed_for", repr((answer, scenario))
+def _forget_old_guess(key: str, answer: object, scenario: object) -> str:
+    """Clear the guess when the scenario changed since the last run: a prediction belongs to
+    the scenario it was made for. Runs before the guess widget exists. Returns the marker
+    of the current scenario."""
+    current, seen = repr((answer, scenario)), f"{key}_scenario"
+    if st.session_state.get(seen, current) != current:
+        st.session_state[f"{key}_guess"] = None
+    st.session_state[seen] = current
+    return current
+
+
+def _revealed(key: str, current: str, guess: object) -> tuple[bool, object]:
+    """(revealed, the guess that was revealed): True once the answer for this scenario has
+    been revealed (until the scenario changes). A guess is graded as it stood when Reveal
+    was pressed, so changing it afterwards needs another press."""
+    marker, graded = f"{key}_revealed_for", f"{key}_revealed_guess"
     if st.session_state.get(f"{key}_reveal"):
-        st.session_state[marker] = current
-    return st.session_state.get(marker) == current
+        st.session_state[marker], st.session_state[graded] = current, guess
+    return st.session_state.get(marker) == current, st.session_state.get(graded)
 
 
 def _layout(question: str):
@@ -37,6 +51,7 @@ def _verdict(box, revealed: bool, explain: str) -> bool:
         box.caption(explain)
     elif st.session_state.get(WORKSHOP_KEY):
         box.caption(t("exercise.hidden"))
+        link_notice()  # the page stops here: check the link's values now
     return revealed or not st.session_state.get(WORKSHOP_KEY)
 
 
@@ -53,11 +68,14 @@ def predict_number(
 
     `scenario`: the page's inputs, so changing any of them hides the figures again.
     """
+    current = _forget_old_guess(key, answer, scenario)
     box, left, right = _layout(question)
     guess = left.number_input(t("exercise.your_prediction"), value=None, format="%.6f", key=f"{key}_guess")
     right.button(t("exercise.reveal"), key=f"{key}_reveal", width="stretch")
-    revealed = _revealed(key, answer, scenario)
-    if revealed:
+    revealed, graded = _revealed(key, current, guess)
+    if revealed and graded != guess:
+        box.info(t("exercise.regrade", answer=fmt(answer)))
+    elif revealed:
         if answer is None:
             (box.success if guess is None else box.warning)(t("exercise.undefined_answer"))
         elif guess is None:
@@ -80,6 +98,7 @@ def predict_choice(
     scenario: object = None,
 ) -> bool:
     """Ask for a decision (skip or step, pass or fail); returns True when figures may show."""
+    current = _forget_old_guess(key, answer, scenario)
     box, left, right = _layout(question)
     guess = left.radio(
         t("exercise.your_prediction"),
@@ -90,8 +109,10 @@ def predict_choice(
         horizontal=True,
     )
     right.button(t("exercise.reveal"), key=f"{key}_reveal", width="stretch")
-    revealed = _revealed(key, answer, scenario)
-    if revealed:
+    revealed, graded = _revealed(key, current, guess)
+    if revealed and graded != guess:
+        box.info(t("exercise.regrade", answer=format_func(answer)))
+    elif revealed:
         if guess == answer:
             box.success(t("exercise.right", answer=format_func(answer)))
         else:

@@ -1,12 +1,13 @@
 """Streamlit helpers every page shares: language, translated errors, number formatting,
-and the "show the code" expander. Pages stay thin: widgets -> core -> these helpers."""
+the page header (with the notice for a link's unusable values) and the "show the code"
+expander. Pages stay thin: widgets -> core -> these helpers."""
 
 from __future__ import annotations
 
-import html
 import inspect
-import json
 import math
+import re
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -14,17 +15,21 @@ from functools import cache
 import streamlit as st
 
 from core.validation import InvalidInput
-from ui import deeplink, i18n
+from ui import browser, deeplink, i18n
 
 LANG_KEY = "lang"
+# The language last shown, in a plain session key: Streamlit clears a widget's key when the
+# page changes (and a sidebar link drops the URL's ?lang=), so the radio alone forgets it.
+CHOSEN_LANG_KEY = "lang_chosen"
 WORKSHOP_KEY = "workshop"
 
 
 def _preferred_language() -> str:
-    """Before the switch has rendered: `?lang=` from the URL, else the browser locale."""
-    wanted = st.query_params.get(LANG_KEY)
-    if wanted in i18n.LANGUAGES:
-        return wanted
+    """Before the switch has rendered: `?lang=` from the URL (a shared link), else the
+    language this session already uses, else the browser locale."""
+    for wanted in (st.query_params.get(LANG_KEY), st.session_state.get(CHOSEN_LANG_KEY)):
+        if wanted in i18n.LANGUAGES:
+            return wanted
     return i18n.language_from_locale(getattr(st.context, "locale", None))
 
 
@@ -34,7 +39,7 @@ def language_switch() -> str:
     It is rendered by each page (through `header`), not by app.py: Streamlit 1.67 drops
     the first interaction with a widget that lives in the navigation entry script.
     """
-    return deeplink.choice(
+    chosen = deeplink.choice(
         st.sidebar.radio,
         "Language / 语言",
         i18n.LANGUAGES,
@@ -44,6 +49,8 @@ def language_switch() -> str:
         always_in_url=True,
         horizontal=True,
     )
+    st.session_state[CHOSEN_LANG_KEY] = chosen
+    return chosen
 
 
 def lang() -> str:
@@ -69,25 +76,83 @@ def fmt(value: float | int | None, digits: int = 6) -> str:
     return "0" if text in ("+0", "-0") else text
 
 
-def error_message(exc: Exception) -> str:
-    """The user's-language message for a core input error."""
+# A core field as it names a table cell: "grad_sums[0][1]" (replica 0, microstep 1).
+_CELL = re.compile(r"^(?P<name>.+?)\[(?P<r>\d+)\]\[(?P<k>\d+)\]$")
+# core.validation's TypeError text: "positions=None is not a number".
+_NOT_A_NUMBER = re.compile(r"^(?P<field>[^=]+)=(?P<value>.*) is not a number$")
+# The English details core adds to a rule that a page can reach, by catalogue key.
+_DETAILS = {
+    "the result overflows float64": "errors.detail.overflow",
+    "logits overflow float64": "errors.detail.overflow",
+    "q, d or 1/tau too large for float64": "errors.detail.overflow",
+    "a, b or w too large": "errors.detail.overflow",
+}
+
+
+def _shown_value(value: object) -> str:
+    """The offending value in the reader's terms: a cleared cell is "empty", not nan."""
+    if value is None or value == "None" or (isinstance(value, float) and math.isnan(value)):
+        return t("errors.empty_cell")
+    if isinstance(value, float) and math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    return str(value)
+
+
+def _detail(detail: str, names: dict[str, str]) -> str:
+    if detail in _DETAILS:
+        return t(_DETAILS[detail])
+    for name, label in names.items():  # "0..96 (positions)" -> "0..96 (Positions)"
+        detail = detail.replace(f"({name})", f"({label})")
+    return detail
+
+
+def error_message(exc: Exception, names: dict[str, str] | None = None) -> str:
+    """The user's-language message for a core input error.
+
+    `names`: core field -> what the reader sees (a table's column header, an input's
+    label). A table cell is named by its column and row (r0·k1), and an emptied cell is
+    called empty rather than shown as nan. The row comes from the field's indices, or from
+    `table_row()` around a per-row core call.
+    """
+    names = names or {}
     if isinstance(exc, InvalidInput):
+        field, value = exc.field, exc.value
         rule = t(f"errors.rule.{exc.rule}")
         if exc.detail:
-            rule = f"{rule} ({exc.detail})"
-        return t("errors.invalid", field=exc.field, value=exc.value, rule=rule)
-    if isinstance(exc, TypeError):
+            rule = f"{rule} ({_detail(exc.detail, names)})"
+    elif isinstance(exc, TypeError) and (match := _NOT_A_NUMBER.match(str(exc))):
+        field, value, rule = match["field"], match["value"], t("errors.rule.finite")
+    elif isinstance(exc, TypeError):
         return t("errors.not_a_number", detail=str(exc))
-    return t("errors.cannot_use", detail=str(exc))
+    else:
+        return t("errors.cannot_use", detail=str(exc))
+    row = getattr(exc, "table_row", None)
+    if cell := _CELL.match(field):
+        field, row = cell["name"], f"r{cell['r']}·k{cell['k']}"
+    shown = {"field": names.get(field, field), "value": _shown_value(value), "rule": rule}
+    if row is None:
+        return t("errors.invalid", **shown)
+    return t("errors.invalid_cell", row=row, **shown)
 
 
 @contextmanager
-def guard() -> Iterator[None]:
-    """Show a core ValueError / TypeError as a translated `st.error`, never a traceback."""
+def table_row(row: str) -> Iterator[None]:
+    """Tag a core input error raised inside with the table row it came from (r0·k1)."""
     try:
         yield
     except (ValueError, TypeError) as exc:
-        st.error(error_message(exc), icon=":material/error:")
+        exc.table_row = row
+        raise
+
+
+@contextmanager
+def guard(names: dict[str, str] | None = None) -> Iterator[None]:
+    """Show a core ValueError / TypeError as a translated `st.error`, never a traceback.
+    `names`: core field -> the column header or input label the reader sees."""
+    try:
+        yield
+    except (ValueError, TypeError) as exc:
+        st.error(error_message(exc, names), icon=":material/error:")
 
 
 @cache
@@ -104,32 +169,45 @@ def show_code(*functions: Callable) -> None:
             st.code(_source(function), language="python")
 
 
-def share_button() -> None:
-    """A button that copies the page's current address. Every input is carried in the URL
-    (see ui.deeplink), so the browser's own location *is* the scenario: reading it at click
-    time, rather than rebuilding it on the server, keeps it exact."""
-    label, done = json.dumps(t("common.copy_link")), json.dumps(t("common.copied"))
-    # Inline handlers are stripped by Streamlit's sanitiser; a script may bind one.
-    st.html(
-        f"""<button class="pcl-share" type="button" title={label}
-        style="font:inherit;font-size:0.85rem;padding:0.25rem 0.7rem;border-radius:0.5rem;
-        border:1px solid rgba(49,51,63,0.2);background:transparent;cursor:pointer"
-        >{html.escape(t("common.copy_link"))}</button>
-        <script>
-        document.querySelectorAll("button.pcl-share:not([data-bound])").forEach((button) => {{
-            button.dataset.bound = "1";
-            button.addEventListener("click", () =>
-                navigator.clipboard.writeText(window.location.href).then(() => {{ button.textContent = {done}; }}));
-        }});
-        </script>""",
-        unsafe_allow_javascript=True,
-    )
+# This script run's slot for the link notice, and whether it is a visit's first run (a
+# session's script runs happen one at a time, on the session's script thread).
+_RUN = threading.local()
 
 
-def header(section: str) -> None:
-    """Language switch, then the page title, a share button and the lead paragraph."""
+def _show_link_notice(found: list[tuple[str, str, object]]) -> None:
+    def used(value: object) -> str:
+        if value is None:
+            return t("common.link.preset")
+        if isinstance(value, bool):
+            return t("common.yes") if value else t("common.no")
+        return fmt(value) if isinstance(value, float) else str(value)
+
+    items = "; ".join(f"`{key}={raw[:40]}` → {used(value)}" for key, raw, value in found)
+    _RUN.slot.warning(t("common.link.unusable", items=items), icon=":material/link_off:")
+
+
+def link_notice() -> None:
+    """After the page's widgets (at the end of the run, or before a workshop gate stops it):
+    name each value of the visit's link the page could not use, and what it shows instead."""
+    if not getattr(_RUN, "first_of_visit", False):  # later runs show what the first found
+        return
+    if found := deeplink.unusable():
+        _show_link_notice(found)
+
+
+def header(section: str, *, share: bool = True) -> None:
+    """Language switch, then the page title, a share button (for a page with a scenario to
+    share), a notice when the link asked for values the page cannot use, and the lead."""
+    _RUN.first_of_visit = deeplink.start_visit(section)
     language_switch()
     st.sidebar.toggle(t("exercise.workshop_mode"), key=WORKSHOP_KEY, bind="query-params")
+    ranges = ("between", "at_least", "at_most", "outside", "error", "press_enter")
+    browser.room_support({k: t(f"common.range.{k}") for k in ranges})
     st.title(t(f"{section}.title"))
-    share_button()
+    if share:
+        texts = {k: t(f"common.share.{k}") for k in ("field", "copied_here", "copy_yourself")}
+        browser.share_button(texts | {"label": t("common.copy_link"), "copied": t("common.copied")})
+    _RUN.slot = st.empty()
+    if not _RUN.first_of_visit and (found := st.session_state.get(deeplink.FOUND_KEY)):
+        _show_link_notice(found)  # what the visit's first run found, kept while on the page
     st.markdown(t(f"{section}.lead"))

@@ -13,54 +13,16 @@ import pandas as pd
 import streamlit as st
 
 from runners.results import RunResult
-from ui import downloads
-from ui.page import fmt, t
+from ui.branch_table import table as branch_table
+from ui.page import t
 from ui.run_views import DIFF_FLOOR, transformer_chart_rows
 
-VERDICTS = {True: "same", False: "different", None: "undefined"}  # expected_correct -> code
 MEASURED = ("max_abs_diff", "passed", "first", "hashes")
-
-
-def verdict(code: str) -> str:
-    return t(f"experiment.verdict.{code}")
 
 
 def md(text: str) -> str:
     """Plain text for Markdown: special characters escaped, line breaks shown as ⏎."""
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|~<>$:])", r"\\\1", text).replace("\n", " ⏎ ")
-
-
-def first_divergence(row: dict) -> str:
-    where = row["first_divergence"] or {"stage": "none", "tensor": None}
-    if where["stage"] == "undefined":
-        kind = "microbatch" if row["name"].startswith("accum") else "rank"
-        return t(f"experiment.undefined.{kind}")
-    tensor = f" · {where['tensor']}" if where["tensor"] else ""
-    return t(f"experiment.stage.{where['stage']}") + tensor
-
-
-def _diff(row: dict) -> str:
-    return fmt(None) if row.get("max_abs_diff") is None else f"{row['max_abs_diff']:.2e}"
-
-
-def branch_table(rows: list[dict], key: str, extra: tuple[str, ...] = ()) -> None:
-    """One row per branch; `extra` adds measured columns from a run's report."""
-    frame = pd.DataFrame(
-        {
-            "branch": t(f"experiment.branch.{r['name']}"),
-            "optimizer": t(f"experiment.optimizer.{r['optimizer']}"),
-            "theory": verdict(VERDICTS[r["expected_correct"]]),
-            "max_abs_diff": _diff(r),
-            "passed": t("common.yes") if r.get("passed") else t("common.no"),
-            "first": first_divergence(r) if extra else "",
-            "hashes": " / ".join("—" if h is None else h[:10] for h in r.get("rank_hashes", ())),
-        }
-        for r in rows
-    )
-    columns = ["branch", "optimizer", "theory", *extra]
-    config = {k: t(f"experiment.results.{k}") for k in columns}
-    name = key.removeprefix("exp_")
-    downloads.table(frame[columns], name, hide_index=True, key=key, column_config=config)
 
 
 def _diff_chart(report: dict) -> None:
@@ -74,7 +36,12 @@ def _diff_chart(report: dict) -> None:
             y=alt.Y("plotted:Q", scale=alt.Scale(type="log"), title=t("experiment.chart.diff")),
             color=alt.Color("branch:N", title=t("experiment.results.branch")),
             shape=alt.Shape("optimizer:N", title=t("experiment.results.optimizer")),
-            tooltip=["branch", "optimizer", "tensor", alt.Tooltip("abs_diff:Q", format=".3e")],
+            tooltip=[
+                alt.Tooltip("branch:N", title=t("experiment.results.branch")),
+                alt.Tooltip("optimizer:N", title=t("experiment.results.optimizer")),
+                alt.Tooltip("tensor:N", title=t("experiment.chart.tensor")),
+                alt.Tooltip("abs_diff:Q", format=".3e", title=t("experiment.chart.diff")),
+            ],
         )
     )
     tolerance = pd.DataFrame({"y": [report["tolerance"]]})

@@ -145,6 +145,8 @@ def test_clipping_exercise_judges_the_coefficient():
     reveal(at, "clip_ex")
     assert not at.success and any("+0.2" in w.value and "+0.05" in w.value for w in at.warning)
     at.number_input(key="clip_ex_guess").set_value(0.2).run()
+    assert not at.success  # a changed prediction waits for another Reveal (issue 17)
+    reveal(at, "clip_ex")
     assert any("Right" in s.value and "+0.2" in s.value for s in at.success)
 
 

@@ -139,23 +139,67 @@ def test_hostile_deep_links_are_ignored_or_refused(page):
     assert_sound(at, f"{page} deep link", baseline)
 
 
-# Inputs a page must refuse with a translated error: (page, session_state updates, field).
+# Inputs a page must refuse with a translated error, named in the reader's terms: (page,
+# session_state updates, catalogue key of the column or input label the error must name,
+# the table row it must name or None). A cleared cell is called empty, never nan.
 BAD = [
-    ("sections/01_denominator.py", {"den_windows": {"edited_rows": {0: {"positions": None}}}}, "positions"),
-    ("sections/01_denominator.py", {"den_windows": {"edited_rows": {1: {"prompt": -5}}}}, "prompt"),
-    ("sections/01_denominator.py", {"den_windows": {"edited_rows": {2: {"loss_sum": None}}}}, "loss_sums"),
-    ("sections/03_framework.py", {"fw_table": {"edited_rows": {0: {"n": -1}}}}, "counts"),
-    ("sections/03_framework.py", {"fw_table": {"edited_rows": {1: {"grad_sum": None}}}}, "grad_sums"),
-    ("sections/03_framework.py", {"fw_table": {"edited_rows": {0: {"weight_sum": -3.0}}}}, "weight"),
-    ("sections/08_clipping.py", {"clip_threshold": -1.0}, "max_norm"),
-    ("sections/08_clipping.py", {"clip_scale": 0.0}, "scale"),
-    ("sections/09_coordinated_step.py", {"step_threshold": -1e308}, "max_norm"),
-    ("sections/09_coordinated_step.py", {"step_scale": -2.0}, "scale"),
+    (
+        "sections/01_denominator.py",
+        {"den_windows": {"edited_rows": {0: {"positions": None}}}},
+        "denominator.col_positions",
+        "r0·k0",
+    ),
+    (
+        "sections/01_denominator.py",
+        {"den_windows": {"edited_rows": {1: {"prompt": -5}}}},
+        "denominator.col_prompt",
+        "r0·k1",
+    ),
+    (
+        "sections/01_denominator.py",
+        {"den_windows": {"edited_rows": {2: {"loss_sum": None}}}},
+        "denominator.col_loss_sum",
+        "r1·k0",
+    ),
+    (
+        "sections/03_framework.py",
+        {"fw_table": {"edited_rows": {0: {"n": -1}}}},
+        "framework.col_count",
+        "r0·k0",
+    ),
+    (
+        "sections/03_framework.py",
+        {"fw_table": {"edited_rows": {1: {"grad_sum": None}}}},
+        "framework.col_grad_sum",
+        "r0·k1",
+    ),
+    (
+        "sections/03_framework.py",
+        {"fw_table": {"edited_rows": {0: {"weight_sum": -3.0}}}},
+        "framework.col_weight_sum",
+        "r0·k0",
+    ),
+    ("sections/08_clipping.py", {"clip_threshold": -1.0}, "clipping.threshold", None),
+    ("sections/08_clipping.py", {"clip_scale": 0.0}, "clipping.scale", None),
+    ("sections/09_coordinated_step.py", {"step_threshold": -1e308}, "clipping.threshold", None),
+    ("sections/09_coordinated_step.py", {"step_scale": -2.0}, "clipping.scale", None),
 ]
 
 
-@pytest.mark.parametrize("page, updates, field", BAD, ids=[f"{p[6:-3]}-{f}" for p, _, f in BAD])
-def test_bad_input_gets_a_translated_error(page, updates, field):
+def cleared_cell(updates: dict) -> bool:
+    """Whether the updates clear a data-editor cell (the browser sends None)."""
+    edits = [v for change in updates.values() if isinstance(change, dict) for v in change.values()]
+    return any(
+        value is None
+        for rows in edits
+        if isinstance(rows, dict)
+        for row in rows.values()
+        for value in row.values()
+    )
+
+
+@pytest.mark.parametrize("page, updates, label, row", BAD, ids=[f"{p[6:-3]}-{f}" for p, _, f, _ in BAD])
+def test_bad_input_gets_a_translated_error(page, updates, label, row):
     at = open_page(page)
     baseline = shown_figures(at)
     for key, value in updates.items():
@@ -172,6 +216,10 @@ def test_bad_input_gets_a_translated_error(page, updates, field):
         assert_sound(at, f"{page} {updates} {lang}", baseline)
         errors = invalid_input_errors(at, lang)
         assert errors, f"{page} {updates}: no input error shown ({[e.value for e in at.error]})"
-        assert any(field in e for e in errors), errors
+        named = [e for e in errors if i18n.text(lang, label) in e and (row is None or row in e)]
+        assert named, errors
+        assert not any(BAD_FIGURE.search(e) for e in errors), errors  # "empty cell", not nan
+        if cleared_cell(updates):
+            assert any(i18n.text(lang, "errors.empty_cell") in e for e in named), named
         if lang == "zh":
             assert all(re.search(r"[\u4e00-\u9fff]", e) for e in errors), errors

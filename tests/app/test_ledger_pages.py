@@ -6,6 +6,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ui import i18n
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -71,7 +73,9 @@ def test_denominator_reports_bad_rows_on_the_page():
     }
     at.run()
     assert not at.exception
-    assert any("padding + prompt" in e.value and "无法使用" in e.value for e in at.error)
+    # Named by the table's own columns and the row (r0·k0), in Chinese.
+    both = f"{i18n.text('zh', 'denominator.col_padding')} + {i18n.text('zh', 'denominator.col_prompt')}"
+    assert any(both in e.value and "r0·k0" in e.value and "无法使用" in e.value for e in at.error)
 
 
 def test_framework_double_scaling_and_regulariser_are_flagged():

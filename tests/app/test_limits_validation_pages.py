@@ -141,6 +141,8 @@ def test_limits_clip_exercise_gates_only_its_block_in_workshop_mode():
     assert any("+1" in w.value and "+2.49" in w.value for w in at.warning)
     assert metrics(at)["Largest element gap"] != "0" and len(at.dataframe) == 6
     at.number_input(key="lim_ex_guess").set_value(1.0).run()
+    assert not at.success  # a changed prediction waits for another Reveal (issue 17)
+    at.button(key="lim_ex_reveal").click().run()
     assert any(s.value == "Right — core computes +1." for s in at.success)
     at.slider(key="lim_c_norm").set_value(10.0).run()  # a new scenario hides the block again
     assert "Largest element gap" not in metrics(at)

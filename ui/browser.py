@@ -1,0 +1,169 @@
+"""The browser side every page shares: a room-ready layout, the copy-link button with its
+fallback, and Streamlit's own range hints in the reader's language.
+
+A workshop runs on a projector (often 800-1100 px wide) or a split screen, over plain http
+from the instructor's laptop. So:
+- below NARROW_PX the sidebar starts collapsed (once per tab: a reader who opens it again
+  keeps it open), columns wrap instead of squeezing their labels mid-word, metrics and
+  formulas get room instead of an ellipsis;
+- the copy button uses the clipboard where the browser gives one (https, localhost) and
+  otherwise shows the link selected in a field, saying why;
+- a number typed outside an input's range gets the reason in the page's language:
+  Streamlit's frontend writes it (and its "Press Enter to apply" hint) in English, so the
+  script rewrites those messages as they appear.
+
+No Streamlit page state here: the texts come from the caller (ui.page), already translated.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+import streamlit as st
+
+NARROW_PX = 1100
+
+# Wrap before squeezing: a column narrower than this moves to the next row (Streamlit's
+# horizontal blocks already wrap; its columns only lack a minimum width). Metrics get a
+# wider minimum and a smaller figure on narrow screens; display formulas scroll rather than
+# being cut. Choice widgets wrap their options.
+CSS = f"""
+[data-testid="stColumn"] {{ min-width: min(100%, 9.5rem); }}
+[data-testid="stColumn"]:has([data-testid="stMetric"]) {{ min-width: min(100%, 12rem); }}
+[data-testid="stMetricValue"] > div {{ text-overflow: clip; }}
+[data-testid="stMetricLabel"] * {{ white-space: normal; overflow: visible; text-overflow: clip; }}
+[data-testid="stWidgetLabel"] p {{ overflow-wrap: normal; word-break: normal; }}
+.katex-display {{ overflow-x: auto; overflow-y: hidden; padding-bottom: 0.2rem; }}
+[data-testid="stButtonGroup"] > div {{ flex-wrap: wrap; }}
+button.pcl-share {{
+  font: inherit; font-size: 0.85rem; padding: 0.25rem 0.7rem; border-radius: 0.5rem;
+  border: 1px solid rgba(128, 128, 128, 0.45); background: transparent; color: inherit;
+  cursor: pointer;
+}}
+.pcl-share-fallback {{ margin-top: 0.5rem; font-size: 0.85rem; }}
+.pcl-share-fallback input {{
+  width: 100%; font: inherit; padding: 0.35rem 0.5rem; border-radius: 0.4rem;
+  border: 1px solid rgba(128, 128, 128, 0.6); background: transparent; color: inherit;
+}}
+@media (max-width: {NARROW_PX}px) {{
+  [data-testid="stMetricValue"] {{ font-size: 1.6rem; }}
+  h1 {{ font-size: 2.1rem; }}
+}}
+"""
+
+# Runs once per page load (guarded by a window flag): collapse the sidebar on a narrow
+# first visit, and rewrite the frontend's English range message wherever it appears.
+SCRIPT = r"""
+window.pclTexts = %(texts)s;
+if (!window.pclRoomReady) {
+  window.pclRoomReady = true;
+  const sidebar = () => document.querySelector('[data-testid="stSidebar"]');
+  const collapseOnce = () => {
+    if (sessionStorage.getItem("pcl-sidebar-auto") || window.innerWidth >= %(narrow)d) return;
+    const bar = sidebar();
+    const button = document.querySelector('[data-testid="stSidebarCollapseButton"] button');
+    if (bar && button) {
+      sessionStorage.setItem("pcl-sidebar-auto", "1");
+      if (bar.getAttribute("data-collapsed") !== "true") button.click();
+    } else {
+      setTimeout(collapseOnce, 100);
+    }
+  };
+  collapseOnce();
+  const range = new RegExp([
+    "Number is (outside|below|above) the allowed range\\.(?: Please enter a value ",
+    "(?:between (\\S+) and (\\S+)|greater than or equal to (\\S+)",
+    "|less than or equal to (\\S+))\\.)?",
+  ].join(""));
+  const rewrite = (node) => {
+    const walker = document.createTreeWalker(node, NodeFilter.SHOW_TEXT);
+    for (let text = walker.currentNode; text; text = walker.nextNode()) {
+      if (text.nodeType !== 3) continue;
+      const t = window.pclTexts;
+      // Assign only a changed text: an assignment is itself a mutation this observer sees.
+      if (text.nodeValue.trim() === "Press Enter to apply") {
+        if (t.press_enter !== "Press Enter to apply") text.nodeValue = t.press_enter;
+        continue;
+      }
+      const m = text.nodeValue.match(range);
+      if (!m) continue;
+      const said = m[2] ? t.between.replace("{low}", m[2]).replace("{high}", m[3])
+        : m[4] ? t.at_least.replace("{low}", m[4])
+        : m[5] ? t.at_most.replace("{high}", m[5]) : t.outside;
+      // The message comes as "Error: message" in one text node, or after a bold "Error".
+      text.nodeValue = text.nodeValue.replace(m[0], said).replace(/^Error:/, t.error + ":");
+      const before = text.previousSibling;
+      if (before && before.textContent === "Error" && t.error !== "Error") {
+        before.textContent = t.error;
+      }
+    }
+  };
+  new MutationObserver((records) => {
+    for (const record of records) {
+      if (record.type === "characterData") rewrite(record.target);
+      record.addedNodes.forEach(rewrite);
+    }
+  }).observe(document.body, {childList: true, subtree: true, characterData: true});
+}
+"""
+
+SHARE = """<button class="pcl-share" type="button" title="%(label_attr)s">%(label)s</button>
+<div class="pcl-share-fallback" hidden>
+  <div class="pcl-share-note" role="status"></div>
+  <input class="pcl-share-link" type="text" readonly aria-label="%(field_attr)s">
+</div>
+<script>
+document.querySelectorAll("button.pcl-share:not([data-bound])").forEach((button) => {
+  button.dataset.bound = "1";
+  const box = button.nextElementSibling;
+  const field = box.querySelector("input"), note = box.querySelector(".pcl-share-note");
+  const texts = %(texts)s;
+  const showField = (link) => {
+    field.value = link;
+    box.hidden = false;
+    field.focus();
+    field.select();
+    let copied = false;
+    try { copied = document.execCommand("copy"); } catch (error) { copied = false; }
+    note.textContent = copied ? texts.copied_here : texts.copy_yourself;
+    box.dataset.state = copied ? "copied" : "manual";
+  };
+  button.addEventListener("click", () => {
+    const link = window.location.href;
+    if (!window.isSecureContext || !navigator.clipboard) { showField(link); return; }
+    navigator.clipboard.writeText(link).then(
+      () => { button.textContent = texts.copied; box.hidden = true; },
+      () => showField(link));
+  });
+});
+</script>"""
+
+
+def room_support(range_texts: dict[str, str]) -> None:
+    """The shared CSS (no space on the page) and the room script (in the sidebar, where an
+    empty element costs no reading space). `range_texts`: between / at_least / at_most /
+    outside (with {low} and {high} placeholders), error and press_enter."""
+    st.html(f"<style>{CSS}</style>")
+    script = SCRIPT % {"texts": json.dumps(range_texts, ensure_ascii=False), "narrow": NARROW_PX}
+    st.sidebar.html(f"<script>{script}</script>", unsafe_allow_javascript=True)
+
+
+def share_button(texts: dict[str, str]) -> None:
+    """A button that copies the page's current address. Every input is carried in the URL
+    (see ui.deeplink), so the browser's own location *is* the scenario: reading it at click
+    time, rather than rebuilding it on the server, keeps it exact.
+
+    Without a clipboard (plain http at a network address: a classroom) it shows the link in
+    a selectable field, selected, and says so. `texts`: label, copied, field, copied_here,
+    copy_yourself."""
+    st.html(
+        SHARE
+        % {
+            "label": html.escape(texts["label"]),
+            "label_attr": html.escape(texts["label"], quote=True),
+            "field_attr": html.escape(texts["field"], quote=True),
+            "texts": json.dumps(texts, ensure_ascii=False),
+        },
+        unsafe_allow_javascript=True,
+    )
