@@ -27,7 +27,8 @@ def test_the_home_page_walks_the_navigation_in_order():
     at.run()
     assert not at.exception
     links = [link.proto.page for link in at.get("page_link")]
-    assert links == [page.url for page in ui.pages.WORKSHOP]  # the url paths, in order
+    workshop = [page.url for page in ui.pages.WORKSHOP]
+    assert links == ["denominator", *workshop]  # "where to start", then the path in order
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
