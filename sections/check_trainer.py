@@ -57,7 +57,7 @@ with guard():
     st.subheader(t("check.predict.heading"))
     grids, _ = scenarios.scenario_counts(world_size, accum, views.CAPACITY)
     counts = grids["uneven"]
-    rows = ", ".join(
+    rows = " · ".join(
         t("check.predict.row", rank=r, counts=" + ".join(map(str, row)))
         for r, row in enumerate(counts)
     )

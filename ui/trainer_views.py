@@ -119,7 +119,10 @@ def heat_map(rows: list[dict], order: list[str], key: str) -> None:
         y=alt.Y("rank:O", title=t("check.chart.rank")),
         tooltip=tip,
     )
-    colour = alt.Color("weight:Q", scale=_colour_scale(weights), title=t("check.chart.weight"))
+    scale = _colour_scale(weights)
+    ticks = [0.25, 0.5, 1, 2, 4] if scale.type == "log" else alt.Undefined
+    legend = alt.Legend(values=ticks, gradientLength=120)
+    colour = alt.Color("weight:Q", scale=scale, title=t("check.chart.weight"), legend=legend)
     cells = base.mark_rect(stroke="white").encode(color=colour).transform_filter("datum.defined")
     empty = base.mark_rect(fill="white", stroke="#8a8a8a", strokeDash=[3, 3])
     empty = empty.transform_filter("!datum.defined")
@@ -209,6 +212,9 @@ def run_results(report: dict, example: str) -> None:
     downloads.table(
         frame, "trainer-check", hide_index=True, column_config=config, key="chk_verdicts"
     )
+    noted = [(say("scenario", s["name"]), n) for s in check["scenarios"] for n in s["notes"]]
+    if noted:  # the table's notes column, readable at full length
+        st.markdown("\n".join(f"- **{name}**: {say('note', n)}" for name, n in noted))
     for skipped in check["skipped_scenarios"]:
         reason = SKIP_REASONS.get(skipped["reason"])
         why = t(f"check.skipped.{reason}") if reason else skipped["reason"]

@@ -198,6 +198,8 @@ def test_a_recorded_real_run_reads_as_verdicts_notes_and_a_heat_map(launches, la
     assert table["first_divergence"].iloc[0] == first
     assert table["first_divergence"].iloc[3] == say("check.results.none")
     assert say("check.note.control") in table["notes"].iloc[3]  # equal counts: the control
+    listed = f"**{say('check.scenario.equal_counts')}**: {say('check.note.control')}"
+    assert any(listed in m.value for m in at.markdown)  # and at full length under the table
     assert table["max_abs_diff"].iloc[0] == "3.89e-03"
     scenarios = ", ".join(
         say(f"check.scenario.{n}") for n in ("uneven", "empty_microbatch", "empty_rank")
