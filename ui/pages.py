@@ -34,6 +34,7 @@ PAGES = (
     Page("sections/07_validation.py", "validation", "validation", ":material/fact_check:"),
     Page("sections/08_clipping.py", "clipping", "clipping", ":material/content_cut:"),
     Page("sections/09_coordinated_step.py", "coordinated-step", "step", ":material/sync_lock:"),
+    Page("sections/check_trainer.py", "check-trainer", "check", ":material/troubleshoot:"),
     Page("sections/sources.py", "sources", "sources", ":material/menu_book:", workshop=False),
 )
 HOME = PAGES[0]

@@ -1,0 +1,310 @@
+"""The "Check a trainer" page: renders in both languages, shows the chosen example's own code,
+grades the exercise, hands the run only a bundled example's path with the page's P and K, and
+draws a real report: verdicts, skipped scenarios, notes, and the weights as a heat map whose
+undefined cells are never drawn as 0.
+
+No process is started here. The registry's "trainer_check" is replaced by a stand-in (validated
+by the real Params, hashed as the real worker) whose report is `build_report` over either the
+rank outputs recorded once from a real run (fixtures/trainer_check_microbatch_means_p2k2.json,
+see its "about") or hand-made rank outputs of the same shape. The real launch is tested in
+tests/runners/.
+
+    python -m pytest tests/app/test_check_trainer_page.py -q
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from core import update_weights
+from experiments.trainer_check import EXPERIMENT
+from experiments.trainer_check.report import build_report
+from experiments.trainer_check.scenarios import scenario_counts
+from runners.results import RunResult
+from tests.app.sections_helper import open_section
+from ui import i18n
+from ui import trainer_views as views
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = "sections/check_trainer.py"
+FIXTURE = Path(__file__).parent / "fixtures" / "trainer_check_microbatch_means_p2k2.json"
+RECORDED = tuple(json.loads(FIXTURE.read_text())["ranks"])
+
+
+def hand_made_ranks(world_size: int, accum: int, example: str) -> tuple[dict, ...]:
+    """Rank outputs of the worker's shape for an example that applies its known scheme
+    exactly (weights from core.update_weights); only rank 0 carries the solved weights."""
+    scheme = views.EXAMPLES[example]
+    grids, skipped = scenario_counts(world_size, accum, views.CAPACITY)
+    ranks = []
+    for rank in range(world_size):
+        scenarios = []
+        for name, counts in grids.items():
+            n = sum(map(sum, counts))
+            weights = update_weights.scheme_weights_times_n(counts, scheme)
+            ok = all(w is None or math.isclose(w, 1.0) for row in weights for w in row)
+            skips = n > 0 or example != "adamw_steps_at_zero"
+            ok = ok and skips
+            where = {"tensor": "parameter 0.weight", "abs_diff": 1e-3, "why": "differs"}
+            scenario = {
+                "name": name,
+                "label_positions": [list(row) for row in counts],
+                "max_abs_diff": 0.0 if ok else 1e-3,
+                "first_divergence": None if ok else where,
+                "unchanged": n == 0 and skips,
+                "reference_changed": n > 0,
+                "spread": 0.0,
+            }
+            if rank == 0:
+                scenario |= {
+                    "counts": [list(row) for row in counts],
+                    "weights": [list(row) for row in weights],
+                    "residual": 1e-15 if n else None,
+                    "identifiable": True,
+                }
+            scenarios.append(scenario)
+        trainer = str(views.bundled_path(example))
+        check = {"trainer": trainer, "scenarios": scenarios, "skipped": skipped}
+        ranks.append(
+            {"rank": rank, "world_size": world_size, "accum_steps": accum, "tolerance": 1e-10}
+            | {"backend": "gloo", "checks": [check]}
+        )
+    return tuple(ranks)
+
+
+class Launches(list):
+    """What each run was given: (trainer paths, world_size, accum_steps)."""
+
+    make_ranks = staticmethod(hand_made_ranks)  # (world_size, accum, example) -> rank outputs
+
+    def use(self, make_ranks) -> None:
+        self.make_ranks = make_ranks
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Replace the trainer check in the registry with a stand-in; yields its Launches."""
+    from experiments import registry
+    from ui import runs
+
+    calls = Launches()
+
+    class FakeTrainerCheck:
+        name, worker, params = EXPERIMENT.name, EXPERIMENT.worker, EXPERIMENT.params
+
+        def run(self, params, progress=None, **_):
+            calls.append((params.trainers, params.world_size, params.accum_steps))
+            example = Path(params.trainers[0]).stem
+            ranks = calls.make_ranks(params.world_size, params.accum_steps, example)
+            return RunResult.finished(ranks, 0.5, "x").with_report(build_report(ranks))
+
+    real_get = registry.get
+    fake = FakeTrainerCheck()
+    monkeypatch.setattr(registry, "get", lambda n: fake if n == "trainer_check" else real_get(n))
+    runs.clear()
+    yield calls
+    runs.clear()
+
+
+def chart_frames(at) -> list[tuple[dict, object]]:
+    """Each Altair chart's spec and data, in page order."""
+    out = []
+    for chart in at.get("vega_lite_chart"):
+        data = chart.proto.datasets[0].data.data
+        out.append((json.loads(chart.proto.spec), pa.ipc.open_stream(data).read_all().to_pandas()))
+    return out
+
+
+def verdicts(at):
+    return at.dataframe[0].value
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_renders_in_both_languages_without_starting_anything(lang, launches):
+    at = open_section(PAGE, lang)
+    assert at.title[0].value == i18n.text(lang, "check.title")
+    box = at.selectbox(key="chk_example")
+    assert box.options == [i18n.text(lang, f"check.example.{c}") for c in views.EXAMPLES]
+    assert at.code[0].value == views.bundled_path("correct_manual").read_text().rstrip()
+    assert len(at.get("vega_lite_chart")) == 1  # each scheme's prediction, before any run
+    assert at.button(key="chk_run") is not None and not at.dataframe
+    own = " ".join(m.value for m in at.markdown)
+    assert "VOCAB_SIZE" in own and "`2`" in own  # the contract and the exit codes
+    commands = [c.value for c in at.code]
+    assert views.CLI_COMMAND in commands and views.PYTEST_SNIPPET.rstrip() in commands
+    assert any("--nproc-per-node 4" in c and "report.json" in c for c in commands)
+    assert any(i.value == i18n.text(lang, "check.own.safety") for i in at.info)
+    assert launches == []
+
+
+def test_each_example_shows_its_own_code_and_its_predictions_follow_p_and_k():
+    at = open_section(PAGE, chk_world_size="4", chk_accum="3")
+    for code in views.EXAMPLES:
+        at.selectbox(key="chk_example").set_value(code).run()
+        assert not at.exception
+        assert at.code[0].value == views.bundled_path(code).read_text().rstrip()
+        assert at.query_params.get("chk_example", "correct_manual") == code
+    _, frame = chart_frames(at)[0]
+    assert len(frame) == 5 * 4 * 3  # five schemes x P x K
+    assert set(frame["rank"]) == {0, 1, 2, 3} and set(frame["microstep"]) == {0, 1, 2}
+    correct = frame[frame["group"] == "global token mean"]
+    assert set(correct["weight"]) == {1.0} and set(correct["text"]) == {"1"}
+
+
+@pytest.mark.parametrize(
+    ("example", "world_size", "accum"),
+    [("unnormalised_sum", 4, 3), ("correct_manual", 1, 1), ("adamw_steps_at_zero", 2, 2)],
+)
+def test_run_button_passes_the_bundled_path_and_p_and_k(launches, example, world_size, accum):
+    at = open_section(
+        PAGE, chk_example=example, chk_world_size=str(world_size), chk_accum=str(accum)
+    )
+    at.button(key="chk_run").click().run()
+    assert not at.exception, at.exception
+    path = str((ROOT / "examples" / "trainers" / f"{example}.py").resolve())
+    assert launches == [((path,), world_size, accum)]
+    table = verdicts(at)
+    names, skipped = scenario_counts(world_size, accum, views.CAPACITY)
+    assert list(table["scenario"]) == [i18n.text("en", f"check.scenario.{n}") for n in names]
+    captions = [c.value for c in at.caption if "was skipped" in c.value]
+    assert len(captions) == len(skipped)
+    if world_size == 1 and accum == 1:
+        assert any("at least 2 microsteps" in c for c in captions)
+        assert any("at least 2 ranks" in c for c in captions)
+    if example == "adamw_steps_at_zero":  # right weights, wrong at N = 0
+        assert list(table["same_update"]) == ["yes"] * (len(names) - 1) + ["no"]
+        assert "the update must change nothing" in table["notes"].iloc[-1]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_recorded_real_run_reads_as_verdicts_notes_and_a_heat_map(launches, lang):
+    launches.use(lambda *_: RECORDED)
+    at = open_section(PAGE, lang, chk_example="microbatch_means")
+    at.button(key="chk_run").click().run()
+    assert not at.exception, at.exception
+    say = lambda key, **v: i18n.text(lang, key, **v)  # noqa: E731
+    table = verdicts(at)
+    yes, no = say("common.yes"), say("common.no")
+    assert list(table["same_update"]) == [no, no, no, yes, yes]
+    assert table["scheme"].iloc[0] == say("schemes.microbatch_mean")
+    assert table["scheme"].iloc[-1] == say("check.results.scheme_undefined")
+    first = say("check.results.divergence", rank=0, tensor="parameter 0.weight")
+    assert table["first_divergence"].iloc[0] == first
+    assert table["first_divergence"].iloc[3] == say("check.results.none")
+    assert say("check.note.control") in table["notes"].iloc[3]  # equal counts: the control
+    listed = f"**{say('check.scenario.equal_counts')}**: {say('check.note.control')}"
+    assert any(listed in m.value for m in at.markdown)  # and at full length under the table
+    assert table["max_abs_diff"].iloc[0] == "3.89e-03"
+    scenarios = ", ".join(
+        say(f"check.scenario.{n}") for n in ("uneven", "empty_microbatch", "empty_rank")
+    )
+    assert any(w.value == say("check.results.failed", scenarios=scenarios) for w in at.warning)
+    assert len(at.get("vega_lite_chart")) == 2  # the schemes' predictions, then the measured
+    assert say("downloads.run_record") in [b.label for b in at.get("download_button")]
+
+
+def test_the_heat_map_shows_undefined_cells_as_undefined_never_as_zero(launches):
+    launches.use(lambda *_: RECORDED)
+    at = open_section(PAGE, chk_example="microbatch_means")
+    at.button(key="chk_run").click().run()
+    spec, frame = chart_frames(at)[-1]
+    rect, empty, text = spec["spec"]["layer"]
+    assert rect["transform"] == [{"filter": "datum.defined"}]  # only defined cells get a colour
+    assert rect["encoding"]["color"]["scale"]["domainMid"] == 1  # diverging around 1
+    assert empty["transform"] == [{"filter": "!datum.defined"}] and "strokeDash" in empty["mark"]
+    assert text["encoding"]["text"]["field"] == "text"
+    undefined = frame[~frame["defined"]]
+    assert set(undefined["text"]) == {"undefined"} and undefined["weight"].isna().all()
+    cell = lambda group, r, k: frame[  # noqa: E731
+        (frame["group"] == group) & (frame["rank"] == r) & (frame["microstep"] == k)
+    ].iloc[0]
+    assert not cell("an empty microbatch", 0, 1)["defined"]  # its microbatch had no labels
+    assert cell("an empty microbatch", 0, 0)["text"] == "0.578"
+    assert (~frame[frame["group"] == "no labels (N = 0)"]["defined"]).all()
+    assert cell("uneven counts", 1, 1)["weight"] == pytest.approx(1.875)  # N / (P K n_rk)
+    assert not (frame["defined"] & (frame["weight"] == 0)).any()
+
+
+def test_the_exercise_grades_and_workshop_mode_holds_the_run_until_the_reveal(launches):
+    at = open_section(PAGE, workshop=True, chk_example="ddp_mean_of_local_means")
+    assert not at.get("button") or "chk_run" not in [b.key for b in at.button]
+    at.radio(key="chk_ex_guess").set_value("microbatch_mean").run()
+    at.button(key="chk_ex_reveal").click().run()
+    answer = i18n.text("en", "schemes.replica_mean")
+    assert any(answer in w.value for w in at.warning)
+    assert "chk_run" in [b.key for b in at.button]  # revealed: the run may start
+    at.selectbox(key="chk_example").set_value("unnormalised_sum").run()
+    assert "chk_run" not in [b.key for b in at.button]  # a new example hides it again
+    at.radio(key="chk_ex_guess").set_value("unnormalised_sum").run()
+    at.button(key="chk_ex_reveal").click().run()
+    assert any(i18n.text("en", "schemes.unnormalised_sum") in s.value for s in at.success)
+    assert launches == []
+
+
+def test_a_tampered_url_falls_back_to_a_bundled_example(launches):
+    at = open_section(
+        PAGE, chk_example="../../../tmp/evil", chk_world_size="99", chk_accum="<script>"
+    )
+    assert at.selectbox(key="chk_example").value == "correct_manual"
+    at.button(key="chk_run").click().run()
+    assert not at.exception
+    assert launches == [((str(views.bundled_path("correct_manual")),), 2, 2)]
+
+
+def test_a_value_outside_the_list_never_reaches_the_run(launches, monkeypatch):
+    """Even if the example widget handed back something else, no path is built from it."""
+    from ui import deeplink
+
+    real_choice = deeplink.choice
+
+    def tampered(widget, label, options, *, key, **kwargs):
+        value = real_choice(widget, label, options, key=key, **kwargs)
+        return "/tmp/evil.py" if key == "chk_example" else value
+
+    monkeypatch.setattr(deeplink, "choice", tampered)
+    at = open_section(PAGE)
+    assert at.error and "chk_run" not in [b.key for b in at.button]
+    assert launches == []
+
+
+def test_bundled_path_builds_only_example_files():
+    on_disk = {p.stem for p in views.EXAMPLES_DIR.glob("*.py")} - {"tiny_lm"}
+    assert set(views.EXAMPLES) == on_disk
+    for code in views.EXAMPLES:
+        path = views.bundled_path(code)
+        assert path.is_absolute() and path.parent == ROOT / "examples" / "trainers"
+        assert path.suffix == ".py" and path.is_file()
+    for bad in ("tiny_lm", "../app", "/etc/passwd", "correct_manual.py", ""):
+        with pytest.raises(ValueError, match="not a bundled example"):
+            views.bundled_path(bad)
+
+
+def test_the_page_takes_no_typed_text_or_upload():
+    """The page's only inputs are a fixed list, P and K: nothing a visitor types is code."""
+    text_widgets = {"file_uploader", "text_input", "text_area", "chat_input", "data_editor"}
+    for path in (ROOT / PAGE, ROOT / "ui" / "trainer_views.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                assert node.func.attr not in text_widgets, f"{path.name}: {node.func.attr}"
+                for kw in node.keywords:
+                    if kw.arg == "accept_new_options":
+                        assert isinstance(kw.value, ast.Constant) and kw.value.value is False
+
+
+def test_the_answer_key_and_the_capacity_match_the_bundled_files():
+    model = ast.parse(views.MODEL_FILE.read_text())
+    sizes = {
+        node.targets[0].id: node.value.value
+        for node in model.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+    }
+    assert sizes["SEQ_LEN"] * sizes["BATCH_SIZE"] == views.CAPACITY
+    recorded = build_report(RECORDED)["checks"][0]["scenarios"][0]  # a real run's "uneven"
+    assert recorded["scheme"] == views.EXAMPLES["microbatch_means"]
+    assert set(views.EXAMPLES.values()) == set(update_weights.NAMED_SCHEMES)
