@@ -25,7 +25,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # imports every registered experiment's rank-side code ahead, too.
 warm_pool.prestart(preload=registry.worker_modules())
 
-st.set_page_config(page_title="Parallel Correctness Lab", page_icon=":material/balance:", layout="wide")
+st.set_page_config(
+    page_title="Parallel Correctness Lab", page_icon=":material/balance:", layout="wide"
+)
 
 navigation = st.navigation(
     [

@@ -32,7 +32,12 @@ def stats(samples: list[float]) -> dict:
     """median, min, max and n of a list of samples (empty -> Nones)."""
     if not samples:
         return {"median": None, "min": None, "max": None, "n": 0}
-    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "n": len(samples)}
+    return {
+        "median": statistics.median(samples),
+        "min": min(samples),
+        "max": max(samples),
+        "n": len(samples),
+    }
 
 
 def vm_kb(pid: int, field: str = "VmHWM") -> int | None:
@@ -53,7 +58,12 @@ def child_json(module: str, args: list[str], timeout_s: float, env: dict | None 
     cmd = [sys.executable, "-m", module, *args]
     try:
         done = subprocess.run(
-            cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, env=env or dict(os.environ)
+            cmd,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=env or dict(os.environ),
         )
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout_s:g} s: {' '.join(args)}"}

@@ -7,8 +7,9 @@
     python -m bench --render-only                    # re-render with the current bench/notes.md
 
 Families: core (time per core call), pages (AppTest reruns), preload (first renders with
-the server's background imports on and off), cold (streamlit run to a rendered page), runs (experiments vs a no-op Gloo job, cached calls, memory). A partial run
-rewrites only its own sections of the output file and keeps the others.
+the server's background imports on and off), cold (streamlit run to a rendered page), runs
+(experiments vs a no-op Gloo job, cached calls, memory). A partial run rewrites only its own
+sections of the output file and keeps the others.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ def _families(text: str) -> list[str]:
     chosen = [f.strip() for f in text.split(",") if f.strip()]
     unknown = [f for f in chosen if f not in FAMILIES]
     if unknown or not chosen:
-        raise argparse.ArgumentTypeError(f"--only {text!r}: expected a comma list of {', '.join(FAMILIES)}")
+        raise argparse.ArgumentTypeError(
+            f"--only {text!r}: expected a comma list of {', '.join(FAMILIES)}"
+        )
     return chosen
 
 
@@ -62,11 +65,11 @@ def measure(family: str, quick: bool, repeats: int | None) -> report.Section:
 
 
 def print_section(section: report.Section) -> None:
-    print(
-        f"\n== {section.title}  (load {report.load_text(section.load_start)} -> {report.load_text(section.load_end)})"
-    )
+    load = f"{report.load_text(section.load_start)} -> {report.load_text(section.load_end)}"
+    print(f"\n== {section.title}  (load {load})")
     widths = [
-        max(len(str(r[i])) for r in [section.columns, *section.rows]) for i in range(len(section.columns))
+        max(len(str(r[i])) for r in [section.columns, *section.rows])
+        for i in range(len(section.columns))
     ]
     for row in [section.columns, *section.rows]:
         print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
@@ -82,10 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="few repeats, default inputs only")
     parser.add_argument("--repeats", type=int, default=None, help="samples per measurement")
-    parser.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md", help="file to (re)write")
-    parser.add_argument("--wait-load", type=float, default=None, metavar="X", help="first wait for load < X")
     parser.add_argument(
-        "--render-only", action="store_true", help="measure nothing: re-render --out with the current notes"
+        "--out", type=Path, default=ROOT / "BENCHMARKS.md", help="file to (re)write"
+    )
+    parser.add_argument(
+        "--wait-load", type=float, default=None, metavar="X", help="first wait for load < X"
+    )
+    parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help="measure nothing: re-render --out with the current notes",
     )
     args = parser.parse_args(argv)
     if args.repeats is not None and args.repeats < 1:
@@ -102,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         section = measure(family, args.quick, args.repeats)
         print_section(section)
         sections.append(section)
-        report.write(sections, args.out, command.strip())  # after each family: a crash keeps the rest
+        report.write(
+            sections, args.out, command.strip()
+        )  # after each family: a crash keeps the rest
     print(f"\nwrote {report.relative(args.out)}")
     return 0
 

@@ -40,7 +40,8 @@ CHROMIUM_ARGS = [
     "--disable-dev-shm-usage",
 ]
 SETTLED = """() => document.querySelectorAll(
-    '[data-testid=stStatusWidgetRunningIcon], [data-testid=stAppRunningIcon], [data-testid*=keleton]'
+    '[data-testid=stStatusWidgetRunningIcon], [data-testid=stAppRunningIcon],'
+    + ' [data-testid*=keleton]'
 ).length === 0"""
 H1 = '[data-testid="stAppViewContainer"] h1'
 MINIMAL = "bench/minimal_app.py"  # Streamlit's own floor: an app that only writes a title
@@ -54,14 +55,28 @@ def free_port() -> int:
 
 def start_server(port: int, script: str = "app.py") -> subprocess.Popen:
     cmd = [
-        sys.executable, "-m", "streamlit", "run", script,
-        "--server.port", str(port), "--server.address", "127.0.0.1",
-        "--server.headless", "true", "--browser.gatherUsageStats", "false",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        script,
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
     return subprocess.Popen(
-        cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cmd,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,  # one killpg stops the server and anything it started
-    )  # fmt: skip
+    )
 
 
 def stop_server(server: subprocess.Popen) -> None:
@@ -167,7 +182,9 @@ def _page_paths() -> list[tuple[str, str]]:
 
     tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PAGES" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            getattr(t, "id", None) == "PAGES" for t in node.targets
+        ):
             entries = ast.literal_eval(node.value)
             return [(e[0], "" if e[1] == "home" else e[1]) for e in entries]
     return [(p, "") for p in registered_pages()]
@@ -198,7 +215,9 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
     series = {
         "start → /_stcore/health 200": [r["health_s"] for r in good],
         "start → home page <h1> visible": [r["first_page_s"] for r in good if "first_page_s" in r],
-        "start → home page settled": [r["first_page_settled_s"] for r in good if "first_page_settled_s" in r],
+        "start → home page settled": [
+            r["first_page_settled_s"] for r in good if "first_page_settled_s" in r
+        ],
         "browser: navigate → <h1> (server already healthy)": [
             r["browser_h1_s"] for r in good if "browser_h1_s" in r
         ],
@@ -232,12 +251,19 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
             section.rows.append([name, spread(stats(samples), unit=megabytes), str(len(samples))])
     tour = next((r["tour_settled_s"] for r in good if "tour_settled_s" in r), {})
     for page, seconds in tour.items():
-        section.rows.append([f"first visit of `{page}` on the warm server (settled)", duration(seconds), "1"])
+        section.rows.append(
+            [f"first visit of `{page}` on the warm server (settled)", duration(seconds), "1"]
+        )
     first = series["start → home page <h1> visible"]
     if first:
         median = stats(first)["median"]
         section.goals.append(
-            Goal("cold start to a rendered first page", duration(median), f"≤ {GOAL_S:g} s", median <= GOAL_S)
+            Goal(
+                "cold start to a rendered first page",
+                duration(median),
+                f"≤ {GOAL_S:g} s",
+                median <= GOAL_S,
+            )
         )
     else:
         section.goals.append(

@@ -55,17 +55,37 @@ def cases(quick: bool) -> list[tuple[str, str, Callable[[], object]]]:
 
     seed = infonce.SEED
     out = [
-        ("ledger.reduce_gradient", "seed: n = (2, 8), G = (-4, 8)",
-         lambda: ledger.reduce_gradient([[-4.0], [8.0]], [[2], [8]], "global_token")),
-        ("ledger.local_loss_scale", "seed: n = (2, 8)", lambda: ledger.local_loss_scale([[2], [8]], "mean")),
-        ("ledger.quadratic_ledger", "seed (page 02)", lambda: ledger.quadratic_ledger((2, 8), (2.0, -1.0))),
-        ("infonce.contrastive", "seed: 2 scalar pairs",
-         lambda: infonce.contrastive(seed["q"], seed["d"], seed["tau"])),
-        ("infonce.encoder_grads", "seed: 2 pairs, gather",
-         lambda: infonce.encoder_grads(seed["a"], seed["b"], 1.0, 1.0, 1.0, "gather")),
-        ("clipping.clip_report", "seed: [3, 4] x scale 8, tau 1",
-         lambda: clipping.clip_report(clipping.scenario_grads("seed"), 1.0, 8.0)),
-    ]  # fmt: skip
+        (
+            "ledger.reduce_gradient",
+            "seed: n = (2, 8), G = (-4, 8)",
+            lambda: ledger.reduce_gradient([[-4.0], [8.0]], [[2], [8]], "global_token"),
+        ),
+        (
+            "ledger.local_loss_scale",
+            "seed: n = (2, 8)",
+            lambda: ledger.local_loss_scale([[2], [8]], "mean"),
+        ),
+        (
+            "ledger.quadratic_ledger",
+            "seed (page 02)",
+            lambda: ledger.quadratic_ledger((2, 8), (2.0, -1.0)),
+        ),
+        (
+            "infonce.contrastive",
+            "seed: 2 scalar pairs",
+            lambda: infonce.contrastive(seed["q"], seed["d"], seed["tau"]),
+        ),
+        (
+            "infonce.encoder_grads",
+            "seed: 2 pairs, gather",
+            lambda: infonce.encoder_grads(seed["a"], seed["b"], 1.0, 1.0, 1.0, "gather"),
+        ),
+        (
+            "clipping.clip_report",
+            "seed: [3, 4] x scale 8, tau 1",
+            lambda: clipping.clip_report(clipping.scenario_grads("seed"), 1.0, 8.0),
+        ),
+    ]
     if quick:
         return out
     rng = random.Random(2024)
@@ -74,13 +94,32 @@ def cases(quick: bool) -> list[tuple[str, str, Callable[[], object]]]:
     rank_grads = _clip_large(rng)
     big = f"{P_LARGE} x {K_LARGE}"
     out += [
-        ("ledger.reduce_gradient", f"{big} ledger", lambda: ledger.reduce_gradient(grads, counts, "global_token")),
-        ("ledger.local_loss_scale", f"{big} ledger", lambda: ledger.local_loss_scale(counts, "mean")),
-        ("infonce.contrastive", f"{PAIRS_LARGE} pairs x {DIM_LARGE} dims", lambda: infonce.contrastive(q, d, 1.0)),
-        ("infonce.encoder_grads", f"{PAIRS_LARGE} pairs x {DIM_LARGE} dims, gather",
-         lambda: infonce.encoder_grads(q, d, 1.0, 1.0, 1.0, "gather")),
-        ("clipping.clip_report", "10,000 parameters (2 ranks)", lambda: clipping.clip_report(rank_grads, 1.0, 8.0)),
-    ]  # fmt: skip
+        (
+            "ledger.reduce_gradient",
+            f"{big} ledger",
+            lambda: ledger.reduce_gradient(grads, counts, "global_token"),
+        ),
+        (
+            "ledger.local_loss_scale",
+            f"{big} ledger",
+            lambda: ledger.local_loss_scale(counts, "mean"),
+        ),
+        (
+            "infonce.contrastive",
+            f"{PAIRS_LARGE} pairs x {DIM_LARGE} dims",
+            lambda: infonce.contrastive(q, d, 1.0),
+        ),
+        (
+            "infonce.encoder_grads",
+            f"{PAIRS_LARGE} pairs x {DIM_LARGE} dims, gather",
+            lambda: infonce.encoder_grads(q, d, 1.0, 1.0, 1.0, "gather"),
+        ),
+        (
+            "clipping.clip_report",
+            "10,000 parameters (2 ranks)",
+            lambda: clipping.clip_report(rank_grads, 1.0, 8.0),
+        ),
+    ]
     return out
 
 
@@ -133,7 +172,9 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
         timing, loops = time_call(call, repeats, 0.01 if quick else 0.05)
         large = "seed" not in label
         peak = peak_alloc(call) if large and not quick else None
-        rows.append({"entry": name, "input": label, "seconds": timing, "loops": loops, "peak_bytes": peak})
+        rows.append(
+            {"entry": name, "input": label, "seconds": timing, "loops": loops, "peak_bytes": peak}
+        )
         section.rows.append(
             [
                 f"`{name}`",
@@ -147,7 +188,8 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
     slowest = max((r for r in rows if "seed" in r["input"]), key=lambda r: r["seconds"]["median"])
     section.notes.append(
         f"At the pages' defaults the slowest entry point is `{slowest['entry']}` at "
-        f"{duration(slowest['seconds']['median'])} per call: core is never what a visitor waits for."
+        f"{duration(slowest['seconds']['median'])} per call: core is never what a visitor "
+        "waits for."
     )
     section.seconds = time.perf_counter() - began
     section.load_end = loadavg()

@@ -31,14 +31,18 @@ NEEDS_TORCH = {"sections/04_limits.py", "sections/07_validation.py"}
 HEAVY = ("torch", "torch._dynamo", "pandas", "altair", "numpy", "tokenizers", "safetensors")
 QUICK_PAGES = ("sections/home.py", "sections/02_ledger.py")
 # Extra rows at large inputs: (page, widget values set before it renders, label).
-LARGE_INPUTS = (("sections/02_ledger.py", {"ledger_n_a": 5000, "ledger_n_b": 5000}, "5,000 + 5,000 tokens"),)
+LARGE_INPUTS = (
+    ("sections/02_ledger.py", {"ledger_n_a": 5000, "ledger_n_b": 5000}, "5,000 + 5,000 tokens"),
+)
 
 
 def registered_pages() -> list[str]:
     """The page files in app.py's PAGES list, in order (read with ast: app.py is a script)."""
     tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PAGES" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            getattr(t, "id", None) == "PAGES" for t in node.targets
+        ):
             return [entry[0] for entry in ast.literal_eval(node.value)]
     raise ValueError("app.py has no PAGES list")
 
@@ -156,7 +160,9 @@ def run(quick: bool = False, repeats: int | None = None, pages: list[str] | None
             ["--preset", json.dumps(preset)] if preset else []
         )
         # PCL_PRELOAD=0: what a page imports by itself, not what the server preloads (ui/preload.py)
-        result = child_json("bench.pages", args, timeout_s=600, env=dict(os.environ, PCL_PRELOAD="0"))
+        result = child_json(
+            "bench.pages", args, timeout_s=600, env=dict(os.environ, PCL_PRELOAD="0")
+        )
         result.setdefault("page", page)
         result["case"] = f"`{page}`" + (f" at {label}" if label else "")
         results.append(result)
@@ -180,8 +186,12 @@ def run(quick: bool = False, repeats: int | None = None, pages: list[str] | None
     measured = [r for r in results if "error" not in r]
     for r in measured:
         ms = r["rerun_s"]["median"] * 1000
-        section.goals.append(Goal(f"rerun {r['case']}", f"{ms:.0f} ms", f"≤ {GOAL_MS:.0f} ms", ms <= GOAL_MS))
-    stray = [r["page"] for r in measured if "torch" in r["imported"] and r["page"] not in NEEDS_TORCH]
+        section.goals.append(
+            Goal(f"rerun {r['case']}", f"{ms:.0f} ms", f"≤ {GOAL_MS:.0f} ms", ms <= GOAL_MS)
+        )
+    stray = [
+        r["page"] for r in measured if "torch" in r["imported"] and r["page"] not in NEEDS_TORCH
+    ]
     section.goals.append(
         Goal(
             "pages that do not need torch do not import it",
@@ -208,7 +218,9 @@ def run(quick: bool = False, repeats: int | None = None, pages: list[str] | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.pages", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.pages", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--child", metavar="PAGE", required=True, help="e.g. sections/02_ledger.py")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument(

@@ -61,7 +61,9 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
         for idle_s, pages in CASES:
             for setting in ("1", "0"):  # alternately, so both see the same load
                 env = dict(os.environ, PCL_PRELOAD=setting)
-                got = child_json("bench.preload", ["--child", str(idle_s), ",".join(pages)], 600, env)
+                got = child_json(
+                    "bench.preload", ["--child", str(idle_s), ",".join(pages)], 600, env
+                )
                 if "error" in got:
                     errors.append(got["error"])
                     continue
@@ -71,7 +73,9 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
         for page in pages:
             on, off = samples.get((idle_s, page, "1"), []), samples.get((idle_s, page, "0"), [])
             label = f"`{page}`, opened {duration(idle_s)} after the first page"
-            section.rows.append([label, spread(stats(on)) if on else "—", spread(stats(off)) if off else "—"])
+            section.rows.append(
+                [label, spread(stats(on)) if on else "—", spread(stats(off)) if off else "—"]
+            )
     if errors:
         section.notes.append(f"{len(errors)} case(s) failed: {errors[0]}")
     section.notes.append(
@@ -86,7 +90,9 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.preload", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.preload", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--child", nargs=2, metavar=("IDLE_S", "PAGES"), required=True)
     args = parser.parse_args(argv)
     print(json.dumps(child(float(args.child[0]), args.child[1].split(","))))

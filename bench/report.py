@@ -92,7 +92,9 @@ def machine() -> dict:
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+            cpu = next(
+                (ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu
+            )
     except OSError:
         pass
     memory = None
@@ -162,7 +164,11 @@ def parse(text: str) -> dict[str, dict]:
     out = {}
     for key, body in _SECTION.findall(text):
         found = _DATA.search(body)
-        data = json.loads(found.group(2).replace("- -", "--")) if found and found.group(1) == key else {}
+        data = (
+            json.loads(found.group(2).replace("- -", "--"))
+            if found and found.group(1) == key
+            else {}
+        )
         out[key] = {"markdown": body, "data": data}
     return out
 

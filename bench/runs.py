@@ -3,7 +3,7 @@
     python -m bench --only runs [--quick] [--repeats N]
     python -m bench.runs --child negatives          # one launch, one JSON line
     python -m bench.runs --cached negatives --repeats 20
-    python -m bench.runs --pooled --repeats 3         # the same runs through the warm pool (PCL_WARM_POOL=1)
+    python -m bench.runs --pooled --repeats 3         # the same runs through the warm pool
 
 Cold run: `runners.<experiment>.run()` at its defaults (2 processes), timed around the call
 (launch, torchrun, every rank, the report), measured alternately with the baseline - a
@@ -178,7 +178,11 @@ def pooled(repeats: int, jobs=("noop", *EXPERIMENTS)) -> dict:
             for job in jobs:
                 began = time.perf_counter()
                 result = launch_job(job)
-                row = {"ok": result.ok, "message": result.message, "wall_s": time.perf_counter() - began}
+                row = {
+                    "ok": result.ok,
+                    "message": result.message,
+                    "wall_s": time.perf_counter() - began,
+                }
                 out["jobs"].setdefault(job, []).append(row)
         out["zygote_hwm_kb"] = vm_kb(zygote)
     finally:
@@ -197,7 +201,11 @@ def cached(job: str, repeats: int) -> dict:
     cold = {"script_s": at.session_state["bench_s"], "apptest_s": time.perf_counter() - began}
     if at.exception or not at.session_state["bench_ok"]:
         shown = [e.value for e in at.error] + [str(e.message) for e in at.exception]
-        return {"job": job, "error": f"the first (launching) call failed: {shown[:1]}", "cold": cold}
+        return {
+            "job": job,
+            "error": f"the first (launching) call failed: {shown[:1]}",
+            "cold": cold,
+        }
     calls, reruns, status = [], [], []
     for _ in range(repeats):
         began = time.perf_counter()
@@ -244,7 +252,8 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
                     noop_before[job].append(result["wall_s"])
     hits = "5" if quick else "20"
     cache = {
-        job: child_json("bench.runs", ["--cached", job, "--repeats", hits], 900) for job in experiments
+        job: child_json("bench.runs", ["--cached", job, "--repeats", hits], 900)
+        for job in experiments
     }
     pool = {} if quick else child_json("bench.runs", ["--pooled", "--repeats", str(repeats)], 1800)
 
@@ -260,7 +269,9 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
         return f"{rank} / {agent} (largest process: {megabytes(max(exact)) if exact else '—'})"
 
     noop_all = [r["wall_s"] for r in ok("noop")]
-    section.rows.append(["no-op Gloo job (baseline)", spread(stats(noop_all)), "1", "—", memory(ok("noop"))])
+    section.rows.append(
+        ["no-op Gloo job (baseline)", spread(stats(noop_all)), "1", "—", memory(ok("noop"))]
+    )
     ddp_all = [r["wall_s"] for r in ok("noop_ddp")]
     ddp_ratio = _ratio(ddp_all, noop_all)
     section.rows.append(
@@ -309,7 +320,9 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
     zygote = megabytes(pool["zygote_hwm_kb"]) if pool.get("zygote_hwm_kb") else "—"
     for job, rows in pool.get("jobs", {}).items():
         walls = [r["wall_s"] for r in rows if r["ok"]]
-        ratio = "—" if not walls or not noop_median else f"{stats(walls)['median'] / noop_median:.2f}×"
+        ratio = (
+            "—" if not walls or not noop_median else f"{stats(walls)['median'] / noop_median:.2f}×"
+        )
         label = "no-op Gloo job" if job == "noop" else f"`runners.{job}`"
         section.rows.append(
             [f"{label} via the warm pool", spread(stats(walls)), ratio, "—", f"zygote {zygote}"]
@@ -355,7 +368,8 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
     if status:
         section.notes.append(
             f"Of the cached call, a bare `st.status(..., state='complete')` alone takes "
-            f"{duration(stats(status)['median'])}: Streamlit's StatusContainer sleeps 50 ms when it is "
+            f"{duration(stats(status)['median'])}: Streamlit's StatusContainer sleeps 50 ms when "
+            "it is "
             "created (streamlit/elements/lib/mutable_status_container.py), so any cache hit shown "
             "with st.status costs at least that."
         )
@@ -366,11 +380,15 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.runs", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.runs", description=__doc__.splitlines()[0]
+    )
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--child", choices=tuple(JOBS), help="one launch, one JSON line")
     mode.add_argument("--cached", choices=EXPERIMENTS, help="cache hits of run_with_status")
-    mode.add_argument("--pooled", action="store_true", help="every job through the opt-in warm pool")
+    mode.add_argument(
+        "--pooled", action="store_true", help="every job through the opt-in warm pool"
+    )
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args(argv)
     if args.pooled:

@@ -30,13 +30,21 @@ from core import validation as v
 Grads = dict[str, float]
 VARIANTS = ("global", "per_rank", "double_counted", "before_unscale", "local_skip")
 PROTOCOL = ("unscale", "agree", "reduce", "update")
-BROKEN_STEP = dict(zip(VARIANTS, (None, "reduce", "reduce", "unscale", "agree")))  # the step each gets wrong
+BROKEN_STEP = dict(
+    zip(VARIANTS, (None, "reduce", "reduce", "unscale", "agree"))
+)  # the step each gets wrong
 INJECTIONS = {"inf": math.inf, "nan": math.nan}
 # Unscaled gradients of the pages' presets: sharded (rank, id, g) and replicated (id, g).
 SCENARIOS = {
     "seed": {"sharded": ((0, "w0", 3.0), (1, "w1", 4.0)), "replicated": ()},
-    "seed_replicated": {"sharded": ((0, "w0", 3.0), (1, "w1", 4.0)), "replicated": (("shared", 12.0),)},
-    "mixed": {"sharded": ((0, "a0", 0.5), (0, "a1", -2.0), (1, "b0", 1.5)), "replicated": (("bias", -1.0),)},
+    "seed_replicated": {
+        "sharded": ((0, "w0", 3.0), (1, "w1", 4.0)),
+        "replicated": (("shared", 12.0),),
+    },
+    "mixed": {
+        "sharded": ((0, "a0", 0.5), (0, "a1", -2.0), (1, "b0", 1.5)),
+        "replicated": (("bias", -1.0),),
+    },
 }
 
 
@@ -50,7 +58,10 @@ def norm_parts(groups, *, allow_overflow: bool = False) -> tuple[float, list[flo
     if m == 0:
         return 0.0, [0.0] * len(groups)
     parts = [math.fsum((g / m) ** 2 for g in grp) for grp in groups]
-    n, sums = m * math.sqrt(math.fsum(parts)), [m * (m * p) for p in parts]  # m * p: no early overflow
+    n, sums = (
+        m * math.sqrt(math.fsum(parts)),
+        [m * (m * p) for p in parts],
+    )  # m * p: no early overflow
     n = n if allow_overflow else v.finite_result(n, "groups", groups)
     return n, [s if math.isfinite(s) else None for s in sums]
 
@@ -97,7 +108,9 @@ class ClipReport:
     momentum_after: Grads
     step_after: int
     outcomes: dict[str, tuple[RankStep, ...]]  # variant -> every rank's step
-    applied_norms: dict[str, float | None]  # variant -> norm of what the owners applied (min(n, tau))
+    applied_norms: dict[
+        str, float | None
+    ]  # variant -> norm of what the owners applied (min(n, tau))
     diverged: dict[str, bool]  # variant -> ranks disagree on a parameter or the step count
 
 
@@ -108,7 +121,9 @@ def _rank_grads(rank_grads) -> tuple[Grads, ...]:
     out = []
     for r, grads in enumerate(rank_grads):
         if not isinstance(grads, Mapping):
-            raise TypeError(f"rank_grads[{r}]={grads!r} is not a mapping of parameter id -> gradient")
+            raise TypeError(
+                f"rank_grads[{r}]={grads!r} is not a mapping of parameter id -> gradient"
+            )
         out.append({pid: v.number(g, f"rank_grads[{r}][{pid!r}]") for pid, g in grads.items()})
     return tuple(out)
 
@@ -137,12 +152,22 @@ def _steps(skips, norms, held, tau, params, buffers, step, lr, momentum) -> tupl
         if momentum:
             b = {j: d if j not in b else momentum * b[j] + d for j, d in applied.items()}
         d = b if momentum else applied
-        out.append(RankStep(r, False, norms[r], c, applied, {j: p[j] - lr * d[j] for j in p}, b, step + 1))
+        out.append(
+            RankStep(r, False, norms[r], c, applied, {j: p[j] - lr * d[j] for j in p}, b, step + 1)
+        )
     return tuple(out)
 
 
 def clip_report(
-    rank_grads, max_norm, scale=1.0, lr=0.1, params=None, *, momentum=0.0, momentum_buffers=None, step=0
+    rank_grads,
+    max_norm,
+    scale=1.0,
+    lr=0.1,
+    params=None,
+    *,
+    momentum=0.0,
+    momentum_buffers=None,
+    step=0,
 ) -> ClipReport:
     """Clip synchronised, loss-scaled gradients by one global norm and take the coordinated step.
 
@@ -160,7 +185,11 @@ def clip_report(
     """
     scaled = _rank_grads(rank_grads)
     tau, scale = v.non_negative(max_norm, "max_norm"), v.positive(scale, "scale")
-    lr, momentum, step = v.non_negative(lr, "lr"), v.non_negative(momentum, "momentum"), v.count(step, "step")
+    lr, momentum, step = (
+        v.non_negative(lr, "lr"),
+        v.non_negative(momentum, "momentum"),
+        v.count(step, "step"),
+    )
     owners: dict[str, int] = {}
     for r, grads in enumerate(scaled):
         owners |= {pid: r for pid in grads if pid not in owners}
@@ -172,12 +201,18 @@ def clip_report(
     skip = any(nonfinite)  # 02 agree
     for r, grads in enumerate(() if skip else unscaled):  # replicated copies must agree
         for j in (j for j, g in grads.items() if g != unscaled[owners[j]][j]):
-            raise v.InvalidInput(f"rank_grads[{r}][{j!r}]", scaled[r][j], "in_range", "equal on every rank")
+            raise v.InvalidInput(
+                f"rank_grads[{r}][{j!r}]", scaled[r][j], "in_range", "equal on every rank"
+            )
 
     def owned(grads_by_rank, ranks) -> list[list[float]]:
         return [[g for j, g in grads_by_rank[r].items() if owners[j] == r] for r in ranks]
 
-    world, everyone, norm = len(scaled), range(len(scaled)), lambda g: norm_parts(g, allow_overflow=True)
+    world, everyone, norm = (
+        len(scaled),
+        range(len(scaled)),
+        lambda g: norm_parts(g, allow_overflow=True),
+    )
     n = c = double = scaled_n = None
     sums = local = (None,) * world
     if not skip:  # 03 reduce
@@ -223,7 +258,9 @@ def clip_report(
         scaled_norm=scaled_n,
         params_before=params,
         params_after={j: right[owners[j]].params[j] for j in owners},
-        momentum_after={j: b for s in right for j, b in s.momentum_buffers.items() if owners[j] == s.rank},
+        momentum_after={
+            j: b for s in right for j, b in s.momentum_buffers.items() if owners[j] == s.rank
+        },
         step_after=right[0].step,
         outcomes=outcomes,
         applied_norms={name: applied_norm(steps) for name, steps in outcomes.items()},
@@ -255,13 +292,16 @@ def scenario_grads(name="seed", scale=8.0, *, extra_sharded=(), extra_replicated
         r, pid, kind = inject
         r = _rank(r, "inject_rank")
         pid = next(iter(grads[r]), None) if pid is None else pid  # default: the rank's first id
-        pid, kind = v.choice(pid, "inject_id", tuple(grads[r])), v.choice(kind, "inject", tuple(INJECTIONS))
+        pid, kind = (
+            v.choice(pid, "inject_id", tuple(grads[r])),
+            v.choice(kind, "inject", tuple(INJECTIONS)),
+        )
         grads[r][pid] = INJECTIONS[kind]
     return tuple(grads)
 
 
 def threshold_sweep(report: ClipReport, max_threshold=None, points=41) -> list[dict]:
-    """c(tau) = 1 if n = 0 else min(1, tau / n) for the correct and each wrong norm, tau in [0, max].
+    """c(tau) = 1 if n = 0 else min(1, tau / n) for the correct and each wrong norm, tau in [0, max]
 
     Rows {"threshold", "norm", "coefficient"}; `norm` names the variant ("per_rank_<r>"
     for each rank's local norm). Empty when the step is skipped: there is no norm.

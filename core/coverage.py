@@ -155,5 +155,7 @@ def coverage_matrix(
     )
     uncovered = tuple(c for c in columns if all(cells[(r, c)].status != "evidence" for r in rows))
     broken = tuple(key for key, cell in cells.items() if cell.status == "broken")
-    complete = not broken and not uncovered and all(cell.status != "not_run" for cell in cells.values())
+    complete = (
+        not broken and not uncovered and all(cell.status != "not_run" for cell in cells.values())
+    )
     return CoverageMatrix(source, rows, columns, cells, blind_rows, uncovered, broken, complete)

@@ -137,10 +137,14 @@ def _split(params0, batches, scheme: str) -> dict:
             if scheme == "microbatch_mean":
                 loss = _ce(params, inputs, labels, "mean") / steps
             elif scheme == "replica_mean":
-                loss = _ce(params, inputs, labels, "sum") / torch.tensor(float(sum(counts[r])), dtype=DTYPE)
+                loss = _ce(params, inputs, labels, "sum") / torch.tensor(
+                    float(sum(counts[r])), dtype=DTYPE
+                )
             else:
                 loss = (
-                    scale * _ce(params, inputs, labels, "sum") / (steps if scheme == "double_scaled" else 1)
+                    scale
+                    * _ce(params, inputs, labels, "sum")
+                    / (steps if scheme == "double_scaled" else 1)
                 )
             if loss.requires_grad:
                 loss.backward()
@@ -150,7 +154,9 @@ def _split(params0, batches, scheme: str) -> dict:
         logged.append(total)
     grads = torch.stack(replica_grads).mean(0)  # DDP: mean over replicas
     shards = np.array_split(np.arange(grads.numel()), replicas)  # rank r owns shard r
-    report = clipping.clip_report([{f"p{i}": float(grads[i]) for i in shard} for shard in shards], MAX_NORM)
+    report = clipping.clip_report(
+        [{f"p{i}": float(grads[i]) for i in shard} for shard in shards], MAX_NORM
+    )
     return {
         "loss": float(torch.stack(logged).mean()),
         "grads": grads,
@@ -199,7 +205,9 @@ def run_checks(slip: str = "microbatch_mean", seed: int = 0, rows=tuple(SCENARIO
         for column, key in zip(coverage.COLUMNS, ("loss", "grads", "norm", "params"), strict=True):
             correct_diff, tol = _gap(ref[key], good[key])
             slip_diff, _ = _gap(ref[key], bad[key])
-            evidence.append(coverage.Evidence(row, column, "in_process", correct_diff, tol, slip_diff, True))
+            evidence.append(
+                coverage.Evidence(row, column, "in_process", correct_diff, tol, slip_diff, True)
+            )
         counts = good["counts"]
         details.append(
             {

@@ -40,7 +40,9 @@ def count_valid_labels(positions: int, padding: int, prompt: int, truncated: int
     prompt = v.count(prompt, "prompt")
     truncated = v.count(truncated, "truncated")
     if padding + prompt > positions:
-        raise v.InvalidInput("padding + prompt", padding + prompt, "in_range", f"0..{positions} (positions)")
+        raise v.InvalidInput(
+            "padding + prompt", padding + prompt, "in_range", f"0..{positions} (positions)"
+        )
     return LabelCount(positions, padding, prompt, truncated, positions - padding - prompt)
 
 

@@ -75,7 +75,8 @@ def _pair(q: torch.Tensor, d: torch.Tensor, names: str = "qd") -> None:
     tensor(q, names[0]), tensor(d, names[1])
     if not (q.is_floating_point() and q.dtype == d.dtype):
         raise TypeError(
-            f"{names[0]} and {names[1]} must be float tensors of one dtype, not {q.dtype}, {d.dtype}"
+            f"{names[0]} and {names[1]} must be float tensors of one dtype, "
+            f"not {q.dtype}, {d.dtype}"
         )
     if q.ndim != 2 or q.shape != d.shape or not len(q):
         raise v.InvalidInput(
@@ -104,7 +105,9 @@ def saved_activation_counter(params) -> Iterator[Callable[[], int]]:
         yield lambda: total[0]
 
 
-def gradient_cache(net: torch.nn.Module, a: torch.Tensor, b: torch.Tensor, accum_steps: int, tau: float):
+def gradient_cache(
+    net: torch.nn.Module, a: torch.Tensor, b: torch.Tensor, accum_steps: int, tau: float
+):
     """Accumulate d(full-pool InfoNCE / B)/dw into net's .grad, one microbatch graph at a time.
 
     Args: net a torch module mapping (n, 5) to representations; a, b finite (B, 5) inputs of
@@ -116,7 +119,9 @@ def gradient_cache(net: torch.nn.Module, a: torch.Tensor, b: torch.Tensor, accum
         raise TypeError(f"net={net!r} is not a torch module")
     _pair(a, b, "ab")
     if a.shape[1] != INPUT_DIM or a.dtype != DTYPE:
-        raise v.InvalidInput("a", tuple(a.shape), "same_shape", f"(B, {INPUT_DIM}) float64, like pairs()")
+        raise v.InvalidInput(
+            "a", tuple(a.shape), "same_shape", f"(B, {INPUT_DIM}) float64, like pairs()"
+        )
     accum_steps, tau = bounded_count(accum_steps, "accum_steps", 1, len(a)), v.positive(tau, "tau")
     params = list(net.parameters())
     with torch.no_grad():  # 1: representations only, no graph
@@ -148,7 +153,9 @@ class NegativesSplit:
     batch_size: int
     accum_steps: int
     grads: dict[str, tuple[float, ...]]  # variant -> flattened encoder gradient
-    rows: tuple[dict, ...]  # per variant: loss, fewest negatives per query, gradient gap, saved elements
+    rows: tuple[
+        dict, ...
+    ]  # per variant: loss, fewest negatives per query, gradient gap, saved elements
     difference: float  # per-microbatch pools: max gradient gap to the full pool
     cache_difference: float  # gradient cache: max gradient gap to the full pool
 
@@ -177,7 +184,9 @@ def negatives_split(
     def flat(net: torch.nn.Module) -> torch.Tensor:
         return torch.cat([p.grad.reshape(-1) for p in net.parameters()])
 
-    def pooled(net: torch.nn.Module, xa: torch.Tensor, xb: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    def pooled(
+        net: torch.nn.Module, xa: torch.Tensor, xb: torch.Tensor
+    ) -> tuple[torch.Tensor, int, int]:
         with saved_activation_counter(net.parameters()) as encoder_saved:
             q, d = net(xa), net(xb)
         with saved_activation_counter(net.parameters()) as loss_saved:

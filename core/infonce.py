@@ -94,16 +94,25 @@ def _representations(values: object, field: str) -> tuple[np.ndarray, bool]:
     vector = all(isinstance(x, _SEQUENCES) for x in items)
     mixed = not vector and any(isinstance(x, _SEQUENCES) for x in items)
     if mixed or vector and (len(items[0]) == 0 or any(len(x) != len(items[0]) for x in items)):
-        raise v.InvalidInput(field, values, "rectangular", "all numbers or all equal-length vectors")
-    rows = [  # a row of plain finite floats needs no per-number call (checks 10x faster at 512 x 64)
-        x if all(type(c) is float and math.isfinite(c) for c in x) else
-        [_checked(v.finite, c, f"{field}[{i}]" + (f"[{k}]" if vector else "")) for k, c in enumerate(x)]
+        raise v.InvalidInput(
+            field, values, "rectangular", "all numbers or all equal-length vectors"
+        )
+    # A row of plain finite floats needs no per-number call (checks 10x faster at 512 x 64).
+    rows = [
+        x
+        if all(type(c) is float and math.isfinite(c) for c in x)
+        else [
+            _checked(v.finite, c, f"{field}[{i}]" + (f"[{k}]" if vector else ""))
+            for k, c in enumerate(x)
+        ]
         for i, x in enumerate(items if vector else [[x] for x in items])
-    ]  # fmt: skip
+    ]
     return np.array(rows, dtype=float), vector
 
 
-def _pair(left: object, right: object, names: tuple[str, str]) -> tuple[np.ndarray, np.ndarray, bool]:
+def _pair(
+    left: object, right: object, names: tuple[str, str]
+) -> tuple[np.ndarray, np.ndarray, bool]:
     x, x_vector = _representations(left, names[0])
     y, y_vector = _representations(right, names[1])
     if x.shape != y.shape or x_vector != y_vector:
@@ -117,7 +126,9 @@ def _forward(q: np.ndarray, d: np.ndarray, tau: float) -> dict[str, np.ndarray]:
     with np.errstate(over="ignore", invalid="ignore"):
         logits = (q @ d.T) / tau
     if not np.isfinite(logits).all():
-        raise v.InvalidInput("q·d/tau", float(np.max(np.abs(logits))), "finite", "logits overflow float64")
+        raise v.InvalidInput(
+            "q·d/tau", float(np.max(np.abs(logits))), "finite", "logits overflow float64"
+        )
     # log-sum-exp: shifting by the row maximum keeps exp() <= 1, so |s| of 1e4 and far beyond
     # never overflows. p and L come from the shifted logits (adding the max back costs ulps).
     shifted = logits - logits.max(axis=1, keepdims=True)
@@ -139,7 +150,13 @@ def _forward(q: np.ndarray, d: np.ndarray, tau: float) -> dict[str, np.ndarray]:
         raise v.InvalidInput("gradient", worst, "finite", "q, d or 1/tau too large for float64")
     losses = np.log(partition) - np.diag(shifted)
     return dict(
-        logits=logits, probs=probs, losses=losses, coeff=coeff, doc_sum=doc_sum, own=own, per_query=per_query
+        logits=logits,
+        probs=probs,
+        losses=losses,
+        coeff=coeff,
+        doc_sum=doc_sum,
+        own=own,
+        per_query=per_query,
     )
 
 
@@ -239,7 +256,9 @@ def encoder_grads(a, b, wq: float, wd: float, tau: float, scheme: str) -> Encode
         reference_wq, reference_wd = float(wq_terms.mean()), float(wd_owner.mean())
         grad_wq, grad_wd = float(gwq.mean()), float(gwd.mean())
     if not np.isfinite([grad_wq, grad_wd, reference_wq, reference_wd, *gwq, *gwd]).all():
-        raise v.InvalidInput("gradient", max(abs(grad_wq), abs(grad_wd)), "finite", "a, b or w too large")
+        raise v.InvalidInput(
+            "gradient", max(abs(grad_wq), abs(grad_wd)), "finite", "a, b or w too large"
+        )
     return EncoderGrads(
         scheme=scheme,
         world_size=n,
@@ -250,7 +269,7 @@ def encoder_grads(a, b, wq: float, wd: float, tau: float, scheme: str) -> Encode
         grad_wd=grad_wd,
         reference_wq=reference_wq,
         reference_wd=reference_wd,
-        # reference / applied; undefined (None) where the applied gradient is 0 or the ratio overflows
+        # reference / applied; None where the applied gradient is 0 or the ratio overflows
         correction_wq=finite_or_none(reference_wq / grad_wq) if grad_wq else None,
         correction_wd=finite_or_none(reference_wd / grad_wd) if grad_wd else None,
     )
@@ -266,6 +285,11 @@ def tau_sweep(q, d, taus=SWEEP_TAUS, doc: int = 0) -> tuple[dict[str, float | Re
     if doc >= len(q_arr):
         raise v.InvalidInput("doc", doc, "in_range", f"0..{len(q_arr) - 1}")
     return tuple(
-        {"tau": r.tau, "loss": r.loss, "grad_full": r.grad_d_full[doc], "grad_local": r.grad_d_local[doc]}
+        {
+            "tau": r.tau,
+            "loss": r.loss,
+            "grad_full": r.grad_d_full[doc],
+            "grad_local": r.grad_d_local[doc],
+        }
         for r in (contrastive(q, d, tau) for tau in taus)
     )

@@ -140,7 +140,9 @@ class QuadraticLedger:
     global_loss: float | None
     gradients: dict[str, float | None]  # scheme -> applied gradient (None: undefined)
     theta_after: dict[str, float | None]  # scheme -> theta after one SGD step
-    reversed: dict[str, bool | None]  # scheme -> points against the correct gradient (None: undefined)
+    reversed: dict[
+        str, bool | None
+    ]  # scheme -> points against the correct gradient (None: undefined)
     skip: bool  # N = 0: every replica skips together, theta unchanged
 
 
@@ -168,10 +170,13 @@ def quadratic_ledger(counts, targets, theta: float = 0.0, lr: float = 0.1) -> Qu
     gradients = {s: reduce_gradient([[g] for g in grad_sums], grid, s) for s in SCHEMES}
     skip = n == 0
     theta_after = {
-        s: theta if skip else (None if g is None else sgd_step(theta, g, lr)) for s, g in gradients.items()
+        s: theta if skip else (None if g is None else sgd_step(theta, g, lr))
+        for s, g in gradients.items()
     }
     correct = gradients[CORRECT_SCHEME]
-    reversed_by = {s: None if g is None or correct is None else g * correct < 0 for s, g in gradients.items()}
+    reversed_by = {
+        s: None if g is None or correct is None else g * correct < 0 for s, g in gradients.items()
+    }
     return QuadraticLedger(
         counts=tuple(row[0] for row in grid),
         targets=target_values,
@@ -200,6 +205,10 @@ def split_sweep(total: int, targets, theta: float = 0.0) -> list[dict[str, float
     for n_a in range(total + 1):
         split = quadratic_ledger((n_a, total - n_a), targets, theta)
         rows.append(
-            {"n_a": n_a, **split.gradients, **{f"{s}_reversed": r for s, r in split.reversed.items()}}
+            {
+                "n_a": n_a,
+                **split.gradients,
+                **{f"{s}_reversed": r for s, r in split.reversed.items()},
+            }
         )
     return rows

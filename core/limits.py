@@ -63,9 +63,14 @@ def seeded_generator(seed: object) -> torch.Generator:
 # ---------------------------------------------------------------- 1 the same additive objective
 
 
-def regression_data(num_samples: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Inputs x (n, 3), targets y and a non-zero starting point w0 for least squares (n <= 100000)."""
-    num_samples, gen = bounded_count(num_samples, "num_samples", 1, MAX_ELEMENTS), seeded_generator(seed)
+def regression_data(
+    num_samples: int, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Inputs x (n, 3), targets y and a non-zero start w0 for least squares (n <= 100000)."""
+    num_samples, gen = (
+        bounded_count(num_samples, "num_samples", 1, MAX_ELEMENTS),
+        seeded_generator(seed),
+    )
     x = torch.randn(num_samples, FEATURES, generator=gen, dtype=DTYPE)
     y = x @ torch.tensor([1.0, -2.0, 0.5], dtype=DTYPE) + 0.3 * torch.randn(
         num_samples, generator=gen, dtype=DTYPE
@@ -85,7 +90,11 @@ class WindowUpdate:
 
 
 def window_update(
-    accum_steps: int = 4, microbatch_size: int = 4, lr: float = 0.1, reg: float = 0.05, seed: int = 0
+    accum_steps: int = 4,
+    microbatch_size: int = 4,
+    lr: float = 0.1,
+    reg: float = 0.05,
+    seed: int = 0,
 ) -> WindowUpdate:
     """One SGD update over K microbatches, done right and with the two additive-objective slips.
 
@@ -109,7 +118,9 @@ def window_update(
     def run(parts: int, step_inside: bool, reg_each: bool) -> torch.Tensor:
         w = w0.clone().requires_grad_(True)
         opt = torch.optim.SGD([w], lr=lr)
-        for k, (xk, yk) in enumerate(zip(x.tensor_split(parts), y.tensor_split(parts), strict=True)):
+        for k, (xk, yk) in enumerate(
+            zip(x.tensor_split(parts), y.tensor_split(parts), strict=True)
+        ):
             loss = 0.5 * ((xk @ w - yk) ** 2).sum() / n  # S_k / N: the additive share
             if reg_each or k == 0:
                 loss = loss + 0.5 * reg * w.dot(w)
@@ -139,7 +150,12 @@ def window_update(
         for name in WINDOW_VARIANTS
     )
     return WindowUpdate(
-        steps, {k: tuple(w.tolist()) for k, w in results.items()}, gaps, after, rows, gaps["step_inside"]
+        steps,
+        {k: tuple(w.tolist()) for k, w in results.items()},
+        gaps,
+        after,
+        rows,
+        gaps["step_inside"],
     )
 
 
@@ -147,8 +163,12 @@ def window_update(
 
 
 def norm_data(batch_size: int, seed: int = 0) -> dict[str, torch.Tensor]:
-    """A batch x (B, 3) with a shifted mean, targets, affine weight/bias and a linear head (B <= 100000)."""
-    batch_size, gen = bounded_count(batch_size, "batch_size", 1, MAX_ELEMENTS), seeded_generator(seed)
+    """A batch x (B, 3) with a shifted mean, targets, affine weight/bias and a linear head
+    (B <= 100000)."""
+    batch_size, gen = (
+        bounded_count(batch_size, "batch_size", 1, MAX_ELEMENTS),
+        seeded_generator(seed),
+    )
     scale = torch.tensor([1.0, 2.0, 0.5], dtype=DTYPE)
     x = torch.randn(batch_size, FEATURES, generator=gen, dtype=DTYPE) * scale + 1.5
     return {
@@ -192,7 +212,9 @@ def batchnorm_split(batch_size: int = 8, accum_steps: int = 2, seed: int = 0) ->
     data = norm_data(size, seed)
 
     def layer(kind: str) -> torch.nn.Module:
-        module = torch.nn.LayerNorm(FEATURES) if kind == "layernorm" else torch.nn.BatchNorm1d(FEATURES)
+        module = (
+            torch.nn.LayerNorm(FEATURES) if kind == "layernorm" else torch.nn.BatchNorm1d(FEATURES)
+        )
         module = module.to(DTYPE)
         with torch.no_grad():
             module.weight.copy_(data["weight"])
@@ -202,7 +224,9 @@ def batchnorm_split(batch_size: int = 8, accum_steps: int = 2, seed: int = 0) ->
     def run(kind: str, parts: int) -> dict[str, torch.Tensor]:
         norm, head = layer(kind), data["head"].clone().requires_grad_(True)
         preds, total = [], 0.0
-        for xk, tk in zip(data["x"].tensor_split(parts), data["targets"].tensor_split(parts), strict=True):
+        for xk, tk in zip(
+            data["x"].tensor_split(parts), data["targets"].tensor_split(parts), strict=True
+        ):
             pred = norm(xk) @ head
             loss = 0.5 * ((pred - tk) ** 2).sum() / size
             loss.backward()
@@ -210,7 +234,12 @@ def batchnorm_split(batch_size: int = 8, accum_steps: int = 2, seed: int = 0) ->
             total += float(loss.detach())
         grads = torch.cat([norm.weight.grad, norm.bias.grad, head.grad])
         running = getattr(norm, "running_mean", None)
-        return {"pred": torch.cat(preds), "loss": torch.tensor(total), "grad": grads, "running": running}
+        return {
+            "pred": torch.cat(preds),
+            "loss": torch.tensor(total),
+            "grad": grads,
+            "running": running,
+        }
 
     rows, runs = [], {}
     for kind in NORM_VARIANTS:
@@ -225,7 +254,9 @@ def batchnorm_split(batch_size: int = 8, accum_steps: int = 2, seed: int = 0) ->
             }
         )
     full, split = runs["batchnorm_train"]
-    values = (tuple(t.tolist()) for t in (full["pred"], split["pred"], full["running"], split["running"]))
+    values = (
+        tuple(t.tolist()) for t in (full["pred"], split["pred"], full["running"], split["running"])
+    )
     gap = max_abs_diff(full["running"], split["running"])
     return NormSplit(steps, *values, gap, tuple(rows), rows[0]["max_grad_diff"])
 
@@ -234,14 +265,15 @@ def batchnorm_split(batch_size: int = 8, accum_steps: int = 2, seed: int = 0) ->
 
 
 def clip_vector(g: torch.Tensor, max_norm: float) -> torch.Tensor:
-    """g * c with c = 1 if |g| = 0 else min(1, tau / |g|) (the exact rule, no epsilon); g finite, tau >= 0."""
+    """g * c with c = 1 if |g| = 0 else min(1, tau / |g|) (the exact rule, no epsilon);
+    g finite, tau >= 0."""
     g, max_norm = tensor(g, "g"), v.non_negative(max_norm, "max_norm")
     norm = v.finite_result(float(torch.linalg.vector_norm(g)), "g", g)  # a norm beyond float64
     return g if norm == 0 else g * min(1.0, max_norm / norm)
 
 
 def microstep_grads(accum_steps: int, dim: int, seed: int = 0) -> torch.Tensor:
-    """K seeded microstep gradient contributions (K, dim), sharing a common drift; K * dim <= 100000."""
+    """K seeded microstep gradient contributions (K, dim) sharing a drift; K * dim <= 100000."""
     accum_steps = bounded_count(accum_steps, "accum_steps", 1, MAX_ELEMENTS)
     dim, gen = bounded_count(dim, "dim", 1, MAX_ELEMENTS // accum_steps), seeded_generator(seed)
     drift = torch.randn(dim, generator=gen, dtype=DTYPE)
@@ -257,7 +289,9 @@ class ClipSplit:
     difference: float  # max |clip(sum g) - sum clip(g)|
 
 
-def clip_split(accum_steps: int = 4, dim: int = 3, max_norm: float = 1.0, seed: int = 0) -> ClipSplit:
+def clip_split(
+    accum_steps: int = 4, dim: int = 3, max_norm: float = 1.0, seed: int = 0
+) -> ClipSplit:
     """clip(sum_k g_k) against sum_k clip(g_k) for K microstep gradients.
 
     The accumulated gradient is sum_k g_k (each g_k already carries its n_k / N share).

@@ -29,7 +29,7 @@ MIN_TOKENS, MAX_TOKENS = 16, 96  # sample lengths, like the seed's 96-token wind
 
 
 def sample_lengths(dataset_size: int) -> tuple[int, ...]:
-    """Token length of every sample: uniform in 16..96 from a fixed seeded generator (n in 1..100000)."""
+    """Token length of every sample: uniform in 16..96, fixed seed (n in 1..100000)."""
     dataset_size = bounded_count(dataset_size, "dataset_size", 1, 100_000)
     gen = torch.Generator().manual_seed(LENGTH_SEED)
     return tuple(torch.randint(MIN_TOKENS, MAX_TOKENS + 1, (dataset_size,), generator=gen).tolist())

@@ -15,7 +15,13 @@ DENOMINATOR_WINDOWS = {
     (1, 1): {"positions": 96, "padding": 40, "prompt": 16, "truncated": 0, "loss_sum": 72.0},
 }
 # A window added when the user asks for more replicas or microsteps than the preset has.
-DENOMINATOR_EXTRA_WINDOW = {"positions": 96, "padding": 16, "prompt": 24, "truncated": 0, "loss_sum": 100.0}
+DENOMINATOR_EXTRA_WINDOW = {
+    "positions": 96,
+    "padding": 16,
+    "prompt": 24,
+    "truncated": 0,
+    "loss_sum": 100.0,
+}
 
 # Section 02: the seed's two-replica ledger and its published figures.
 LEDGER_SEED = {"counts": (2, 8), "targets": (2.0, -1.0), "theta": 0.0, "lr": 0.1}

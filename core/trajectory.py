@@ -20,8 +20,20 @@ import torch
 from core import validation as v
 from core.limits import DTYPE, bounded_count, max_abs_diff, seeded_generator
 
-SUM_ORDERS = ("sequential", "reversed", "ascending_magnitude", "replica_partials", "pairwise", "torch_sum")
-DROPOUT_VARIANTS = ("continued_stream", "reseeded_each_microstep", "seed_per_rank", "per_sample_seed")
+SUM_ORDERS = (
+    "sequential",
+    "reversed",
+    "ascending_magnitude",
+    "replica_partials",
+    "pairwise",
+    "torch_sum",
+)
+DROPOUT_VARIANTS = (
+    "continued_stream",
+    "reseeded_each_microstep",
+    "seed_per_rank",
+    "per_sample_seed",
+)
 LAYERS = 2  # two dropout layers: the split interleaves their draws
 
 
@@ -74,7 +86,9 @@ def summation_order(count: int = 10_000, replicas: int = 4, seed: int = 0) -> Su
     replicas = bounded_count(replicas, "replicas", 1, min(64, n))
     x = summands(n, seed)
     exact = math.fsum(x.tolist())
-    partials = np.array([sequential_sum(shard) for shard in np.array_split(x, replicas)], dtype=np.float32)
+    partials = np.array(
+        [sequential_sum(shard) for shard in np.array_split(x, replicas)], dtype=np.float32
+    )
     sums = {
         "sequential": sequential_sum(x),
         "reversed": sequential_sum(x[::-1]),
@@ -85,13 +99,20 @@ def summation_order(count: int = 10_000, replicas: int = 4, seed: int = 0) -> Su
     }
     float64 = float(np.add.accumulate(x.astype(np.float64))[-1])
     rows = [
-        {"variant": name, "value": s, "error": s - exact, "bits": f"0x{np.float32(s).view(np.uint32):08x}"}
+        {
+            "variant": name,
+            "value": s,
+            "error": s - exact,
+            "bits": f"0x{np.float32(s).view(np.uint32):08x}",
+        }
         for name, s in sums.items()
     ]
     bits64 = f"0x{np.float64(float64).view(np.uint64):016x}"
     rows.append({"variant": "float64", "value": float64, "error": float64 - exact, "bits": bits64})
     values = list(sums.values())
-    return SummationOrder(n, exact, float64, sums, len(set(values)), tuple(rows), max(values) - min(values))
+    return SummationOrder(
+        n, exact, float64, sums, len(set(values)), tuple(rows), max(values) - min(values)
+    )
 
 
 # ---------------------------------------------------------------- dropout's random stream
@@ -133,7 +154,9 @@ def sample_masks(sample: int, features: int, p: float, seed: int) -> torch.Tenso
     return torch.empty(LAYERS, features, dtype=DTYPE).bernoulli_(1 - p, generator=gen)
 
 
-def _stream_masks(parts: list[int], features: int, p: float, seed: int, reseed: str) -> torch.Tensor:
+def _stream_masks(
+    parts: list[int], features: int, p: float, seed: int, reseed: str
+) -> torch.Tensor:
     """(2, B, F) masks a forward pass draws, microbatch by microbatch, layer by layer.
 
     reseed: "once" (seed before the first microbatch), "every" (the same seed before each
@@ -181,12 +204,16 @@ def dropout_split(
     seed, p = bounded_count(seed, "seed", 0, 2**31 - 1 - size), _probability(p)
     gen = seeded_generator(seed)
     x = torch.randn(size, features, generator=gen, dtype=DTYPE)
-    weights = torch.randn(LAYERS, features, features, generator=gen, dtype=DTYPE) / math.sqrt(features)
+    weights = torch.randn(LAYERS, features, features, generator=gen, dtype=DTYPE) / math.sqrt(
+        features
+    )
     parts = [len(c) for c in x.tensor_split(steps)]
 
     def grad_with(masks: torch.Tensor, pieces: int) -> torch.Tensor:
         w = weights.clone().requires_grad_(True)
-        chunks = zip(x.tensor_split(pieces), masks[0].tensor_split(pieces), masks[1].tensor_split(pieces))
+        chunks = zip(
+            x.tensor_split(pieces), masks[0].tensor_split(pieces), masks[1].tensor_split(pieces)
+        )
         for xk, m1, m2 in chunks:
             h = (xk @ w[0]) * m1 / (1 - p)
             y = (h @ w[1]) * m2 / (1 - p)
@@ -208,10 +235,15 @@ def dropout_split(
             {
                 "variant": name,
                 "mask_mismatch": float((masks[name] != baseline).to(DTYPE).mean()),
-                "max_grad_diff": max_abs_diff(grad_with(masks[name], steps), grad_with(baseline, 1)),
+                "max_grad_diff": max_abs_diff(
+                    grad_with(masks[name], steps), grad_with(baseline, 1)
+                ),
             }
         )
     as_tuple = lambda m: tuple(tuple(tuple(r) for r in layer) for layer in m.tolist())  # noqa: E731
     return DropoutSplit(
-        as_tuple(reference), {k: as_tuple(m) for k, m in masks.items()}, tuple(rows), rows[0]["max_grad_diff"]
+        as_tuple(reference),
+        {k: as_tuple(m) for k, m in masks.items()},
+        tuple(rows),
+        rows[0]["max_grad_diff"],
     )

@@ -109,9 +109,7 @@ def solve_weights(grads, delta, counts) -> WeightSolve:
     if not identifiable:
         return WeightSolve(empty, residual, False)
     solved = {cell: float(x) * n for cell, x in zip(cells, w)}
-    weights = tuple(
-        tuple(solved.get((r, k)) for k in range(shape[1])) for r in range(shape[0])
-    )
+    weights = tuple(tuple(solved.get((r, k)) for k in range(shape[1])) for r in range(shape[0]))
     return WeightSolve(weights, residual, True)
 
 

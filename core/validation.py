@@ -107,7 +107,9 @@ def grid(rows: object, field: str) -> list[list[object]]:
     """Check a nested [replica][microstep] sequence is non-empty and rectangular."""
     if isinstance(rows, (str, bytes)) or not hasattr(rows, "__len__"):
         raise InvalidInput(field, rows, "rectangular")
-    rows = [list(r) if hasattr(r, "__len__") and not isinstance(r, (str, bytes)) else r for r in rows]
+    rows = [
+        list(r) if hasattr(r, "__len__") and not isinstance(r, (str, bytes)) else r for r in rows
+    ]
     if not rows or any(not isinstance(r, list) for r in rows):
         raise InvalidInput(field, rows, "rectangular")
     width = len(rows[0])
@@ -138,7 +140,9 @@ def count_grid(rows: object, field: str = "counts") -> tuple[tuple[int, ...], ..
     # Rows of plain ints skip the per-cell call and its field name (a 1024 x 64 grid: 3x
     # faster); any other row takes the full check, so results and errors are unchanged.
     return tuple(
-        tuple(row) if _plain_counts(row) else tuple(count(v, f"{field}[{r}][{k}]") for k, v in enumerate(row))
+        tuple(row)
+        if _plain_counts(row)
+        else tuple(count(v, f"{field}[{r}][{k}]") for k, v in enumerate(row))
         for r, row in enumerate(cells)
     )
 

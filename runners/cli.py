@@ -26,7 +26,9 @@ def experiment_parser(module: str, doc: str | None, timeout_s: float) -> OneLine
     """The options every experiment CLI has: --json and --timeout."""
     parser = OneLineParser(prog=f"python -m {module}", description=(doc or "").splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the JSON report to stdout")
-    parser.add_argument("--timeout", type=float, default=timeout_s, help="seconds for the whole run")
+    parser.add_argument(
+        "--timeout", type=float, default=timeout_s, help="seconds for the whole run"
+    )
     return parser
 
 

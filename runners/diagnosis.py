@@ -59,7 +59,9 @@ def _is_secondary(text: str) -> bool:
     return any(marker in text for marker in _SECONDARY)
 
 
-def rank_root_cause(log_dir: Path, first: tuple[int, int] | None, summary: str, returncode: int) -> str:
+def rank_root_cause(
+    log_dir: Path, first: tuple[int, int] | None, summary: str, returncode: int
+) -> str:
     """The earliest failing rank and its exception, from the per-rank error files under
     `log_dir` (<run>/attempt_*/<rank>/), else `first` = (rank, exit code), else `summary`."""
     failures: list[tuple[bool, int, int, str]] = []  # (secondary, time_ns, rank, text)
@@ -92,7 +94,9 @@ def rank_root_cause(log_dir: Path, first: tuple[int, int] | None, summary: str, 
     if first is not None:
         how = f"killed by {_signal_name(-first[1])}" if first[1] < 0 else f"exit code {first[1]}"
         return one_line(f"rank {first[0]}: {how}")
-    last = _exception_line(summary) or next((ln for ln in reversed(summary.splitlines()) if ln.strip()), "")
+    last = _exception_line(summary) or next(
+        (ln for ln in reversed(summary.splitlines()) if ln.strip()), ""
+    )
     return one_line(f"torchrun exited with code {returncode}" + (f": {last}" if last else ""))
 
 

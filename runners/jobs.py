@@ -79,7 +79,9 @@ def _is_set(check: Cancel) -> bool:
 class Job:
     """One run in flight: its deadline, its requesters' event queues, and its result."""
 
-    def __init__(self, key: Hashable, work: Callable[[Job], RunResult], timeout_s: float, worker_hash: str):
+    def __init__(
+        self, key: Hashable, work: Callable[[Job], RunResult], timeout_s: float, worker_hash: str
+    ):
         self.key, self.work, self.timeout_s, self.worker_hash = key, work, timeout_s, worker_hash
         self.start = time.monotonic()
         self.cancel = threading.Event()
@@ -106,7 +108,8 @@ class Job:
         return RunResult.ended(outcome, message, seconds, self.worker_hash)
 
     def _wait_for_slot(self) -> RunResult | None:
-        """Hold its place in line (taken in `submit`) until a slot is free (None), or end unstarted."""
+        """Hold its place in line (taken in `submit`) until a slot is free (None), or end
+        unstarted."""
         with _LOCK:
             if self in _RUNNING:  # `submit` found a free slot and nobody in line
                 return None
@@ -116,8 +119,12 @@ class Job:
                     if self.cancel.is_set():
                         return self._end(Outcome.CANCELLED, "stopped on request before it started")
                     if time.monotonic() - self.start >= self.timeout_s:
-                        message = f"timed out after {self.timeout_s:g} s waiting for other runs to finish"
-                        self.say("timeout", message, seconds=self.timeout_s, timeout_s=self.timeout_s)
+                        message = (
+                            f"timed out after {self.timeout_s:g} s waiting for other runs to finish"
+                        )
+                        self.say(
+                            "timeout", message, seconds=self.timeout_s, timeout_s=self.timeout_s
+                        )
                         return self._end(Outcome.TIMEOUT, message)
                     ahead = _WAITING.index(self)
                     if ahead == 0 and len(_RUNNING) < current().max_concurrent_runs:

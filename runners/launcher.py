@@ -147,7 +147,12 @@ def _launch(job: jobs.Job, worker, world_size, args, pg_timeout_s, worker_hash) 
     argv = [*args, "--out-dir", str(out_dir)]
     procs = None
     try:
-        say("start", f"starting {world_size} processes of {worker}", world_size=world_size, worker=worker)
+        say(
+            "start",
+            f"starting {world_size} processes of {worker}",
+            world_size=world_size,
+            worker=worker,
+        )
         if current().warm_pool:
             request = {
                 "worker": worker,
@@ -173,7 +178,9 @@ def _launch(job: jobs.Job, worker, world_size, args, pg_timeout_s, worker_hash) 
             procs.stop()
             missing = [str(r) for r in range(world_size) if r not in finished]
             which = f"rank{'s' if len(missing) > 1 else ''} {', '.join(missing)} unfinished"
-            message = f"timed out after {timeout_s:g} s ({which}); stopped all {world_size} processes"
+            message = (
+                f"timed out after {timeout_s:g} s ({which}); stopped all {world_size} processes"
+            )
             say("timeout", message, seconds=time.monotonic() - start, timeout_s=timeout_s)
             return ended(Outcome.TIMEOUT, message)
         if returncode != 0:
@@ -182,7 +189,11 @@ def _launch(job: jobs.Job, worker, world_size, args, pg_timeout_s, worker_hash) 
             ranks, message = _read_ranks(out_dir, world_size)
             if not message:
                 seconds = time.monotonic() - start
-                say("finished", f"all {world_size} ranks finished in {seconds:.1f} s", seconds=seconds)
+                say(
+                    "finished",
+                    f"all {world_size} ranks finished in {seconds:.1f} s",
+                    seconds=seconds,
+                )
                 return RunResult.finished(ranks, seconds, worker_hash)
         say("failed", message, message=message)
         return ended(Outcome.FAILED, message)

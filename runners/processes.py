@@ -24,7 +24,9 @@ GRACE_S = 3.0  # between SIGTERM and SIGKILL when a run is stopped
 class Torchrun:
     """`python -m torch.distributed.run --standalone ... -m <worker> *argv`, never via a shell."""
 
-    def __init__(self, worker: str, world_size: int, argv: list[str], tmp: Path, env: dict, token: str):
+    def __init__(
+        self, worker: str, world_size: int, argv: list[str], tmp: Path, env: dict, token: str
+    ):
         options = {
             "--standalone": None,
             "--nproc-per-node": str(world_size),

@@ -1,8 +1,8 @@
 """What a launch hands back: a `RunResult` with an `Outcome`, and the `ProgressEvent`s on the way.
 
-    result = launch("bench.noop_worker", 2)
-    if result.ok: ... result.ranks       # every rank's JSON, by rank
-    else:         ... result.outcome, result.message   # one line saying why
+result = launch("bench.noop_worker", 2)
+if result.ok: ... result.ranks       # every rank's JSON, by rank
+else:         ... result.outcome, result.message   # one line saying why
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ class RunResult:
 
     @classmethod
     def finished(cls, ranks: tuple[dict, ...], seconds: float, worker_hash: str) -> RunResult:
-        return cls(outcome=Outcome.FINISHED, ranks=tuple(ranks), seconds=seconds, worker_hash=worker_hash)
+        return cls(
+            outcome=Outcome.FINISHED, ranks=tuple(ranks), seconds=seconds, worker_hash=worker_hash
+        )
 
     @classmethod
     def ended(cls, outcome: Outcome, message: str, seconds: float, worker_hash: str) -> RunResult:

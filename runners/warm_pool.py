@@ -18,7 +18,7 @@ path's. The guarantees of the pool itself:
 The pool knows no experiment: the server names the modules a zygote should import ahead
 (`prestart(preload=...)`, from the experiment registry).
 
-    PCL_WARM_POOL=1 python -c "from runners.launcher import launch; print(launch('bench.noop_worker', 2))"
+    PCL_WARM_POOL=1 python -m bench.runs --pooled --repeats 1
 """
 
 from __future__ import annotations
@@ -150,7 +150,9 @@ class WarmRanks:
         signal before the others, whose failures are then only symptoms)."""
         if self.gone:
             return "the warm pool's process stopped during the run; a new one is starting"
-        failed = sorted((code > 0, rank, code) for rank, code in enumerate(self.codes or ()) if code)
+        failed = sorted(
+            (code > 0, rank, code) for rank, code in enumerate(self.codes or ()) if code
+        )
         first = (failed[0][1], failed[0][2]) if failed else None
         return rank_root_cause(log_dir, first, "", returncode)
 

@@ -257,7 +257,9 @@ def _serve_one(request: dict, parent: int, out, spares: _Spares) -> None:
             i, said = waiting.pop(fd), os.read(fd, 64).strip()
             os.close(fd)
             # no word: killed (or crashed below Python) - its wait status names the signal
-            codes[i] = int(said) if said else os.waitstatus_to_exitcode(os.waitpid(ranks[i][0], 0)[1])
+            codes[i] = (
+                int(said) if said else os.waitstatus_to_exitcode(os.waitpid(ranks[i][0], 0)[1])
+            )
     try:
         os.kill(store, signal.SIGKILL)
     except OSError:

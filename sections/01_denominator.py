@@ -14,7 +14,9 @@ from ui.page import fmt, guard, header, show_code, t, table_row
 DEPARTS = "background-color: #fde2e1; color: #7a1712"
 header("denominator")
 left, right = st.columns(2)
-replicas = left.number_input(t("denominator.replicas"), 1, 8, 2, key="den_replicas", bind="query-params")
+replicas = left.number_input(
+    t("denominator.replicas"), 1, 8, 2, key="den_replicas", bind="query-params"
+)
 steps = right.number_input(t("denominator.steps"), 1, 8, 2, key="den_steps", bind="query-params")
 
 COLUMNS = ["positions", "padding", "prompt", "truncated", "loss_sum"]
@@ -71,7 +73,11 @@ with guard(columns):
     kinds = {"valid": "valid", "padding": "padding", "prompt": "prompt", "truncated": "truncated"}
     composition = pd.DataFrame(
         [
-            {"microbatch": name, "kind": t(f"denominator.kind_{kind}"), "positions": getattr(label, field)}
+            {
+                "microbatch": name,
+                "kind": t(f"denominator.kind_{kind}"),
+                "positions": getattr(label, field),
+            }
             for name, label in zip(names, labels)
             for kind, field in kinds.items()
         ]
@@ -90,9 +96,13 @@ with guard(columns):
     st.subheader(t("denominator.weights_title"))
     st.caption(t("denominator.weights_help"))
     shares = {s: ledger.update_shares(counts, s) for s in ledger.SCHEMES}
-    table = pd.DataFrame({"microbatch": names, t("denominator.col_valid"): [x.valid for x in labels]})
+    table = pd.DataFrame(
+        {"microbatch": names, t("denominator.col_valid"): [x.valid for x in labels]}
+    )
     for scheme in ledger.SCHEMES:
-        table[t(f"schemes.{scheme}")] = [shares[scheme][r][k] for r in range(replicas) for k in range(steps)]
+        table[t(f"schemes.{scheme}")] = [
+            shares[scheme][r][k] for r in range(replicas) for k in range(steps)
+        ]
     correct = table[t("schemes.global_token")]
 
     def mark_departures(column: pd.Series) -> list[str]:
@@ -118,7 +128,9 @@ with guard(columns):
             pd.DataFrame(
                 {
                     "microbatch": names,
-                    t("denominator.col_token_share"): [s for row in shares["global_token"] for s in row],
+                    t("denominator.col_token_share"): [
+                        s for row in shares["global_token"] for s in row
+                    ],
                     t("denominator.col_sequence_share"): list(sequence.sequence_shares),
                 }
             ).style.format(precision=4, na_rep="—"),

@@ -19,16 +19,32 @@ n_b = c1.number_input(
     t("ledger.count_b"), 0, 10_000, LEDGER_SEED["counts"][1], key="ledger_n_b", bind="query-params"
 )
 target_a = c2.number_input(
-    t("ledger.target_a"), -1e6, 1e6, LEDGER_SEED["targets"][0], key="ledger_target_a", bind="query-params"
+    t("ledger.target_a"),
+    -1e6,
+    1e6,
+    LEDGER_SEED["targets"][0],
+    key="ledger_target_a",
+    bind="query-params",
 )
 target_b = c2.number_input(
-    t("ledger.target_b"), -1e6, 1e6, LEDGER_SEED["targets"][1], key="ledger_target_b", bind="query-params"
+    t("ledger.target_b"),
+    -1e6,
+    1e6,
+    LEDGER_SEED["targets"][1],
+    key="ledger_target_b",
+    bind="query-params",
 )
 theta = c3.number_input(
     t("ledger.theta"), -1e6, 1e6, LEDGER_SEED["theta"], key="ledger_theta", bind="query-params"
 )
 lr = c3.number_input(
-    t("ledger.lr"), 0.0, 10.0, LEDGER_SEED["lr"], format="%.4f", key="ledger_lr", bind="query-params"
+    t("ledger.lr"),
+    0.0,
+    10.0,
+    LEDGER_SEED["lr"],
+    format="%.4f",
+    key="ledger_lr",
+    bind="query-params",
 )
 wrong = deeplink.choice(
     st.segmented_control,
@@ -44,7 +60,9 @@ with guard():
     correct, current = result.gradients["global_token"], result.gradients[wrong]
     question = t("ledger.exercise", scheme=t(f"schemes.{wrong}"))
     scenario = (n_a, n_b, target_a, target_b, theta, lr, wrong)
-    if not predict_number("ledger_ex", question, current, t("ledger.exercise_why"), scenario=scenario):
+    if not predict_number(
+        "ledger_ex", question, current, t("ledger.exercise_why"), scenario=scenario
+    ):
         st.stop()
 
     def shown(value: float | None, theta_value: bool = False) -> str:
@@ -55,7 +73,10 @@ with guard():
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(t("ledger.metric_correct"), shown(correct))
     m2.metric(t("ledger.metric_current"), shown(current))
-    m3.metric(t("ledger.metric_theta_correct"), shown(result.theta_after["global_token"], theta_value=True))
+    m3.metric(
+        t("ledger.metric_theta_correct"),
+        shown(result.theta_after["global_token"], theta_value=True),
+    )
     m4.metric(t("ledger.metric_theta_current"), shown(result.theta_after[wrong], theta_value=True))
 
     if result.skip:
@@ -69,7 +90,9 @@ with guard():
             st.success(t("ledger.agree_note"))
         else:
             st.warning(t("ledger.differ_note", diff=fmt(current - correct)))
-        st.markdown(t("ledger.formula", correct=fmt(correct), replica=fmt(result.gradients["replica_mean"])))
+        st.markdown(
+            t("ledger.formula", correct=fmt(correct), replica=fmt(result.gradients["replica_mean"]))
+        )
 
     st.subheader(t("ledger.table_title"))
     downloads.table(
@@ -108,7 +131,9 @@ with guard():
                 y=alt.Y("gradient:Q", title=t("ledger.axis_gradient")),
                 color=alt.Color("series:N", title=None),
             )
-            + alt.Chart(pd.DataFrame({"n_a": [n_a]})).mark_rule(strokeDash=[4, 4]).encode(x=alt.X("n_a:Q"))
+            + alt.Chart(pd.DataFrame({"n_a": [n_a]}))
+            .mark_rule(strokeDash=[4, 4])
+            .encode(x=alt.X("n_a:Q"))
         )
         st.altair_chart(chart)
 

@@ -23,8 +23,16 @@ def preset(r: int, k: int, field: str) -> float:
 
 
 st.subheader(t("framework.table_title"))
-preset_rows = [{"replica": r, "microstep": k, "n": preset(r, k, "counts"), "grad_sum": preset(r, k, "grad_sums")}
-    for r in range(replicas) for k in range(steps)]  # fmt: skip
+preset_rows = [
+    {
+        "replica": r,
+        "microstep": k,
+        "n": preset(r, k, "counts"),
+        "grad_sum": preset(r, k, "grad_sums"),
+    }
+    for r in range(replicas)
+    for k in range(steps)
+]
 fw_preset = pd.DataFrame(preset_rows).assign(weight_sum=lambda df: df["n"].astype(float))
 EDITABLE = ["n", "grad_sum", "weight_sum"]
 table = st.data_editor(
@@ -47,23 +55,42 @@ o1, o2 = st.columns(2)
 def choose(column, label: str, options, key: str, default: str, option_prefix: str) -> str:
     """A radio carried in the URL by option code (see ui.deeplink)."""
     fmt_option = lambda c: t(f"framework.{option_prefix}_{c}")  # noqa: E731
-    return deeplink.choice(column.radio, t(label), options, key=key, default=default, format_func=fmt_option)
+    return deeplink.choice(
+        column.radio, t(label), options, key=key, default=default, format_func=fmt_option
+    )
 
 
-collective = choose(o1, "framework.collective", ledger.COLLECTIVES, "fw_collective", "mean", "collective")
-loss_input = choose(o1, "framework.loss_input", framework.LOSS_INPUTS, "fw_input", "sum", "loss_input")
+collective = choose(
+    o1, "framework.collective", ledger.COLLECTIVES, "fw_collective", "mean", "collective"
+)
+loss_input = choose(
+    o1, "framework.loss_input", framework.LOSS_INPUTS, "fw_input", "sum", "loss_input"
+)
 divide_by_accum = o1.checkbox(t("framework.divide_by_accum"), key="fw_double", bind="query-params")
 reg_grad = o2.number_input(
-    t("framework.reg_grad"), -1e6, 1e6, FRAMEWORK_DEFAULT["reg_grad"], key="fw_reg", bind="query-params"
+    t("framework.reg_grad"),
+    -1e6,
+    1e6,
+    FRAMEWORK_DEFAULT["reg_grad"],
+    key="fw_reg",
+    bind="query-params",
 )
 placement = choose(
-    o2, "framework.reg_placement", framework.REGULARISER_PLACEMENTS, "fw_placement", "once", "placement"
+    o2,
+    "framework.reg_placement",
+    framework.REGULARISER_PLACEMENTS,
+    "fw_placement",
+    "once",
+    "placement",
 )
 
 names = {"grad_sums": "col_grad_sum", "counts": "col_count", "weight_sums": "col_weight_sum"}
 with guard({field: t(f"framework.{label}") for field, label in names.items()}):
     cells = table.to_dict("records")
-    grid = lambda field: [[cells[r * steps + k][field] for k in range(steps)] for r in range(replicas)]  # noqa: E731
+
+    def grid(field: str) -> list[list]:
+        return [[cells[r * steps + k][field] for k in range(steps)] for r in range(replicas)]
+
     update = framework.framework_update(
         grid("grad_sum"), grid("n"), collective, loss_input, divide_by_accum, reg_grad, placement
     )
@@ -96,7 +123,9 @@ with guard({field: t(f"framework.{label}") for field, label in names.items()}):
         values = [(c["replica"], c["microstep"], c["n"], x) for c, x in zip(cells, coefficients)]
         raw = pd.DataFrame(values, columns=headers)
         shown = [t("framework.skipped_microbatch") if c is None else fmt(c) for c in coefficients]
-        downloads.table(raw.assign(**{headers[3]: shown}), "coefficients", data=raw, hide_index=True)
+        downloads.table(
+            raw.assign(**{headers[3]: shown}), "coefficients", data=raw, hide_index=True
+        )
 
         st.subheader(t("framework.protocol_title"))
         scale = ledger.local_loss_scale(grid("n"), collective)

@@ -1,4 +1,5 @@
-"""04 Equivalence limits: the four conditions for accumulation = one large batch, each broken live."""
+"""04 Equivalence limits: the four conditions for accumulation = one large batch, each broken
+live."""
 
 import math
 from dataclasses import fields
@@ -50,7 +51,12 @@ def block(name: str, result) -> None:
     config = {c: st.column_config.TextColumn(t(f"limits.col.{c}")) for c in table.columns}
     raw = pd.DataFrame(result.rows).assign(variant=table["variant"])  # the numbers, unformatted
     downloads.table(
-        table, f"limits-{name}", data=raw, hide_index=True, column_config=config, key=f"lim_table_{name}"
+        table,
+        f"limits-{name}",
+        data=raw,
+        hide_index=True,
+        column_config=config,
+        key=f"lim_table_{name}",
     )
     values = {f.name: getattr(result, f.name) for f in fields(result)}
     scalars = {k: num(x) for k, x in values.items() if isinstance(x, (int, float))}
@@ -59,20 +65,30 @@ def block(name: str, result) -> None:
 
 header("limits")
 columns = ("condition", "needs", "breaks")
-overview = [{t(f"limits.overview.{c}"): t(f"limits.overview.{k}.{c}") for c in columns} for k in range(1, 5)]
+overview = [
+    {t(f"limits.overview.{c}"): t(f"limits.overview.{k}.{c}") for c in columns} for k in range(1, 5)
+]
 st.table(pd.DataFrame(overview), hide_index=True, border="horizontal")  # wraps the long cells
 seed = st.number_input(t("limits.seed"), 0, 10_000, 0, key="lim_seed", bind="query-params")
 tabs = st.tabs(
-    [t(f"limits.tab.{k}") for k in ("objective", "forward", "nonlinear", "trajectory")], key="lim_tabs"
+    [t(f"limits.tab.{k}") for k in ("objective", "forward", "nonlinear", "trajectory")],
+    key="lim_tabs",
 )
 
 with tabs[0]:
     c = st.columns(3)
     steps = c[0].slider(t("limits.accum_steps"), 1, 8, 4, key="lim_w_steps", bind="query-params")
-    lr = c[1].number_input(t("limits.lr"), 0.001, 1.0, 0.1, 0.01, key="lim_w_lr", bind="query-params")
-    reg = c[2].number_input(t("limits.reg"), 0.0, 1.0, 0.05, 0.01, key="lim_w_reg", bind="query-params")
+    lr = c[1].number_input(
+        t("limits.lr"), 0.001, 1.0, 0.1, 0.01, key="lim_w_lr", bind="query-params"
+    )
+    reg = c[2].number_input(
+        t("limits.reg"), 0.0, 1.0, 0.05, 0.01, key="lim_w_reg", bind="query-params"
+    )
     with guard():
-        block("window", demo("window", accum_steps=steps, microbatch_size=4, lr=lr, reg=reg, seed=seed))
+        block(
+            "window",
+            demo("window", accum_steps=steps, microbatch_size=4, lr=lr, reg=reg, seed=seed),
+        )
 
 with tabs[1]:
     c = st.columns(3)
@@ -82,13 +98,17 @@ with tabs[1]:
     with guard():
         block("batchnorm", demo("batchnorm", batch_size=size, accum_steps=steps, seed=seed))
     with guard():
-        block("negatives", demo("negatives", batch_size=size, accum_steps=steps, tau=tau, seed=seed))
+        block(
+            "negatives", demo("negatives", batch_size=size, accum_steps=steps, tau=tau, seed=seed)
+        )
         st.info(t("limits.negatives.recipe"), icon=":material/memory:")
 
 with tabs[2]:
     c = st.columns(2)
     steps = c[0].slider(t("limits.accum_steps"), 1, 16, 4, key="lim_c_steps", bind="query-params")
-    max_norm = c[1].slider(t("limits.max_norm"), 0.0, 10.0, 1.0, 0.1, key="lim_c_norm", bind="query-params")
+    max_norm = c[1].slider(
+        t("limits.max_norm"), 0.0, 10.0, 1.0, 0.1, key="lim_c_norm", bind="query-params"
+    )
     with guard():
         clip = demo("clip", accum_steps=steps, dim=3, max_norm=max_norm, seed=seed)
         norm = {row["variant"]: row["norm"] for row in clip.rows}
@@ -103,9 +123,15 @@ with tabs[2]:
 with tabs[3]:
     c = st.columns(2)
     count = c[0].select_slider(
-        t("limits.count"), [100, 1_000, 10_000, 100_000], 10_000, key="lim_s_count", bind="query-params"
+        t("limits.count"),
+        [100, 1_000, 10_000, 100_000],
+        10_000,
+        key="lim_s_count",
+        bind="query-params",
     )
-    replicas = c[1].slider(t("limits.replicas"), 1, 64, 4, key="lim_s_replicas", bind="query-params")
+    replicas = c[1].slider(
+        t("limits.replicas"), 1, 64, 4, key="lim_s_replicas", bind="query-params"
+    )
     with guard():
         block("summation", demo("summation", count=count, replicas=replicas, seed=seed))
     c = st.columns(3)

@@ -17,13 +17,25 @@ SEED = infonce.SEED
 cols = st.columns(5)
 q = [
     cols[i].number_input(
-        t("negatives.controls.q", i=i), -10.0, 10.0, SEED["q"][i], 0.5, key=f"neg_q{i}", bind="query-params"
+        t("negatives.controls.q", i=i),
+        -10.0,
+        10.0,
+        SEED["q"][i],
+        0.5,
+        key=f"neg_q{i}",
+        bind="query-params",
     )
     for i in range(2)
 ]
 d = [
     cols[2 + j].number_input(
-        t("negatives.controls.d", i=j), -10.0, 10.0, SEED["d"][j], 0.5, key=f"neg_d{j}", bind="query-params"
+        t("negatives.controls.d", i=j),
+        -10.0,
+        10.0,
+        SEED["d"][j],
+        0.5,
+        key=f"neg_d{j}",
+        bind="query-params",
     )
     for j in range(2)
 ]
@@ -44,7 +56,9 @@ with guard():
     m[1].metric(t("negatives.metric.grad_full"), fmt(result.grad_d_full[0]))
     m[2].metric(t("negatives.metric.grad_kept"), fmt(result.grad_d_local[0]))
     m[3].metric(
-        t("negatives.metric.max_diff"), fmt(result.max_grad_diff), help=t("negatives.metric.max_diff_help")
+        t("negatives.metric.max_diff"),
+        fmt(result.max_grad_diff),
+        help=t("negatives.metric.max_diff_help"),
     )
 
     number = st.column_config.NumberColumn
@@ -66,7 +80,10 @@ with guard():
         hide_index=True,
         column_config={
             "query": st.column_config.TextColumn(t("negatives.probs.query")),
-            **{f"logit_{j}": number(t("negatives.probs.logit", j=j), format="%+.6f") for j in range(n)},
+            **{
+                f"logit_{j}": number(t("negatives.probs.logit", j=j), format="%+.6f")
+                for j in range(n)
+            },
             **{f"p_{j}": number(t("negatives.probs.prob", j=j), format="%.6f") for j in range(n)},
         },
         key="neg_probs",
@@ -91,7 +108,10 @@ with guard():
         hide_index=True,
         column_config={
             "document": st.column_config.TextColumn(t("negatives.contrib.document")),
-            **{f"from_{i}": number(t("negatives.contrib.from_query", i=i), format="%+.6f") for i in range(n)},
+            **{
+                f"from_{i}": number(t("negatives.contrib.from_query", i=i), format="%+.6f")
+                for i in range(n)
+            },
             "kept": number(t("negatives.contrib.kept"), format="%+.6f"),
             "full": number(t("negatives.contrib.full"), format="%+.6f"),
         },
@@ -121,7 +141,9 @@ with guard():
         )
     )
     rule = (
-        alt.Chart(pd.DataFrame({"tau": [result.tau]})).mark_rule(strokeDash=[4, 4]).encode(x=alt.X("tau:Q"))
+        alt.Chart(pd.DataFrame({"tau": [result.tau]}))
+        .mark_rule(strokeDash=[4, 4])
+        .encode(x=alt.X("tau:Q"))
     )
     st.altair_chart(lines + rule, key="neg_chart")
     st.info(t("negatives.scope"), icon=":material/info:")

@@ -29,7 +29,10 @@ def field(column, name: str, i: int | None, bound: float, step: float) -> float:
 
 
 cols = st.columns(7)
-a, b = ([field(cols[2 * k + i], name, i, 10.0, 0.5) for i in range(2)] for k, name in enumerate(("a", "b")))
+a, b = (
+    [field(cols[2 * k + i], name, i, 10.0, 0.5) for i in range(2)]
+    for k, name in enumerate(("a", "b"))
+)
 wq, wd = (field(cols[4 + k], name, None, 5.0, 0.25) for k, name in enumerate(("wq", "wd")))
 tau = cols[6].slider(
     t("parameters.controls.tau"), 0.05, 5.0, SEED["tau"], 0.05, key="par_tau", bind="query-params"
@@ -65,7 +68,9 @@ with guard():
     ]
     config = {k: number(t(f"parameters.owner.{k}"), format="%+.6f") for k in ("loss", "gwq", "gwd")}
     config["rank"] = t("parameters.owner.rank")
-    downloads.table(pd.DataFrame(owners), "owners", hide_index=True, column_config=config, key="par_owners")
+    downloads.table(
+        pd.DataFrame(owners), "owners", hide_index=True, column_config=config, key="par_owners"
+    )
     for column, name in zip(st.columns(4), ("grad_wq", "grad_wd", "reference_wq", "reference_wd")):
         tip = t("parameters.ddp.reference_help") if name.startswith("reference") else None
         column.metric(t(f"parameters.ddp.{name}"), fmt(getattr(chosen, name)), help=tip)
@@ -89,10 +94,13 @@ with guard():
     config = {k: t(f"parameters.compare.{k}") for k in compare.columns}
     config.update({k: number(config[k], format="%+.6f") for k in ("grad_wq", "grad_wd")})
     factors = {
-        f"correction_{w}": [getattr(r, f"correction_{w}") for r in results.values()] for w in ("wq", "wd")
+        f"correction_{w}": [getattr(r, f"correction_{w}") for r in results.values()]
+        for w in ("wq", "wd")
     }
     data = compare.assign(**factors)  # the factors as numbers, not "×2"
-    downloads.table(compare, "recipes", data=data, hide_index=True, column_config=config, key="par_compare")
+    downloads.table(
+        compare, "recipes", data=data, hide_index=True, column_config=config, key="par_compare"
+    )
     st.markdown(t("parameters.ddp_note"))
     st.markdown(t("parameters.accumulation"))
 
@@ -128,10 +136,18 @@ if result is not None:
             "max_abs_diff": lambda x: fmt(None) if x is None else f"{x:.1e}",
             "agree": lambda ok: t("common.yes") if ok else t("common.no"),
         }
-        table = pd.DataFrame([{k: text[k](x) if k in text else x for k, x in row.items()} for row in rows])
-        config = {k: t(f"parameters.run.{'diff' if k == 'max_abs_diff' else k}") for k in table.columns}
-        config.update({k: number(config[k], format="%+.6f") for k in ("predicted_wq", "predicted_wd")})
-        downloads.table(table, "run-check", hide_index=True, column_config=config, key="par_run_table")
+        table = pd.DataFrame(
+            [{k: text[k](x) if k in text else x for k, x in row.items()} for row in rows]
+        )
+        config = {
+            k: t(f"parameters.run.{'diff' if k == 'max_abs_diff' else k}") for k in table.columns
+        }
+        config.update(
+            {k: number(config[k], format="%+.6f") for k in ("predicted_wq", "predicted_wd")}
+        )
+        downloads.table(
+            table, "run-check", hide_index=True, column_config=config, key="par_run_table"
+        )
         if all(row["agree"] for row in rows):
             worst = f"{max(row['max_abs_diff'] for row in rows):.1e}"
             st.success(
@@ -139,7 +155,9 @@ if result is not None:
                 icon=":material/check:",
             )
         else:
-            failing = ", ".join(t(f"parameters.scheme.{r['scheme']}") for r in rows if not r["agree"])
+            failing = ", ".join(
+                t(f"parameters.scheme.{r['scheme']}") for r in rows if not r["agree"]
+            )
             st.warning(t("parameters.run.disagree", schemes=failing), icon=":material/warning:")
 
 show_code(infonce.encoder_grads, negatives_report.check_run)

@@ -1,4 +1,5 @@
-"""07 Validation: a coverage matrix filled from real checks, and what DistributedSampler feeds each rank."""
+"""07 Validation: a coverage matrix filled from real checks, and what DistributedSampler feeds
+each rank."""
 
 import pandas as pd
 import streamlit as st
@@ -28,7 +29,12 @@ st.markdown(t("validation.matrix.body"))
 c = st.columns(2)
 label, slips = t("validation.matrix.slip"), coverage_checks.SLIPS
 slip = deeplink.choice(
-    c[0].selectbox, label, slips, key="val_slip", default=slips[0], format_func=lambda s: names("slip", [s])
+    c[0].selectbox,
+    label,
+    slips,
+    key="val_slip",
+    default=slips[0],
+    format_func=lambda s: names("slip", [s]),
 )
 seed = count_input(c[1], "matrix.seed", 0, 10_000, 0, "val_seed")
 with guard():
@@ -38,18 +44,26 @@ with guard():
     st.caption(t("validation.matrix.legend"))
     if matrix.broken:
         st.error(
-            t("validation.matrix.broken", cells=names("row", dict.fromkeys(r for r, _ in matrix.broken)))
+            t(
+                "validation.matrix.broken",
+                cells=names("row", dict.fromkeys(r for r, _ in matrix.broken)),
+            )
         )
     if matrix.blind_rows:
         blind = t("validation.matrix.blind", rows=names("row", matrix.blind_rows))
         st.warning(blind, icon=":material/visibility_off:")
     if matrix.uncovered_columns:
-        st.error(t("validation.matrix.uncovered", columns=names("column", matrix.uncovered_columns)))
+        st.error(
+            t("validation.matrix.uncovered", columns=names("column", matrix.uncovered_columns))
+        )
     elif not matrix.broken:
         st.success(t("validation.matrix.covered"))
     with st.expander(t("validation.details.heading")):
         raw = pd.DataFrame(run.details).drop(columns=["replicas", "accum_steps"])
-        raw["row"], raw["counts"] = [names("row", [r]) for r in raw["row"]], raw["counts"].astype(str)
+        raw["row"], raw["counts"] = (
+            [names("row", [r]) for r in raw["row"]],
+            raw["counts"].astype(str),
+        )
         figures = ("reference_loss", "slip_loss", "reference_norm")  # text on the page, data below
         details = raw.assign(**{c: [num(x) for x in raw[c]] for c in figures})
         config = {c: text_column(t(f"validation.details.{c}")) for c in details.columns}

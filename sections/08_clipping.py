@@ -18,9 +18,12 @@ URL = "query-params"  # numbers and toggles travel in the link as they are
 
 
 def choose(widget, key: str, name: str, options: tuple, default: str) -> str:
-    """A choice carried in the URL by its option code (ui.deeplink); labels from clipping.<name>s."""
+    """A choice carried in the URL by its option code (ui.deeplink); labels from
+    clipping.<name>s."""
     text = lambda k: t(f"clipping.{name}s.{k}")  # noqa: E731
-    return deeplink.choice(widget, t(f"clipping.{name}"), options, key=key, default=default, format_func=text)
+    return deeplink.choice(
+        widget, t(f"clipping.{name}"), options, key=key, default=default, format_func=text
+    )
 
 
 header("clipping")
@@ -30,9 +33,13 @@ layout = choose(c1.selectbox, "clip_layout", "scenario", tuple(clipping.SCENARIO
 scale = c2.number_input(t("clipping.scale"), value=8.0, key="clip_scale", bind=URL)
 tau = c3.number_input(t("clipping.threshold"), value=1.0, key="clip_threshold", bind=URL)
 add_rep = c1.toggle(t("clipping.add_replicated"), key="clip_add_rep", bind=URL)
-rep_value = c1.number_input(t("clipping.replicated_value"), value=12.0, key="clip_rep_value", bind=URL)
+rep_value = c1.number_input(
+    t("clipping.replicated_value"), value=12.0, key="clip_rep_value", bind=URL
+)
 add_shard = c2.toggle(t("clipping.add_sharded"), key="clip_add_shard", bind=URL)
-shard_value = c2.number_input(t("clipping.sharded_value"), value=-2.0, key="clip_shard_value", bind=URL)
+shard_value = c2.number_input(
+    t("clipping.sharded_value"), value=-2.0, key="clip_shard_value", bind=URL
+)
 # "rank 0" reads the same in every language, so the bound label is a safe URL value.
 shard_rank = c3.selectbox(
     t("clipping.sharded_rank"), (0, 1), format_func=rank_label, key="clip_rank", bind=URL
@@ -60,7 +67,9 @@ with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
     m1, m2, m3 = st.columns(3)
     m1.metric(t("clipping.metric_norm"), shown(report.global_norm))
     m2.metric(t("clipping.metric_clipped"), shown(report.applied_norms[variant]))
-    coefficients = " / ".join(dict.fromkeys(shown(s.coefficient) for s in steps))  # one, or one per rank
+    coefficients = " / ".join(
+        dict.fromkeys(shown(s.coefficient) for s in steps)
+    )  # one, or one per rank
     m3.metric(t("clipping.metric_coefficient"), coefficients)
     if report.skip:  # only scale * g overflowing gets here: this page injects nothing
         st.warning(t("clipping.skip_note"), icon=":material/block:")
@@ -112,12 +121,16 @@ if result is not None:
     rows = clipping_summary_rows(result.report)
     yes_no = {True: t("common.yes"), False: t("common.no")}
     table = pd.DataFrame(rows).drop(columns="inject_rank")
-    table["scenario"] = [t(f"clipping.scenario_{r['scenario']}", rank=r["inject_rank"]) for r in rows]
+    table["scenario"] = [
+        t(f"clipping.scenario_{r['scenario']}", rank=r["inject_rank"]) for r in rows
+    ]
     table["rank"] = table["rank"].map(rank_label)
     table[["skip", "core_skip", "agrees"]] = table[["skip", "core_skip", "agrees"]].replace(yes_no)
     labels = {c: t(f"clipping.run_col.{c}") for c in table.columns}
     shown_table = table.style.format(precision=6, na_rep=t("common.skipped"))  # a skip, never NaN
-    downloads.table(shown_table, "run-check", hide_index=True, column_config=labels, key="clip_run_table")
+    downloads.table(
+        shown_table, "run-check", hide_index=True, column_config=labels, key="clip_run_table"
+    )
     agree = result.report["agree"]
     (st.success if agree else st.error)(t(f"clipping.run_{'agree' if agree else 'disagree'}"))
     finite = result.report["scenarios"]["finite"]

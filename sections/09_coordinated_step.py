@@ -17,28 +17,44 @@ LR = 0.1
 URL = "query-params"  # numbers travel in the link as they are
 FINITE_RUN = {"inject_overflow": None, "nonfinite": "inf"}
 BADGE = {"ok": ("green", ":material/check:"), "wrong": ("red", ":material/close:")}
-BADGE |= {"latent": ("orange", ":material/visibility_off:"), "skipped": ("gray", ":material/block:")}
+BADGE |= {
+    "latent": ("orange", ":material/visibility_off:"),
+    "skipped": ("gray", ":material/block:"),
+}
 DECISIONS = ("all_skip", "all_step", "split")
 
 
 def choose(widget, key: str, name: str, options: tuple, default: str, prefix: str = "") -> str:
-    """A choice carried in the URL by its option code (ui.deeplink); labels from clipping.<name>s."""
+    """A choice carried in the URL by its option code (ui.deeplink); labels from
+    clipping.<name>s."""
     text = lambda k: t(f"clipping.{prefix or name + 's'}.{k}")  # noqa: E731
-    return deeplink.choice(widget, t(f"clipping.{name}"), options, key=key, default=default, format_func=text)
+    return deeplink.choice(
+        widget, t(f"clipping.{name}"), options, key=key, default=default, format_func=text
+    )
 
 
 def given(x: float) -> str:  # an injected inf or NaN is an input: named, not "undefined"
-    return fmt(x) if math.isfinite(x) else t(f"clipping.injections.{'nan' if math.isnan(x) else 'inf'}")
+    return (
+        fmt(x)
+        if math.isfinite(x)
+        else t(f"clipping.injections.{'nan' if math.isnan(x) else 'inf'}")
+    )
 
 
 header("step")
 c1, c2, c3 = st.columns(3)
-layout = choose(c1.selectbox, "step_layout", "scenario", tuple(clipping.SCENARIOS), "seed_replicated")
+layout = choose(
+    c1.selectbox, "step_layout", "scenario", tuple(clipping.SCENARIOS), "seed_replicated"
+)
 scale = c1.number_input(t("clipping.scale"), value=8.0, key="step_scale", bind=URL)
 tau = c1.number_input(t("clipping.threshold"), value=1.0, key="step_threshold", bind=URL)
-inject = choose(c2.selectbox, "step_inject", "inject", ("none", *clipping.INJECTIONS), "inf", "injections")
+inject = choose(
+    c2.selectbox, "step_inject", "inject", ("none", *clipping.INJECTIONS), "inf", "injections"
+)
 # "rank 0" and parameter ids read the same in every language: safe as URL values.
-inject_rank = c2.selectbox(t("clipping.inject_rank"), (0, 1), 1, rank_label, key="step_rank", bind=URL)
+inject_rank = c2.selectbox(
+    t("clipping.inject_rank"), (0, 1), 1, rank_label, key="step_rank", bind=URL
+)
 held = tuple(clipping.scenario_grads(layout, 1.0)[inject_rank])
 inject_id = c2.selectbox(t("step.inject_id"), held, key="step_inject_id", bind=URL)
 variant = choose(c3.radio, "step_variant", "variant", clipping.VARIANTS, "global")
@@ -53,18 +69,26 @@ with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
     skipping = [rank_label(s.rank) for s in steps if s.skip]
     stepping = [rank_label(s.rank) for s in steps if not s.skip]
     decision = "all_skip" if not stepping else "all_step" if not skipping else "split"
-    question, why = t("step.exercise", variant=t(f"clipping.variants.{variant}")), t("step.exercise_why")
+    question, why = (
+        t("step.exercise", variant=t(f"clipping.variants.{variant}")),
+        t("step.exercise_why"),
+    )
     scenario = (layout, scale, tau, inject, inject_rank, inject_id, variant)
     label = lambda k: t(f"step.decision.{k}")  # noqa: E731
     if not predict_choice("step_ex", question, DECISIONS, decision, why, label, scenario=scenario):
         st.stop()
     norms = " / ".join(dict.fromkeys(fmt(s.norm) for s in steps if not s.skip))
     coefficients = " / ".join(dict.fromkeys(fmt(s.coefficient) for s in steps if not s.skip))
-    flags = [t(f"step.flag_{'nonfinite' if b else 'finite'}", rank=r) for r, b in enumerate(report.nonfinite)]
+    flags = [
+        t(f"step.flag_{'nonfinite' if b else 'finite'}", rank=r)
+        for r, b in enumerate(report.nonfinite)
+    ]
     figures = {
         "unscale": " · ".join(flags),
         "agree": t(f"step.{decision}", skipping=", ".join(skipping), stepping=", ".join(stepping)),
-        "reduce": t("common.skipped") if not stepping else t("step.norm_line", norm=norms, c=coefficients),
+        "reduce": t("common.skipped")
+        if not stepping
+        else t("step.norm_line", norm=norms, c=coefficients),
         "update": " · ".join(t("step.count_line", rank=s.rank, steps=s.step) for s in steps),
     }
     for column, name in zip(st.columns(4), clipping.PROTOCOL, strict=True):
@@ -82,7 +106,9 @@ with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
         st.success(t("step.skip_note"), icon=":material/pause_circle:")
 
     st.subheader(t("clipping.table_title"))
-    rank_table(report, steps, given, lambda c: t(f"step.col.{c}"), key="step_table", with_steps=True)
+    rank_table(
+        report, steps, given, lambda c: t(f"step.col.{c}"), key="step_table", with_steps=True
+    )
     st.caption(t("step.scope"))
 
 st.subheader(t("clipping.run_title"))
@@ -100,13 +126,17 @@ result = run_panel(
 if result is not None:
     rows = clipping_summary_rows(result.report)
     table = pd.DataFrame(rows).drop(columns="inject_rank")
-    table["scenario"] = [t(f"clipping.scenario_{r['scenario']}", rank=r["inject_rank"]) for r in rows]
+    table["scenario"] = [
+        t(f"clipping.scenario_{r['scenario']}", rank=r["inject_rank"]) for r in rows
+    ]
     table["rank"] = table["rank"].map(rank_label)
     yes_no = {True: t("common.yes"), False: t("common.no")}
     table[["skip", "core_skip", "agrees"]] = table[["skip", "core_skip", "agrees"]].replace(yes_no)
     labels = {c: t(f"clipping.run_col.{c}") for c in table.columns}
     shown_table = table.style.format(precision=6, na_rep=t("common.skipped"))  # a skip, never NaN
-    downloads.table(shown_table, "run-check", hide_index=True, column_config=labels, key="step_run_table")
+    downloads.table(
+        shown_table, "run-check", hide_index=True, column_config=labels, key="step_run_table"
+    )
     agree = result.report["agree"]
     (st.success if agree else st.error)(t(f"clipping.run_{'agree' if agree else 'disagree'}"))
     for name, s in result.report["scenarios"].items():

@@ -6,11 +6,11 @@ import streamlit as st
 from experiments.transformer import params as plan
 from experiments.transformer.lm import data
 from ui import deeplink
+from ui.branch_table import VERDICTS, verdict
+from ui.branch_table import table as branch_table
 from ui.exercise import predict_choice
 from ui.page import guard, header, show_code, t
 from ui.run_panel import run_panel
-from ui.branch_table import VERDICTS, verdict
-from ui.branch_table import table as branch_table
 from ui.transformer_views import md, run_results
 
 
@@ -66,7 +66,9 @@ with guard():
     answer = VERDICTS[predicted]
     question, why = t("experiment.exercise", world_size=world_size), t("experiment.exercise_why")
     scenario = (tuple(labels), world_size, optimizer)
-    if not predict_choice("exp_ex", question, [*VERDICTS.values()], answer, why, verdict, scenario=scenario):
+    if not predict_choice(
+        "exp_ex", question, [*VERDICTS.values()], answer, why, verdict, scenario=scenario
+    ):
         st.stop()
     st.subheader(t("experiment.predict.heading"))
     parts = {k: " + ".join(map(str, counts[k])) for k in ("microbatches", "ranks")}

@@ -9,7 +9,9 @@ header("home", share=False)
 # Where to start, before the why: a learner opens 01; an instructor learns workshop mode exists.
 with st.container(border=True):
     st.markdown(f"**{t('home.start_title')}**")
-    st.page_link("sections/01_denominator.py", label=t("home.start_link"), icon=":material/play_arrow:")
+    st.page_link(
+        "sections/01_denominator.py", label=t("home.start_link"), icon=":material/play_arrow:"
+    )
     st.markdown(t("home.start_workshop"))
 st.subheader(t("home.why_title"))
 st.markdown(t("home.why_body"))
@@ -22,7 +24,9 @@ for page in WORKSHOP:  # in the order of the navigation
     with st.container(border=True):
         left, right = st.columns([1, 4])
         left.markdown(f"**{minutes}′**")
-        right.page_link(page.file, label=f"**{t(page.title_key)}**", icon=":material/arrow_forward:")
+        right.page_link(
+            page.file, label=f"**{t(page.title_key)}**", icon=":material/arrow_forward:"
+        )
         right.markdown(shows)
         right.markdown(f":material/help: {ask}")
 st.caption(t("home.language_hint"))

@@ -13,7 +13,11 @@ header("sources", share=False)
 SOURCES = [
     ("ddp", "https://pytorch.org/docs/stable/notes/ddp.html", "02, 03, 06, experiment"),
     ("all_gather", "https://pytorch.org/docs/stable/distributed.html", "05, 06"),
-    ("clip_grad_norm", "https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_norm_.html", "08"),
+    (
+        "clip_grad_norm",
+        "https://pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_norm_.html",
+        "08",
+    ),
     ("fsdp_clip", "https://pytorch.org/docs/stable/fsdp.html", "08"),
     ("grad_scaler", "https://pytorch.org/docs/stable/amp.html#gradient-scaling", "09"),
     (
@@ -25,7 +29,11 @@ SOURCES = [
     ("hf_accumulation", "https://huggingface.co/blog/gradient_accumulation", "01, 02, experiment"),
     ("torchtune", "https://github.com/meta-pytorch/torchtune/pull/1875", "01, 03"),
     ("gradcache", "https://arxiv.org/abs/2101.06983", "04, 05"),
-    ("open_clip", "https://github.com/mlfoundations/open_clip/blob/main/src/open_clip/loss.py", "05, 06"),
+    (
+        "open_clip",
+        "https://github.com/mlfoundations/open_clip/blob/main/src/open_clip/loss.py",
+        "05, 06",
+    ),
     (
         "distributed_sampler",
         "https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler",

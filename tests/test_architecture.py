@@ -139,10 +139,7 @@ def test_the_readme_aliases_forward_by_name_only():
 
 
 def test_core_imports_neither_runners_nor_experiments_nor_the_ui():
-    bad = {
-        m: sorted(d for d in deps if not _in(d, "core"))
-        for m, deps in _imports("core").items()
-    }
+    bad = {m: sorted(d for d in deps if not _in(d, "core")) for m, deps in _imports("core").items()}
     assert {m: d for m, d in bad.items() if d} == {}
 
 
@@ -211,9 +208,7 @@ def test_no_shell_anywhere():
 def test_every_experiment_is_registered_and_shaped_alike():
     from experiments import registry
 
-    on_disk = {
-        p.parent.name for p in (ROOT / "experiments").glob("*/__init__.py")
-    }
+    on_disk = {p.parent.name for p in (ROOT / "experiments").glob("*/__init__.py")}
     assert on_disk == set(registry.names())
     for name in registry.names():
         package = ROOT / "experiments" / name
@@ -226,7 +221,9 @@ def test_ruff_format_and_check_are_clean():
     """No line over 100 characters, no squeezing (`fmt: skip`), formatted, lint-clean."""
     ruff = [sys.executable, "-m", "ruff"]
     files = [str(p.relative_to(ROOT)) for p in project_files()]
-    fmt = subprocess.run([*ruff, "format", "--check", *files], cwd=ROOT, capture_output=True, text=True)
+    fmt = subprocess.run(
+        [*ruff, "format", "--check", *files], cwd=ROOT, capture_output=True, text=True
+    )
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
     lint = subprocess.run([*ruff, "check", *files], cwd=ROOT, capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr

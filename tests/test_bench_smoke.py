@@ -18,7 +18,18 @@ def test_quick_core_run_writes_a_report_that_parses(tmp_path):
     before = committed.read_bytes() if committed.exists() else None
     out = tmp_path / "BENCHMARKS.md"
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--only", "core", "--repeats", "1", "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--quick",
+            "--only",
+            "core",
+            "--repeats",
+            "1",
+            "--out",
+            str(out),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -36,12 +36,15 @@ def test_same_placeholders_in_both_languages():
 def test_every_error_rule_has_a_translation():
     for lang in i18n.LANGUAGES:
         assert {
-            k.removeprefix("errors.rule.") for k in i18n.catalogue(lang) if k.startswith("errors.rule.")
+            k.removeprefix("errors.rule.")
+            for k in i18n.catalogue(lang)
+            if k.startswith("errors.rule.")
         } == set(RULES)
 
 
 def literal_keys(path: Path) -> list[str]:
-    """Keys of t("area.key") calls with a constant argument (f-string keys are checked by rendering)."""
+    """Keys of t("area.key") calls with a constant argument (f-string keys are checked by
+    rendering)."""
     return [
         node.args[0].value
         for node in ast.walk(ast.parse(path.read_text()))
@@ -56,7 +59,9 @@ def literal_keys(path: Path) -> list[str]:
 def test_every_literal_key_used_in_code_exists():
     keys = set(i18n.catalogue("en"))
     sources = [*ROOT.glob("sections/*.py"), *ROOT.glob("ui/*.py"), ROOT / "app.py"]
-    missing = [f"{path.name}: {key}" for path in sources for key in literal_keys(path) if key not in keys]
+    missing = [
+        f"{path.name}: {key}" for path in sources for key in literal_keys(path) if key not in keys
+    ]
     assert missing == []
 
 

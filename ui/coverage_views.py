@@ -53,8 +53,6 @@ def matrix_table(matrix: coverage.CoverageMatrix, name: str, missing: str = "not
     downloads.table(table, name, data=data, hide_index=True, column_config=config, key=name)
 
 
-
-
 def sampler_epoch_view(e: sampler.SamplerEpoch) -> None:
     """One DistributedSampler epoch: the token metrics, each rank's share, what was seen."""
     m = st.columns(4)

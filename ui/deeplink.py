@@ -76,7 +76,9 @@ def _encode(frame, columns: Sequence[str]) -> str:
     def cell(value) -> str:
         return "" if value is None or value != value else f"{float(value):g}"  # NaN: a cleared cell
 
-    return "_".join("~".join(cell(v) for v in row) for row in frame[list(columns)].itertuples(index=False))
+    return "_".join(
+        "~".join(cell(v) for v in row) for row in frame[list(columns)].itertuples(index=False)
+    )
 
 
 def _decode(raw: str, rows: int, columns: Sequence[str]) -> list[list[float | None]] | None:

@@ -70,7 +70,9 @@ def predict_number(
     """
     current = _forget_old_guess(key, answer, scenario)
     box, left, right = _layout(question)
-    guess = left.number_input(t("exercise.your_prediction"), value=None, format="%.6f", key=f"{key}_guess")
+    guess = left.number_input(
+        t("exercise.your_prediction"), value=None, format="%.6f", key=f"{key}_guess"
+    )
     right.button(t("exercise.reveal"), key=f"{key}_reveal", width="stretch")
     revealed, graded = _revealed(key, current, guess)
     if revealed and graded != guess:

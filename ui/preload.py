@@ -39,7 +39,9 @@ def start(delay_s: float = DELAY_S) -> threading.Thread | None:
     with _LOCK:
         if _THREAD or not enabled():
             return _THREAD[0] if _THREAD else None
-        thread = threading.Thread(target=_import_all, args=(delay_s,), name="pcl-preload", daemon=True)
+        thread = threading.Thread(
+            target=_import_all, args=(delay_s,), name="pcl-preload", daemon=True
+        )
         _THREAD.append(thread)
     thread.start()
     return thread

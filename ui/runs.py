@@ -80,7 +80,8 @@ def run_with_status(label: str, experiment: str | Experiment, **raw: object) -> 
         # A refused input names its rule; anything else (a damaged artifact) is said as is.
         plain = isinstance(exc, ValueError) and not isinstance(exc, InvalidInput)
         st.error(
-            t("runs.cannot_start", message=exc) if plain else error_message(exc), icon=":material/error:"
+            t("runs.cannot_start", message=exc) if plain else error_message(exc),
+            icon=":material/error:",
         )
         return None
     runner_id = experiment.name
@@ -99,7 +100,9 @@ def run_with_status(label: str, experiment: str | Experiment, **raw: object) -> 
     with st.status(t("runs.running", label=label), expanded=False) as status:
         result = _run_live(status, label, experiment, params)
         if result.ok:
-            status.update(label=t("runs.done", label=label, seconds=result.seconds), state="complete")
+            status.update(
+                label=t("runs.done", label=label, seconds=result.seconds), state="complete"
+            )
         else:
             busy = result.outcome is Outcome.BUSY
             status.update(label=t("runs.failed", label=label), state="error", expanded=not busy)

@@ -1,7 +1,6 @@
 """Wrong: each rank averages over its OWN labels, then DDP averages the ranks. A token on a
 rank with few labels weighs more: weight x N = N / (P n_r) (the 'replica_mean' scheme)."""
 
-import torch
 from tiny_lm import BATCH_SIZE, SEQ_LEN, VOCAB_SIZE, build_model, count_labels, token_losses
 from torch.nn.parallel import DistributedDataParallel as DDP
 

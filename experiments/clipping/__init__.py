@@ -20,7 +20,8 @@ torch.amp.GradScaler + torch.nn.utils.clip_grad_norm_, and the same model sharde
 torch's clip_grad_norm_ divides by (n + 1e-6); the comparison allows exactly that much.
 
     python -m runners.clipping --json [--inject-overflow RANK] [--nonfinite inf|nan]
-    torchrun --standalone --nproc-per-node 2 -m experiments.clipping --out-dir /tmp/clip --inject-overflow 1
+    torchrun --standalone --nproc-per-node 2 -m experiments.clipping --out-dir /tmp/clip \
+        --inject-overflow 1
 """
 
 from __future__ import annotations
@@ -42,4 +43,6 @@ EXPERIMENT = Experiment(
 def run(*, timeout_s=None, pg_timeout_s=None, progress=None, **params) -> RunResult:
     """Validate `params` (Params.checked's names) and launch; see `Experiment.run`."""
     checked = Params.checked(**params)
-    return EXPERIMENT.run(checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress)
+    return EXPERIMENT.run(
+        checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress
+    )

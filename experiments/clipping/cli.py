@@ -32,9 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(
-            f"P={report['world_size']} {report['backend']} torch {report['torch']} layout={report['layout']}"
-        )
+        where = f"{report['backend']} torch {report['torch']} layout={report['layout']}"
+        print(f"P={report['world_size']} {where}")
         for name, s in report["scenarios"].items():
             for row in s["ranks"]:
                 print(

@@ -101,7 +101,10 @@ def build_report(ranks: tuple[dict, ...]) -> ClippingReport:
         fsdp2_ranks = [
             {
                 "rank": r["rank"],
-                **{k: r["scenarios"][name]["fsdp2"].get(k) for k in ("local_scaled_grad", "skip", "norm")},
+                **{
+                    k: r["scenarios"][name]["fsdp2"].get(k)
+                    for k in ("local_scaled_grad", "skip", "norm")
+                },
             }
             for r in ranks
         ]
@@ -110,7 +113,9 @@ def build_report(ranks: tuple[dict, ...]) -> ClippingReport:
             agree_fsdp2 = agree_fsdp2 and same and len({r["skip"] for r in fsdp2_ranks}) == 1
         references_identical = all(r["scenarios"][name]["reference"] == reference for r in ranks)
         scenarios[name] = {
-            "inject": None if inject_rank is None else {"rank": inject_rank, "id": f"w{inject_rank}"},
+            "inject": None
+            if inject_rank is None
+            else {"rank": inject_rank, "id": f"w{inject_rank}"},
             "rank_grads": [{j: json_number(g) for j, g in grads.items()} for grads in rank_grads],
             "ranks": per_rank,
             "ranks_identical": identical,
@@ -140,5 +145,6 @@ def build_report(ranks: tuple[dict, ...]) -> ClippingReport:
         "nonfinite": first["nonfinite"],
         "fsdp2_supported": all(s["fsdp2"]["supported"] for s in scenarios.values()),
         "scenarios": scenarios,
-        "agree": all(s["agree_core"] and s["agree_reference"] for s in scenarios.values()) and all(fsdp2_ok),
+        "agree": all(s["agree_core"] and s["agree_reference"] for s in scenarios.values())
+        and all(fsdp2_ok),
     }

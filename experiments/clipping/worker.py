@@ -1,6 +1,7 @@
 """One rank of the clipping experiment: the four-step protocol, clip_grad_norm_ and FSDP2.
 
-    torchrun --standalone --nproc-per-node 2 -m experiments.clipping --out-dir /tmp/clip --inject-overflow 1
+    torchrun --standalone --nproc-per-node 2 -m experiments.clipping --out-dir /tmp/clip \
+        --inject-overflow 1
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ def _protocol(held: dict[str, float], owners: dict[str, int], rank: int) -> dict
         optimizer.step()
         steps = 1
     buffers = {
-        j: optimizer.state[p]["momentum_buffer"].item() for j, p in params.items() if optimizer.state[p]
+        j: optimizer.state[p]["momentum_buffer"].item()
+        for j, p in params.items()
+        if optimizer.state[p]
     }
     return {
         "nonfinite_local": nonfinite,
@@ -96,7 +99,9 @@ def _reference(rank_grads, owners) -> dict:
     norm = torch.nn.utils.clip_grad_norm_([theta], MAX_NORM, error_if_nonfinite=False).item()
     big = int(unclipped.abs().argmax())
     finite = math.isfinite(norm)
-    coefficient = (theta.grad[big] / unclipped[big]).item() if finite and unclipped[big] != 0 else None
+    coefficient = (
+        (theta.grad[big] / unclipped[big]).item() if finite and unclipped[big] != 0 else None
+    )
     scaler.step(optimizer)
     scaler.update()
     state = optimizer.state[theta]
@@ -105,7 +110,9 @@ def _reference(rank_grads, owners) -> dict:
         "norm": json_number(norm),
         "coefficient": coefficient if finite else None,
         "params": dict(zip(ids, theta.detach().tolist(), strict=True)),
-        "momentum_buffers": dict(zip(ids, state["momentum_buffer"].tolist(), strict=True)) if state else {},
+        "momentum_buffers": dict(zip(ids, state["momentum_buffer"].tolist(), strict=True))
+        if state
+        else {},
         "successful_steps": len(steps),
         "scaler_scale_after": scaler.get_scale(),
     }

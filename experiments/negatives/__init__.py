@@ -38,4 +38,6 @@ EXPERIMENT = Experiment(
 def run(*, timeout_s=None, pg_timeout_s=None, progress=None, **params) -> RunResult:
     """Validate `params` (Params.checked's names) and launch; see `Experiment.run`."""
     checked = Params.checked(**params)
-    return EXPERIMENT.run(checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress)
+    return EXPERIMENT.run(
+        checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress
+    )

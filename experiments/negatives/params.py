@@ -19,7 +19,9 @@ class Params:
     wd: float = 1.0
 
     @classmethod
-    def checked(cls, world_size: int = 2, tau: float = 1.0, wq: float = 1.0, wd: float = 1.0) -> Params:
+    def checked(
+        cls, world_size: int = 2, tau: float = 1.0, wq: float = 1.0, wd: float = 1.0
+    ) -> Params:
         """Validated parameters of one launch (ValueError / TypeError naming a bad value)."""
         world_size = v.count(world_size, "world_size", minimum=1)
         if not MIN_WORLD_SIZE <= world_size <= MAX_WORLD_SIZE:

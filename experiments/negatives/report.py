@@ -56,10 +56,13 @@ def build_report(ranks: tuple[dict, ...]) -> NegativesReport:
             "params_after_sgd": after["params_after_sgd"],
             # DDP's promise: every replica holds the same gradient and takes the same step
             "ranks_agree": all(
-                s[k] == after[k] for s in per_rank for k in ("grad_wq", "grad_wd", "params_after_sgd")
+                s[k] == after[k]
+                for s in per_rank
+                for k in ("grad_wq", "grad_wd", "params_after_sgd")
             ),
             "max_diff_from_reference": max(
-                abs(after["grad_wq"] - reference["grad_wq"]), abs(after["grad_wd"] - reference["grad_wd"])
+                abs(after["grad_wq"] - reference["grad_wq"]),
+                abs(after["grad_wd"] - reference["grad_wd"]),
             ),
             "ranks": [
                 {
@@ -74,7 +77,9 @@ def build_report(ranks: tuple[dict, ...]) -> NegativesReport:
         }
     report = {**{k: first[k] for k in keys}, "reference": reference, "schemes": schemes}
     if not _finite(report):
-        raise ReportError("the run produced non-finite numbers (tau too small or weights too large)")
+        raise ReportError(
+            "the run produced non-finite numbers (tau too small or weights too large)"
+        )
     return report
 
 
@@ -120,7 +125,10 @@ def check_run(report: dict, tol: float = RUN_TOL) -> tuple[dict, ...]:
             m = _dict(ranks[r] if isinstance(ranks, list) and r < len(ranks) else None)
             for name in ("local_loss", "grad_wq_local", "grad_wd_local"):
                 pairs.append((getattr(p, name)[r], m.get(name)))
-        diffs = [None if finite_or_none(x) is None else abs(finite_or_none(x) - want) for want, x in pairs]
+        diffs = [
+            None if finite_or_none(x) is None else abs(finite_or_none(x) - want)
+            for want, x in pairs
+        ]
         worst = None if None in diffs else max(diffs)
         rows.append(
             {

@@ -1,6 +1,6 @@
 """One rank of the negatives experiment: every scheme of gathering documents, then DDP + SGD.
 
-    torchrun --standalone --nproc-per-node 4 -m experiments.negatives --out-dir /tmp/neg
+torchrun --standalone --nproc-per-node 4 -m experiments.negatives --out-dir /tmp/neg
 """
 
 from __future__ import annotations
@@ -137,7 +137,9 @@ def main(argv: list[str] | None = None) -> None:
             "a": a,
             "b": b,
             **{name: getattr(args, name) for name in (*DEFAULTS, "lr")},
-            "schemes": {s: _run_scheme(s, a[rank], b[rank], args, rank, world_size) for s in SCHEMES},
+            "schemes": {
+                s: _run_scheme(s, a[rank], b[rank], args, rank, world_size) for s in SCHEMES
+            },
             "reference": _reference(a, b, args.wq, args.wd, args.tau, args.lr),
         }
         write_rank_output(args.out_dir, rank, payload)

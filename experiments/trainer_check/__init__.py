@@ -34,7 +34,9 @@ EXPERIMENT = Experiment(
 def run(*, timeout_s=None, pg_timeout_s=None, progress=None, **params) -> RunResult:
     """Validate `params` (Params.checked's names) and launch; see `Experiment.run`."""
     checked = Params.checked(**params)
-    return EXPERIMENT.run(checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress)
+    return EXPERIMENT.run(
+        checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress
+    )
 
 
 def assert_same_update(trainer: str, world_size: int = 2, accum: int = 2, **options) -> dict:
@@ -46,7 +48,9 @@ def assert_same_update(trainer: str, world_size: int = 2, accum: int = 2, **opti
 
     load(trainer)  # a file that can't be used raises TrainerFileError (a ValueError) here
     timeout_s = options.pop("timeout_s", None)
-    result = run(trainer=trainer, world_size=world_size, accum=accum, timeout_s=timeout_s, **options)
+    result = run(
+        trainer=trainer, world_size=world_size, accum=accum, timeout_s=timeout_s, **options
+    )
     if not result.ok:
         raise AssertionError(f"the trainer check did not finish: {result.message}")
     check = result.report["checks"][0]

@@ -48,7 +48,8 @@ def print_check(check: dict) -> None:
         diff = "undefined" if s["max_abs_diff"] is None else f"{s['max_abs_diff']:.2e}"
         scheme = s["scheme"] or "undefined (N = 0)"
         print(f"\n  {s['name']:<17} {'same update' if s['passed'] else 'DIFFERENT'}")
-        print(f"    max |delta| vs reference {diff}   scheme {scheme}   residual {_number(s['residual'])}")
+        residual = _number(s["residual"])
+        print(f"    max |delta| vs reference {diff}   scheme {scheme}   residual {residual}")
         if s["first_divergence"]:
             d = s["first_divergence"]
             print(f"    first divergence: rank {d['rank']}, {d['tensor']} ({d['why']})")

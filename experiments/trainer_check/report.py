@@ -41,11 +41,20 @@ def _scenario(per_rank: list[dict], tolerance: float) -> ScenarioResult:
     spreads = [s["spread"] for s in per_rank]
     agree = all(x is not None and x <= tolerance for x in spreads)
     divergence = next(
-        ({"rank": r, **s["first_divergence"]} for r, s in enumerate(per_rank) if s["first_divergence"]),
+        (
+            {"rank": r, **s["first_divergence"]}
+            for r, s in enumerate(per_rank)
+            if s["first_divergence"]
+        ),
         None,
     )
     if divergence is None and not agree:
-        divergence = {"rank": None, "tensor": None, "abs_diff": max(spreads, default=None), "why": "ranks differ"}
+        divergence = {
+            "rank": None,
+            "tensor": None,
+            "abs_diff": max(spreads, default=None),
+            "why": "ranks differ",
+        }
     passed = divergence is None and None not in diffs and max(diffs) <= tolerance and agree
     counts = first_rank["counts"]
     n = sum(map(sum, counts))

@@ -48,9 +48,11 @@ def parse_counts(text: str) -> Grid:
     if not isinstance(text, str) or not text.strip():
         raise v.InvalidInput("counts", text, "non_empty")
     rows = []
-    for r, part in enumerate(text.split(";")):
+    for part in text.split(";"):
         try:
             rows.append([int(x) for x in part.split(",")])
         except ValueError:
-            raise v.InvalidInput("counts", text, "same_shape", "whole numbers like 3,8;8,16") from None
+            raise v.InvalidInput(
+                "counts", text, "same_shape", "whole numbers like 3,8;8,16"
+            ) from None
     return v.count_grid(rows)

@@ -58,7 +58,9 @@ class Trainer:
 def where(exc: BaseException, path: Path, name: str) -> str:
     """'trainer.py:12 in train_step: ZeroDivisionError: division by zero'."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
-    at = f"{path.name}:{frames[-1].lineno} in {frames[-1].name}" if frames else f"{path.name} {name}"
+    at = (
+        f"{path.name}:{frames[-1].lineno} in {frames[-1].name}" if frames else f"{path.name} {name}"
+    )
     text = " ".join(str(exc).split())
     return f"{at}: {type(exc).__name__}" + (f": {text}" if text else "")
 
@@ -89,7 +91,9 @@ def load(path: str | Path) -> Trainer:
     }
     for key, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIDE:
-            raise TrainerFileError(f"{path.name}: {key}={value!r} must be a whole number 1..{MAX_SIDE}")
+            raise TrainerFileError(
+                f"{path.name}: {key}={value!r} must be a whole number 1..{MAX_SIDE}"
+            )
     if optimizer := getattr(module, "make_optimizer", None):
         if not callable(optimizer):
             raise TrainerFileError(f"{path.name}: make_optimizer is not a function")

@@ -1,9 +1,10 @@
 """The full-Transformer experiment: is one update still the same update, split in time or space?
 
 Every branch starts from the committed step-800 weights of the lab's 298,176-parameter
-Transformer (experiments/transformer/lm) and makes ONE update on the same four 96-token windows, of which
-the user labels the final n_w positions (N = sum n_w; padding never counts). See
-experiments/transformer/lm/branches.py for the branches: the full-batch reference, accumulation normalised
+Transformer (experiments/transformer/lm) and makes ONE update on the same four 96-token
+windows, of which the user labels the final n_w positions (N = sum n_w; padding never
+counts). See experiments/transformer/lm/branches.py for the branches: the full-batch
+reference, accumulation normalised
 by the global N, microbatch means weighted equally, DDP's mean of local means, and the
 P / N coefficient (core.ledger.local_loss_scale). Each runs with SGD (fresh state) and AdamW
 (the restored step-800 state) and is compared with its own optimizer's reference at 2e-10.
@@ -37,4 +38,6 @@ EXPERIMENT = Experiment(
 def run(*, timeout_s=None, pg_timeout_s=None, progress=None, **params) -> RunResult:
     """Validate `params` (Params.checked's names) and launch; see `Experiment.run`."""
     checked = Params.checked(**params)
-    return EXPERIMENT.run(checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress)
+    return EXPERIMENT.run(
+        checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress
+    )

@@ -1,7 +1,7 @@
 """`python -m experiments.transformer` (also `python -m runners.transformer`): accumulation vs
 real DDP processes vs the full batch on the trained Transformer, as a table or as JSON.
 
-    python -m experiments.transformer --json [--labels 40,7,0,23] [--world-size 2] [--optimizer both]
+    python -m runners.transformer --json [--labels 40,7,0,23] [--world-size 2] [--optimizer both]
 
 Exit codes: 0 ok, 1 failed run (one line on stderr), 2 bad arguments (one line on stderr).
 """
@@ -28,14 +28,19 @@ def _print_table(report: dict) -> None:
         verdict = "pass" if row["passed"] else "FAIL"
         print(f"{row['name']:<22} {row['optimizer']:<6} {diff:>10}  {verdict:<4}  {first}")
     zero = report["zero_labels"]
-    print(f"N = 0: skip identical {zero['skip_state_identical']}; naive step changed {zero['naive_changed']}")
+    skip, naive = zero["skip_state_identical"], zero["naive_changed"]
+    print(f"N = 0: skip identical {skip}; naive step changed {naive}")
 
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m runners.transformer`: 0 ok, 1 failed run, 2 bad arguments."""
     parser = experiment_parser("runners.transformer", __doc__, timeout_s=EXPERIMENT.timeout_s)
-    parser.add_argument("--labels", default=",".join(map(str, data.DEFAULT_LABELS)), help="per-window counts")
-    parser.add_argument("--world-size", type=int, default=2, help=f"processes P, one of {WORLD_SIZES}")
+    parser.add_argument(
+        "--labels", default=",".join(map(str, data.DEFAULT_LABELS)), help="per-window counts"
+    )
+    parser.add_argument(
+        "--world-size", type=int, default=2, help=f"processes P, one of {WORLD_SIZES}"
+    )
     parser.add_argument("--optimizer", default="both", help="sgd, adamw or both")
     args = parser.parse_args(argv)
     try:

@@ -31,7 +31,9 @@ def _records(report: object, key: str, fields: tuple[str, ...]) -> list[Mapping]
     if not isinstance(items, list | tuple) or any(
         not isinstance(item, Mapping) or not set(fields) <= item.keys() for item in items
     ):
-        raise v.InvalidInput(key, items, "same_shape", f"a list of records with {', '.join(fields)}")
+        raise v.InvalidInput(
+            key, items, "same_shape", f"a list of records with {', '.join(fields)}"
+        )
     return list(items)
 
 
@@ -44,7 +46,9 @@ def transformer_rows(report: Mapping) -> tuple[str, ...]:
     windows = _records(report, "windows", ("rank", "padding"))
     labels = report.get("labels")
     if not isinstance(labels, list | tuple) or len(labels) != len(windows):
-        raise v.InvalidInput("labels", labels, "same_shape", f"one count per window ({len(windows)})")
+        raise v.InvalidInput(
+            "labels", labels, "same_shape", f"one count per window ({len(windows)})"
+        )
     rank_counts: dict[int, int] = {}
     for i, (count, window) in enumerate(zip(labels, windows)):
         rank = v.count(window["rank"], f"windows[{i}].rank")
@@ -73,9 +77,13 @@ def evidence_from_transformer(report: Mapping | None) -> tuple[Evidence, ...]:
         return ()
     tolerance = v.non_negative(report.get("tolerance"), "tolerance")
     by_name: dict[str, list[Mapping]] = {}
-    for i, branch in enumerate(_records(report, "branches", ("name", "optimizer", "loss", "max_abs_diff"))):
+    for i, branch in enumerate(
+        _records(report, "branches", ("name", "optimizer", "loss", "max_abs_diff"))
+    ):
         if not (isinstance(branch["name"], str) and isinstance(branch["optimizer"], str)):
-            raise v.InvalidInput(f"branches[{i}]", branch, "same_shape", "name and optimizer as text")
+            raise v.InvalidInput(
+                f"branches[{i}]", branch, "same_shape", "name and optimizer as text"
+            )
         by_name.setdefault(branch["name"], []).append(branch)
     reference = {b["optimizer"]: b for b in by_name.get("full_batch", [])}
 
@@ -101,7 +109,13 @@ def evidence_from_transformer(report: Mapping | None) -> tuple[Evidence, ...]:
         for column in TRANSFORMER_COLUMNS:
             out.append(
                 Evidence(
-                    row, column, "torchrun", worst(correct, column), tolerance, worst(slip, column), True
+                    row,
+                    column,
+                    "torchrun",
+                    worst(correct, column),
+                    tolerance,
+                    worst(slip, column),
+                    True,
                 )
             )
     return tuple(out)

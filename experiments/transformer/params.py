@@ -23,7 +23,9 @@ class Params:
     optimizer: str = "both"
 
     @classmethod
-    def checked(cls, labels=data.DEFAULT_LABELS, world_size: int = 2, optimizer: str = "both") -> Params:
+    def checked(
+        cls, labels=data.DEFAULT_LABELS, world_size: int = 2, optimizer: str = "both"
+    ) -> Params:
         """Validated launch parameters; labels are checked against each window's capacity
         (a string "40,7,0,23" is parsed)."""
         world_size = v.count(world_size, "world_size", minimum=1)

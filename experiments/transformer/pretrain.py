@@ -6,7 +6,7 @@
 Recipe (everything the experiment later resumes from):
     tokenizer   byte-level BPE trained on corpus/en.md + corpus/zh.md, 387 entries
     data        every full 97-token chunk of both documents (inputs 96, next-token labels 96)
-    model       experiments.transformer.lm.model.TinyLM, 298,176 float64 parameters, init N(0, 0.02), seed 11
+    model       lm.model.TinyLM, 298,176 float64 parameters, init N(0, 0.02), seed 11
     batches     8 chunks drawn uniformly with torch.Generator seeded 11, mean loss per token
     optimizer   AdamW lr 3e-3 (linear warm-up over 50 steps, then constant), betas (0.9, 0.95),
                 eps 1e-8, weight decay 0.1 on every parameter, single-tensor implementation
@@ -65,8 +65,10 @@ def _deterministic():
         torch.use_deterministic_algorithms(strict)
 
 
-def pretrain(steps: int = STEPS, progress: Callable[[int, float], None] | None = None) -> PretrainResult:
-    """Train the tokenizer, then `steps` AdamW steps from seed 11 (progress(step, loss) per step)."""
+def pretrain(
+    steps: int = STEPS, progress: Callable[[int, float], None] | None = None
+) -> PretrainResult:
+    """Train the tokenizer, then `steps` AdamW steps from seed 11 (progress(step, loss) each)."""
     start = time.perf_counter()
     with _deterministic():
         torch.manual_seed(SEED)
@@ -76,7 +78,12 @@ def pretrain(steps: int = STEPS, progress: Callable[[int, float], None] | None =
         model = TinyLM(ModelConfig())
         model.init_weights(SEED)
         optimizer = torch.optim.AdamW(
-            model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY, foreach=False
+            model.parameters(),
+            lr=LR,
+            betas=BETAS,
+            eps=EPS,
+            weight_decay=WEIGHT_DECAY,
+            foreach=False,
         )
         generator = torch.Generator().manual_seed(SEED)
         curve = []
@@ -92,7 +99,9 @@ def pretrain(steps: int = STEPS, progress: Callable[[int, float], None] | None =
             curve.append(loss.item())
             if progress is not None:
                 progress(step, curve[-1])
-    return PretrainResult(tuple(curve), time.perf_counter() - start, model, optimizer, tokenizer.to_str())
+    return PretrainResult(
+        tuple(curve), time.perf_counter() - start, model, optimizer, tokenizer.to_str()
+    )
 
 
 def write_artifacts(result: PretrainResult, root: Path = artifacts.ROOT) -> dict:
@@ -106,20 +115,29 @@ def write_artifacts(result: PretrainResult, root: Path = artifacts.ROOT) -> dict
     payloads = {
         artifacts.TOKENIZER: result.tokenizer_json.encode("utf-8"),
         artifacts.WEIGHTS: save(weights, metadata=meta),
-        artifacts.ADAMW_STATE: save(artifacts.adamw_tensors(result.model, result.optimizer), metadata=meta),
+        artifacts.ADAMW_STATE: save(
+            artifacts.adamw_tensors(result.model, result.optimizer), metadata=meta
+        ),
     }
     for name, payload in payloads.items():
         (root / name).write_bytes(payload)
     for path in data.corpus_paths():
         payloads[str(path.relative_to(data.ROOT))] = path.read_bytes()
-    files = {name: {"sha256": artifacts.sha256(p), "bytes": len(p)} for name, p in sorted(payloads.items())}
+    files = {
+        name: {"sha256": artifacts.sha256(p), "bytes": len(p)}
+        for name, p in sorted(payloads.items())
+    }
     manifest = {
-        "description": "Pre-training artifacts of the lab's tiny Transformer (python -m runners.pretrain).",
+        "description": (
+            "Pre-training artifacts of the lab's tiny Transformer (python -m runners.pretrain)."
+        ),
         "seed": SEED,
         "steps": len(result.loss_curve),
         "batch_size": BATCH_SIZE,
         "tokens_per_step": BATCH_SIZE * data.CONTEXT,
-        "model": dict(vars(ModelConfig()), num_parameters=result.model.num_parameters(), dtype="float64"),
+        "model": dict(
+            vars(ModelConfig()), num_parameters=result.model.num_parameters(), dtype="float64"
+        ),
         "optimizer": {
             "name": "AdamW",
             "lr": LR,
@@ -154,16 +172,21 @@ def _bar(total: int) -> Callable[[int, float], None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runners.pretrain", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m runners.pretrain", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--steps", type=int, default=STEPS, help="AdamW steps (default 800)")
-    parser.add_argument("--out-dir", type=Path, default=artifacts.ROOT, help="root to write artifacts/ under")
+    parser.add_argument(
+        "--out-dir", type=Path, default=artifacts.ROOT, help="root to write artifacts/ under"
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.steps <= 100_000:
         parser.exit(2, f"--steps={args.steps} is invalid: expected 1..100000\n")
     result = pretrain(args.steps, progress=_bar(args.steps))
     manifest = write_artifacts(result, args.out_dir)
     print(
-        f"{manifest['model']['num_parameters']:,} parameters, {args.steps} steps in {result.seconds:.1f} s,"
+        f"{manifest['model']['num_parameters']:,} parameters, {args.steps} steps in "
+        f"{result.seconds:.1f} s,"
         f" final loss {result.loss_curve[-1]:.4f}; wrote {args.out_dir / 'artifacts'}"
     )
     return 0

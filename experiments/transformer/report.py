@@ -31,7 +31,12 @@ def _merge(ranks: tuple[dict, ...], key: str, labels, world_size: int) -> list[d
             raise ValueError("ranks ran different branches")
         diffs = [p["max_abs_diff"] for p in per]
         divergence = next(
-            ({**p["first_divergence"], "rank": r} for r, p in enumerate(per) if p["first_divergence"]), None
+            (
+                {**p["first_divergence"], "rank": r}
+                for r, p in enumerate(per)
+                if p["first_divergence"]
+            ),
+            None,
         )
         rows.append(
             {
@@ -49,7 +54,9 @@ def _merge(ranks: tuple[dict, ...], key: str, labels, world_size: int) -> list[d
                 "first_divergence": divergence,
                 "divergence_by_stage": per[0]["divergence_by_stage"],
                 "rank_hashes": [p["hash"] for p in per],
-                "param_diffs": {n: max(p["param_diffs"][n] for p in per) for n in first["param_diffs"]},
+                "param_diffs": {
+                    n: max(p["param_diffs"][n] for p in per) for n in first["param_diffs"]
+                },
             }
         )
     return rows
@@ -105,7 +112,8 @@ def build_report(ranks: tuple[dict, ...]) -> TransformerReport:
                     "naive_max_weight_change": max(p["naive_max_weight_change"] for p in per),
                     "steps_before": per[0]["steps_before"],
                     "steps_after_naive": per[0]["steps_after_naive"],
-                    "ranks_agree": len({(tuple(p["naive_changed"]), p["skip_hash"]) for p in per}) == 1,
+                    "ranks_agree": len({(tuple(p["naive_changed"]), p["skip_hash"]) for p in per})
+                    == 1,
                 }
                 for name, per in zero.items()
             },

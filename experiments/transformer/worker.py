@@ -58,7 +58,9 @@ def _zero_labels(start, windows, rank: int, world: int) -> dict:
     for optimizer_name in b.OPTIMIZERS:
         model, optimizer = start.fresh(optimizer_name)
         before = b.capture_state(model, optimizer, b.Trace("initial"))
-        skipped = b.distributed("ddp_pn_scale", model, optimizer, inputs, targets, ZERO_LABELS, rank, world)
+        skipped = b.distributed(
+            "ddp_pn_scale", model, optimizer, inputs, targets, ZERO_LABELS, rank, world
+        )
         model, optimizer = start.fresh(optimizer_name)
         b.naive_zero_step(model, optimizer, inputs, targets, ZERO_LABELS, rank, world)
         naive = b.capture_state(model, optimizer, b.Trace("naive"))

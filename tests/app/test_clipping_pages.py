@@ -136,12 +136,14 @@ def test_nan_on_a_copy_that_is_not_counted_still_stops_everyone():
     assert "rank 1: **non-finite**" in text(at) and set(table["steps"]) == {"0"}
 
 
-# ---------------------------------------------------------------- exercise, workshop, links, downloads
+# ------------------------------------------------------------- exercise, workshop, links, downloads
 
 
 def test_clipping_exercise_judges_the_coefficient():
     at = open_page(CLIP)
-    at.number_input(key="clip_ex_guess").set_value(0.25).run()  # 1/4: rank 1's local norm, not n = 5
+    at.number_input(key="clip_ex_guess").set_value(
+        0.25
+    ).run()  # 1/4: rank 1's local norm, not n = 5
     reveal(at, "clip_ex")
     assert not at.success and any("+0.2" in w.value and "+0.05" in w.value for w in at.warning)
     at.number_input(key="clip_ex_guess").set_value(0.2).run()
@@ -190,11 +192,14 @@ def test_step_exercise_asks_for_the_decision():
 def test_step_linked_local_skip_splits_the_ranks():
     at = open_page(STEP, workshop=True, step_variant="local_skip", step_inject="nan")
     assert (
-        at.radio(key="step_variant").value == "local_skip" and at.selectbox(key="step_inject").value == "nan"
+        at.radio(key="step_variant").value == "local_skip"
+        and at.selectbox(key="step_inject").value == "nan"
     )
     at.radio(key="step_ex_guess").set_value("split").run()
     reveal(at, "step_ex")
-    assert any("Right" in s.value and "one rank skips, the other steps" in s.value for s in at.success)
+    assert any(
+        "Right" in s.value and "one rank skips, the other steps" in s.value for s in at.success
+    )
     assert "rank 1 skips, rank 0 steps" in text(at)
     at.selectbox(key="step_inject").set_value("none").run()  # new scenario: every rank steps
     assert not at.dataframe
@@ -270,7 +275,9 @@ def test_stored_run_is_shown_beside_core(monkeypatch, page, key, experiment, dri
 
     records = []
     record = downloads.run_record
-    monkeypatch.setattr(downloads, "run_record", lambda *args: records.append(args[1:]) or record(*args))
+    monkeypatch.setattr(
+        downloads, "run_record", lambda *args: records.append(args[1:]) or record(*args)
+    )
     ranks = rank_payloads(1)
     ranks[1]["scenarios"]["finite"]["protocol"]["params"]["shared"] += drift
     at = stored(key, {"inject_overflow": 1, "nonfinite": "inf"}, ranks)
@@ -288,7 +295,9 @@ def test_stored_run_is_shown_beside_core(monkeypatch, page, key, experiment, dri
 
 
 def test_stored_run_without_fsdp2_says_so():
-    at = stored("step_run_result", {"inject_overflow": 1, "nonfinite": "inf"}, rank_payloads(1, False))
+    at = stored(
+        "step_run_result", {"inject_overflow": 1, "nonfinite": "inf"}, rank_payloads(1, False)
+    )
     at.run()  # the entry script first: it registers the sections
     at.switch_page(STEP).run()
     assert any("not supported on this torch/backend: test" in w.value for w in at.warning)
@@ -336,7 +345,9 @@ def test_run_button_launches_with_the_page_parameters(monkeypatch, page, button,
             return RunResult.finished(tuple(ranks), 0.5, "x").with_report(report)
 
     real_get = registry.get
-    monkeypatch.setattr(registry, "get", lambda name: FakeClipping() if name == "clipping" else real_get(name))
+    monkeypatch.setattr(
+        registry, "get", lambda name: FakeClipping() if name == "clipping" else real_get(name)
+    )
     runs.clear()
     at = open_page(page, **query)
     assert len(at.dataframe) == 1

@@ -104,6 +104,11 @@ print(bool(started_by_app), "torch" in sys.modules, "altair" in sys.modules)
     for setting, expected in (("1", "True True True"), ("0", "False False False")):
         env = dict(os.environ, PCL_PRELOAD=setting)
         done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+            env=env,
         )
         assert done.stdout.strip().splitlines()[-1] == expected, done.stderr[-500:]

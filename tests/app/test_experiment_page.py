@@ -33,8 +33,12 @@ def theory(at: AppTest) -> list[str]:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_renders_without_starting_anything(lang):
     at = open_page(lang)
-    assert at.title[0].value == ("Full Transformer experiment" if lang == "en" else "完整 Transformer 实验")
-    assert [at.number_input(key=f"exp_labels{i}").value for i in range(4)] == list(data.DEFAULT_LABELS)
+    assert at.title[0].value == (
+        "Full Transformer experiment" if lang == "en" else "完整 Transformer 实验"
+    )
+    assert [at.number_input(key=f"exp_labels{i}").value for i in range(4)] == list(
+        data.DEFAULT_LABELS
+    )
     assert at.number_input(key="exp_labels3").max < 96  # the short tail window
 
 
@@ -43,10 +47,13 @@ def test_rendering_needs_no_torch():
     code = (
         "import sys; from experiments.transformer import params as transformer; "
         "from experiments.transformer.lm import artifacts, data; import ui.transformer_views; "
-        "data.experiment_windows(data.committed_tokenizer()); transformer.predictions((40, 7, 0, 23)); "
+        "data.experiment_windows(data.committed_tokenizer()); "
+        "transformer.predictions((40, 7, 0, 23)); "
         "print('torch' in sys.modules)"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
 
@@ -82,7 +89,10 @@ def fake_report(labels) -> dict:
                 "param_diffs": {"tok_emb.weight": diff, "head.weight": diff / 2},
             }
         )
-    adamw = {"naive_changed": ["weights", "exp_avg", "exp_avg_sq", "step"], "naive_max_weight_change": 2e-3}
+    adamw = {
+        "naive_changed": ["weights", "exp_avg", "exp_avg_sq", "step"],
+        "naive_max_weight_change": 2e-3,
+    }
     return {
         "tolerance": 2e-10,
         "labels": list(labels),
@@ -124,7 +134,9 @@ def test_workshop_mode_hides_the_theory_table_until_revealed():
     assert len([m for m in at.markdown if ":orange-background[" in m.value]) == 3  # the inputs stay
     at = predict(at, "different")
     assert theory(at)[3] == "different update" and download_labels(at) == ["CSV", "JSON"]
-    at.number_input(key="exp_labels0").set_value(16).run()  # 23 + 23: now the ranks hold equal counts
+    at.number_input(key="exp_labels0").set_value(
+        16
+    ).run()  # 23 + 23: now the ranks hold equal counts
     assert not at.dataframe
     at = predict(at, "same")
     assert any("Right" in s.value for s in at.success) and theory(at)[3] == "same update"
@@ -150,7 +162,9 @@ def test_a_stored_run_renders_its_results(monkeypatch, lang):
 
     records = []
     record = downloads.run_record
-    monkeypatch.setattr(downloads, "run_record", lambda *args: records.append(args[1:]) or record(*args))
+    monkeypatch.setattr(
+        downloads, "run_record", lambda *args: records.append(args[1:]) or record(*args)
+    )
     at = open_page(lang)
     params = {"labels": data.DEFAULT_LABELS, "world_size": 2, "optimizer": "both"}
     result = RunResult.finished((), 12.0, "0" * 64).with_report(fake_report(data.DEFAULT_LABELS))

@@ -120,7 +120,9 @@ def test_extremes_never_break_a_page(page):
         assert_sound(at, f"{page} {bad}", baseline)
         shown = {w.key: w.value for w in at.number_input}  # an input after an error may be gone
         for key in set(unbounded) & set(shown):
-            assert shown[key] is None or math.isfinite(shown[key]), f"{page}: {key} holds {shown[key]}"
+            assert shown[key] is None or math.isfinite(shown[key]), (
+                f"{page}: {key} holds {shown[key]}"
+            )
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -131,7 +133,15 @@ def test_hostile_deep_links_are_ignored_or_refused(page):
     baseline = shown_figures(at)
     keys = [w.key for w in at.get("number_input")] + [w.key for w in at.get("slider")]
     keys += [w.key for w in at.get("selectbox")] + [w.key for w in at.get("segmented_control")]
-    hostile = ("nan", "-inf", "1e999", "-1e308", "99999999999999999999999", "<script>alert(1)</script>", "")
+    hostile = (
+        "nan",
+        "-inf",
+        "1e999",
+        "-1e308",
+        "99999999999999999999999",
+        "<script>alert(1)</script>",
+        "",
+    )
     for i, key in enumerate(k for k in keys if k):
         at.query_params[key] = hostile[i % len(hostile)]
     at.query_params["lang"] = "xx"
@@ -198,7 +208,9 @@ def cleared_cell(updates: dict) -> bool:
     )
 
 
-@pytest.mark.parametrize("page, updates, label, row", BAD, ids=[f"{p[6:-3]}-{f}" for p, _, f, _ in BAD])
+@pytest.mark.parametrize(
+    "page, updates, label, row", BAD, ids=[f"{p[6:-3]}-{f}" for p, _, f, _ in BAD]
+)
 def test_bad_input_gets_a_translated_error(page, updates, label, row):
     at = open_page(page)
     baseline = shown_figures(at)

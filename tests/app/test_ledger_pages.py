@@ -1,4 +1,5 @@
-"""Pages 01-03: the seed's figures by default, widgets drive their figures, bad input is a message."""
+"""Pages 01-03: the seed's figures by default, widgets drive their figures, bad input is a
+message."""
 
 from pathlib import Path
 
@@ -74,13 +75,17 @@ def test_denominator_reports_bad_rows_on_the_page():
     at.run()
     assert not at.exception
     # Named by the table's own columns and the row (r0·k0), in Chinese.
-    both = f"{i18n.text('zh', 'denominator.col_padding')} + {i18n.text('zh', 'denominator.col_prompt')}"
+    padding, prompt = (i18n.text("zh", f"denominator.col_{c}") for c in ("padding", "prompt"))
+    both = f"{padding} + {prompt}"
     assert any(both in e.value and "r0·k0" in e.value and "无法使用" in e.value for e in at.error)
 
 
 def test_framework_double_scaling_and_regulariser_are_flagged():
     at = open_page("sections/03_framework.py")
-    assert metrics(at)["Gradient the optimizer receives"] == metrics(at)["Gradient of the global objective"]
+    assert (
+        metrics(at)["Gradient the optimizer receives"]
+        == metrics(at)["Gradient of the global objective"]
+    )
     at.checkbox(key="fw_double").check().run()
     assert any("departs" in e.value for e in at.error)
     assert any("K = 2" in m.value for m in at.markdown)

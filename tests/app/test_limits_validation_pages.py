@@ -27,7 +27,9 @@ def test_limits_renders_every_block_in_both_languages(lang):
     assert len(at.metric) == 6 and all(m.value not in ("0", "") for m in at.metric)
     word = "Measured" if lang == "en" else "实测"
     assert sum(word in md.value for md in at.markdown) == 6
-    assert len(at.dataframe) == 6 and len(at.table) == 1  # one table per demonstration, the overview
+    assert (
+        len(at.dataframe) == 6 and len(at.table) == 1
+    )  # one table per demonstration, the overview
     assert len(at.get("download_button")) == 12  # each demonstration's table as CSV and JSON
     if lang == "zh":
         assert metrics(at)["窗口内提前更新：最大参数差"] == "+0.00636"
@@ -36,7 +38,9 @@ def test_limits_renders_every_block_in_both_languages(lang):
 def test_limits_widgets_drive_the_figures():
     at = open_page(LIMITS)
     assert metrics(at)["Step inside the window: largest parameter gap"] == "+0.00636"
-    at.slider(key="lim_w_steps").set_value(1).run()  # one microbatch: stepping inside changes nothing
+    at.slider(key="lim_w_steps").set_value(
+        1
+    ).run()  # one microbatch: stepping inside changes nothing
     assert metrics(at)["Step inside the window: largest parameter gap"] == "0"
     at.slider(key="lim_c_norm").set_value(10.0).run()  # no clip active: the two orders agree
     assert metrics(at)["Largest element gap"] == "0"
@@ -52,7 +56,9 @@ def test_limits_widgets_drive_the_figures():
 
 def test_limits_bad_combination_is_a_translated_message():
     at = open_page(LIMITS, "zh")
-    at.slider(key="lim_f_steps").set_value(5).run()  # 8 samples in 5 microbatches: BatchNorm needs 2 each
+    at.slider(key="lim_f_steps").set_value(
+        5
+    ).run()  # 8 samples in 5 microbatches: BatchNorm needs 2 each
     assert not at.exception
     assert any("accum_steps = 5" in e.value and "允许范围" in e.value for e in at.error)
     assert "按 microbatch 分池：最大梯度差" in metrics(at)  # the negatives block still renders
@@ -77,7 +83,9 @@ def test_validation_widgets_drive_the_matrix_and_the_sampler():
     at = open_page(VALIDATION)
     assert "repeated tokens" in at.warning[0].value
     at.selectbox(key="val_slip").set_value("double_scaled").run()  # K = 1 rows cannot see a ÷K slip
-    assert all(row in at.warning[0].value for row in ("unequal lengths", "no labels", "5 sequences"))
+    assert all(
+        row in at.warning[0].value for row in ("unequal lengths", "no labels", "5 sequences")
+    )
     assert "repeated tokens" not in at.warning[0].value
     assert metrics(at)["Repeated entries (padding)"] == "2"
     at.number_input(key="val_size").set_value(12).run()
@@ -123,9 +131,13 @@ def bound_inputs(at: AppTest) -> dict[str, str]:
 def test_limits_inputs_live_in_the_url_and_tables_download():
     at = open_page(LIMITS)
     bound = bound_inputs(at)
-    assert len(bound) == 14 and all(url == key for key, url in bound.items())  # seed + 13 tab inputs
+    assert len(bound) == 14 and all(
+        url == key for key, url in bound.items()
+    )  # seed + 13 tab inputs
     assert {
-        f"limits-{name}_{kind}" for name in ("window", "clip", "dropout") for kind in ("csv", "json")
+        f"limits-{name}_{kind}"
+        for name in ("window", "clip", "dropout")
+        for kind in ("csv", "json")
     } <= (download_keys(at))
 
 
@@ -172,7 +184,9 @@ def test_validation_sampler_exercise_in_workshop_mode():
 def test_validation_deep_link_is_language_neutral(lang):
     at = open_page(VALIDATION, lang, val_slip="double_scaled")  # one link, read in either language
     assert at.selectbox(key="val_slip").value == "double_scaled"
-    assert ("长度不等" if lang == "zh" else "unequal lengths") in at.warning[0].value  # K = 1 hides ÷K
+    assert ("长度不等" if lang == "zh" else "unequal lengths") in at.warning[
+        0
+    ].value  # K = 1 hides ÷K
     if lang == "en":  # AppTest formats a selectbox's options in English, so set it there
         at.selectbox(key="val_slip").set_value("replica_mean").run()
         assert at.query_params["val_slip"] == "replica_mean"  # the option's code, not its label

@@ -125,7 +125,9 @@ def test_stored_run_is_shown_beside_the_prediction(monkeypatch, perturb, agrees)
 
     records = []
     record = downloads.run_record
-    monkeypatch.setattr(downloads, "run_record", lambda *args: records.append(args[1:]) or record(*args))
+    monkeypatch.setattr(
+        downloads, "run_record", lambda *args: records.append(args[1:]) or record(*args)
+    )
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     params = {"world_size": 2, "tau": 1.0, "wq": 1.0, "wd": 1.0}
     at.session_state["par_run_result"] = (params, stored_run(seed_report(perturb)))
@@ -143,13 +145,15 @@ def test_stored_run_is_shown_beside_the_prediction(monkeypatch, perturb, agrees)
     assert not at.success and not at.warning
 
 
-# ---------------------------------------------------------------- exercise, workshop, links, downloads
+# ------------------------------------------------------------- exercise, workshop, links, downloads
 
 
 def test_negatives_exercise_judges_the_kept_gradient():
     at = predict(open_page(NEGATIVES), "neg_ex", -0.0596)
     assert any("Right" in s.value and "-0.059601" in s.value for s in at.success)
-    at = predict(at, "neg_ex", 0.922412)  # the full objective's gradient is not what detaching keeps
+    at = predict(
+        at, "neg_ex", 0.922412
+    )  # the full objective's gradient is not what detaching keeps
     assert not at.success
     assert any("-0.059601" in w.value and "+0.982013" in w.value for w in at.warning)
 

@@ -46,7 +46,9 @@ def test_seed_replicated_twelve():
     assert report.owned_square_sums == pytest.approx((9.0 + 144.0, 16.0), rel=1e-15)
     # Both copies of `shared` take the same step; rank 1's copy is not counted.
     steps = report.outcomes["global"]
-    assert steps[0].params["shared"] == steps[1].params["shared"] == pytest.approx(1 - 0.1 * 12 / 13)
+    assert (
+        steps[0].params["shared"] == steps[1].params["shared"] == pytest.approx(1 - 0.1 * 12 / 13)
+    )
     assert report.diverged == {
         "global": False,
         "per_rank": True,  # sqrt(153) on rank 0, sqrt(160) on rank 1: two different `shared`
@@ -72,7 +74,9 @@ def test_zero_gradients_keep_coefficient_one():
 
 def test_threshold_sweep_pins_closed_form_points():
     report = clipping.clip_report(clipping.scenario_grads("seed", 8.0), 1.0, scale=8.0)
-    rows = clipping.threshold_sweep(report, max_threshold=10.0, points=5)  # tau = 0, 2.5, 5, 7.5, 10
+    rows = clipping.threshold_sweep(
+        report, max_threshold=10.0, points=5
+    )  # tau = 0, 2.5, 5, 7.5, 10
     correct = [r["coefficient"] for r in rows if r["norm"] == "global"]
     assert correct == [0.0, 0.5, 1.0, 1.0, 1.0]
     scaled = [r["coefficient"] for r in rows if r["norm"] == "before_unscale"]
@@ -118,7 +122,11 @@ def test_any_non_finite_copy_skips_every_rank_and_keeps_state(kind, target):
         grads, 1.0, 8.0, 0.1, params, momentum=0.9, momentum_buffers=buffers, step=7
     )
     assert report.skip and report.global_norm is None and report.clipped is None
-    assert report.params_after == params and report.momentum_after == buffers and report.step_after == 7
+    assert (
+        report.params_after == params
+        and report.momentum_after == buffers
+        and report.step_after == 7
+    )
     for name in ("global", "per_rank", "double_counted", "before_unscale"):
         assert all(s.skip and s.step == 7 and s.applied is None for s in report.outcomes[name])
     # A copy on rank 1 that rank 1 does not own still stops everyone: flags cover what a rank holds.
@@ -149,7 +157,8 @@ def random_layout(seed: int, ranks: int):
 
         def forward(self, x):
             return (
-                (self.embed * x[: len(self.embed)]).sum() * (self.hidden**2).sum() + self.head.pow(3).sum()
+                (self.embed * x[: len(self.embed)]).sum() * (self.hidden**2).sum()
+                + self.head.pow(3).sum()
             ) * (self.bias**2).sum()
 
     model = Model()
@@ -173,7 +182,9 @@ def test_matches_clip_grad_norm_on_the_deduplicated_model(seed):
     unscaled = {name: p.grad.clone() for name, p in params.items()}
     max_norm = [0.0, 1e-3, 0.5, 2.0, 1e6][seed % 5]
     momentum = [0.0, 0.9][seed % 2]
-    initial = {f"{name}[{k}]": x for name, p in params.items() for k, x in enumerate(p.detach().tolist())}
+    initial = {
+        f"{name}[{k}]": x for name, p in params.items() for k, x in enumerate(p.detach().tolist())
+    }
     report = clipping.clip_report(rank_grads, max_norm, scale, 0.1, initial, momentum=momentum)
 
     for p in model.parameters():  # the same rounding as the ranks' scaled copies, unscaled
@@ -186,13 +197,18 @@ def test_matches_clip_grad_norm_on_the_deduplicated_model(seed):
     slack = min(1.0, max_norm / n) * TORCH_EPS / n
     for name, p in params.items():
         for k, g in enumerate(p.grad.tolist()):
-            assert abs(report.clipped[f"{name}[{k}]"] - g) <= abs(unscaled[name][k].item()) * slack + 1e-15
+            assert (
+                abs(report.clipped[f"{name}[{k}]"] - g)
+                <= abs(unscaled[name][k].item()) * slack + 1e-15
+            )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=momentum)
     optimizer.step()
     biggest = max(abs(g) for t in unscaled.values() for g in t.tolist())
     for name, p in params.items():
         for k, x in enumerate(p.detach().tolist()):
-            assert report.params_after[f"{name}[{k}]"] == pytest.approx(x, abs=0.1 * biggest * slack + 1e-15)
+            assert report.params_after[f"{name}[{k}]"] == pytest.approx(
+                x, abs=0.1 * biggest * slack + 1e-15
+            )
 
 
 def test_passing_a_tied_tensor_twice_double_counts_like_replicated_copies():
@@ -211,9 +227,17 @@ def test_momentum_history_matches_torch_sgd():
     grads = [{"a": 3.0, "b": -4.0}, {"b": -4.0, "c": 12.0}]
     buffers = {"a": 0.5, "b": -0.25}  # "c" has no history yet: torch starts its buffer at g
     report = clipping.clip_report(
-        grads, 2.0, 1.0, 0.05, {"a": 1.0, "b": 2.0, "c": -1.0}, momentum=0.8, momentum_buffers=buffers
+        grads,
+        2.0,
+        1.0,
+        0.05,
+        {"a": 1.0, "b": 2.0, "c": -1.0},
+        momentum=0.8,
+        momentum_buffers=buffers,
     )
-    theta = {k: torch.nn.Parameter(torch.tensor(v)) for k, v in {"a": 1.0, "b": 2.0, "c": -1.0}.items()}
+    theta = {
+        k: torch.nn.Parameter(torch.tensor(v)) for k, v in {"a": 1.0, "b": 2.0, "c": -1.0}.items()
+    }
     optimizer = torch.optim.SGD(theta.values(), lr=0.05, momentum=0.8)
     for k, p in theta.items():
         p.grad = torch.tensor({"a": 3.0, "b": -4.0, "c": 12.0}[k])
@@ -254,11 +278,15 @@ def layouts(draw):
 def test_norm_counts_each_id_once_like_hypot(rank_grads, tau):
     report = clipping.clip_report(rank_grads, tau)
     distinct = {j: g for grads in rank_grads for j, g in grads.items()}
-    assert report.global_norm == pytest.approx(math.hypot(*distinct.values()), rel=1e-14, abs=1e-300)
+    assert report.global_norm == pytest.approx(
+        math.hypot(*distinct.values()), rel=1e-14, abs=1e-300
+    )
     assert 0.0 <= report.coefficient <= 1.0
     assert (report.coefficient == 1.0) == (report.global_norm <= tau)
     if report.global_norm > 0:
-        assert report.applied_norms["global"] == pytest.approx(min(report.global_norm, tau), rel=1e-12)
+        assert report.applied_norms["global"] == pytest.approx(
+            min(report.global_norm, tau), rel=1e-12
+        )
     assert report.double_counted_norm >= report.global_norm * (1 - 1e-15)
     assert not report.diverged["global"]
 
@@ -302,7 +330,10 @@ def test_non_finite_anywhere_leaves_state_identical(rank_grads, where, bad):
 
 
 @PROPERTY
-@given(st.lists(st.floats(min_value=-1.7e308, max_value=1.7e308), min_size=1, max_size=6), st.integers(1, 3))
+@given(
+    st.lists(st.floats(min_value=-1.7e308, max_value=1.7e308), min_size=1, max_size=6),
+    st.integers(1, 3),
+)
 def test_huge_finite_gradients_give_the_representable_norm(values, ranks):
     rank_grads = [{} for _ in range(ranks)]
     for i, g in enumerate(values):
@@ -376,7 +407,9 @@ def test_not_a_number_raises_type_error(rank_grads, extra):
         lambda: clipping.scenario_grads("seed", inject=(0, "w0", "overflow")),
         lambda: clipping.threshold_sweep(clipping.clip_report([{"a": 1.0}], 1.0), points=1),
         lambda: clipping.threshold_sweep(clipping.clip_report([{"a": 1.0}], 1.0), points=10_000),
-        lambda: clipping.threshold_sweep(clipping.clip_report([{"a": 1.0}], 1.0), max_threshold=0.0),
+        lambda: clipping.threshold_sweep(
+            clipping.clip_report([{"a": 1.0}], 1.0), max_threshold=0.0
+        ),
         lambda: clipping.protocol_marks(clipping.clip_report([{"a": 1.0}], 1.0), "mean"),
         lambda: clipping.clip_coefficient(1.0, -1.0),
     ],

@@ -33,7 +33,13 @@ def one_thread():
 
 
 def ev(
-    row="tail_batch", column="loss", correct=0.0, slip=None, slip_run=True, source="in_process", tol=1e-12
+    row="tail_batch",
+    column="loss",
+    correct=0.0,
+    slip=None,
+    slip_run=True,
+    source="in_process",
+    tol=1e-12,
 ):
     return Evidence(row, column, source, correct, tol, slip, slip_run)
 
@@ -96,7 +102,9 @@ def test_matrix_properties(items):
     assert matrix.complete == (
         len(measured) == len(statuses)
         and "broken" not in statuses.values()
-        and all(any(statuses[(r, c)] == "evidence" for r in coverage.ROWS) for c in coverage.COLUMNS)
+        and all(
+            any(statuses[(r, c)] == "evidence" for r in coverage.ROWS) for c in coverage.COLUMNS
+        )
     )
     for row in matrix.blind_rows:
         assert {statuses[(row, c)] for c in coverage.COLUMNS} <= {"blind", "passed", "not_run"}
@@ -149,10 +157,16 @@ def test_evidence_from_a_transformer_report():
     assert transformer_coverage.evidence_from_transformer(None) == ()
     assert transformer_coverage.evidence_from_transformer({"ok": True}) == ()
     report = transformer_report()
-    assert transformer_coverage.transformer_rows(report) == ("accumulation_window", "tail_batch", "unequal_lengths")
+    assert transformer_coverage.transformer_rows(report) == (
+        "accumulation_window",
+        "tail_batch",
+        "unequal_lengths",
+    )
     evidence = transformer_coverage.evidence_from_transformer(report)
     assert {(e.row, e.column) for e in evidence} == {
-        (r, c) for r in transformer_coverage.transformer_rows(report) for c in transformer_coverage.TRANSFORMER_COLUMNS
+        (r, c)
+        for r in transformer_coverage.transformer_rows(report)
+        for c in transformer_coverage.TRANSFORMER_COLUMNS
     }
     loss = next(e for e in evidence if (e.row, e.column) == ("accumulation_window", "loss"))
     assert loss.correct_diff == abs(1.6736100670857241 - 1.6736100670857244)
@@ -172,7 +186,11 @@ def test_evidence_from_a_transformer_report():
         "unequal_lengths",
         "empty_label_replica",
     )
-    empty = [e for e in transformer_coverage.evidence_from_transformer(report) if e.row == "empty_label_replica"]
+    empty = [
+        e
+        for e in transformer_coverage.evidence_from_transformer(report)
+        if e.row == "empty_label_replica"
+    ]
     assert [coverage.cell_status(e) for e in empty] == ["evidence", "evidence"]
     assert all(e.slip_diff is None for e in empty)
     with pytest.raises(InvalidInput, match="^tolerance=-1"):
@@ -193,7 +211,9 @@ def plain_reference_loss(row, seed):
                     continue
                 logits = [sum(embed[token][i] * head[i][j] for i in range(3)) for j in range(7)]
                 top = max(logits)
-                total += top + math.log(math.fsum(math.exp(z - top) for z in logits)) - logits[label]
+                total += (
+                    top + math.log(math.fsum(math.exp(z - top) for z in logits)) - logits[label]
+                )
                 count += 1
     return total / count, count
 
@@ -243,7 +263,9 @@ def test_checks_fill_the_matrix_from_real_runs(slip, seed):
 
 def test_default_checks_show_a_blind_row_and_reject_bad_input():
     matrix = coverage.coverage_matrix(coverage_checks.run_checks().evidence)
-    assert matrix.blind_rows == ("repeated_tokens",)  # equal counts: the microbatch mean is right by luck
+    assert matrix.blind_rows == (
+        "repeated_tokens",
+    )  # equal counts: the microbatch mean is right by luck
     # Clipping hides the empty replica's halved gradient from the parameters, not from the norm.
     assert matrix.cells[("empty_label_replica", "parameters")].status == "blind"
     assert matrix.cells[("empty_label_replica", "global_norm")].status == "evidence"

@@ -20,9 +20,14 @@ LAMBDA = 0.05  # regulariser lambda * theta^2, so lambda R' = 2 * lambda * theta
 def simulate(counts, collective, loss_input, divide_by_accum, reg_placement, seed=0):
     gen = torch.Generator().manual_seed(seed)
     theta = torch.tensor(0.4, requires_grad=True)
-    data = [[(torch.randn(n, generator=gen), torch.randn(n, generator=gen)) for n in row] for row in counts]
+    data = [
+        [(torch.randn(n, generator=gen), torch.randn(n, generator=gen)) for n in row]
+        for row in counts
+    ]
     replicas, steps = len(counts), len(counts[0])
-    update = framework_update_for(counts, data, theta, collective, loss_input, divide_by_accum, reg_placement)
+    update = framework_update_for(
+        counts, data, theta, collective, loss_input, divide_by_accum, reg_placement
+    )
     replica_grads = []
     for r in range(replicas):
         theta.grad = None
@@ -34,7 +39,9 @@ def simulate(counts, collective, loss_input, divide_by_accum, reg_placement, see
             if c is not None:
                 local = tokens.sum() if loss_input == "sum" else tokens.mean()
                 loss = loss + c * local
-            on_this_step = reg_placement == "every_microstep" or (k == 0 and (collective == "mean" or r == 0))
+            on_this_step = reg_placement == "every_microstep" or (
+                k == 0 and (collective == "mean" or r == 0)
+            )
             if on_this_step:
                 loss = loss + LAMBDA * theta**2
             if loss.requires_grad:
@@ -47,7 +54,9 @@ def simulate(counts, collective, loss_input, divide_by_accum, reg_placement, see
     return update, reduced, reference.item()
 
 
-def framework_update_for(counts, data, theta, collective, loss_input, divide_by_accum, reg_placement):
+def framework_update_for(
+    counts, data, theta, collective, loss_input, divide_by_accum, reg_placement
+):
     grad_sums = []
     for row in data:
         grad_row = []
@@ -72,11 +81,17 @@ COUNTS = [[3, 0, 5], [1, 7, 2]]
 @pytest.mark.parametrize(
     ("collective", "loss_input", "divide_by_accum", "reg_placement"),
     list(
-        itertools.product(("mean", "sum"), ("sum", "local_mean"), (False, True), ("once", "every_microstep"))
+        itertools.product(
+            ("mean", "sum"), ("sum", "local_mean"), (False, True), ("once", "every_microstep")
+        )
     ),
 )
-def test_framework_update_matches_a_simulated_trainer(collective, loss_input, divide_by_accum, reg_placement):
-    update, reduced, reference = simulate(COUNTS, collective, loss_input, divide_by_accum, reg_placement)
+def test_framework_update_matches_a_simulated_trainer(
+    collective, loss_input, divide_by_accum, reg_placement
+):
+    update, reduced, reference = simulate(
+        COUNTS, collective, loss_input, divide_by_accum, reg_placement
+    )
     assert update.applied_gradient == pytest.approx(reduced, abs=1e-12)
     assert update.reference_gradient == pytest.approx(reference, abs=1e-12)
     is_correct = not divide_by_accum and reg_placement == "once"
@@ -84,7 +99,9 @@ def test_framework_update_matches_a_simulated_trainer(collective, loss_input, di
 
 
 def test_empty_microbatch_under_local_mean_is_skipped_not_zero():
-    update = framework.framework_update([[1.0, 0.0], [2.0, 3.0]], [[2, 0], [1, 1]], loss_input="local_mean")
+    update = framework.framework_update(
+        [[1.0, 0.0], [2.0, 3.0]], [[2, 0], [1, 1]], loss_input="local_mean"
+    )
     assert update.coefficients[0][1] is None
     assert update.coefficients[0][0] == pytest.approx(2 * 2 / 4)
 
@@ -143,7 +160,9 @@ def test_sequence_mean_is_its_own_objective():
     objective = denominator.sequence_mean_weights(counts)
     assert objective.labelled_sequences == 3
     weighted = sum(
-        (w * loss).sum().item() for w, loss in zip(objective.per_label_weights, losses) if w is not None
+        (w * loss).sum().item()
+        for w, loss in zip(objective.per_label_weights, losses)
+        if w is not None
     )
     reference = torch.stack([loss.mean() for loss in losses if len(loss)]).mean().item()
     assert weighted == pytest.approx(reference, abs=1e-12)

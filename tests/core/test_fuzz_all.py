@@ -213,7 +213,9 @@ run_reports = st.one_of(
         optional={
             "schemes": st.dictionaries(
                 st.sampled_from(infonce.SCHEMES),
-                st.one_of(junk, st.dictionaries(st.sampled_from(["grad_wq", "grad_wd", "ranks"]), junk)),
+                st.one_of(
+                    junk, st.dictionaries(st.sampled_from(["grad_wq", "grad_wd", "ranks"]), junk)
+                ),
             )
         },
     ),
@@ -232,7 +234,9 @@ ids = st.one_of(st.sampled_from(["w0", "w1", "x"]), small)
 triples = st.one_of(st.lists(st.tuples(small, ids, scalars), max_size=3), junk)
 pairs_of = st.one_of(st.lists(st.tuples(ids, scalars), max_size=3), junk)
 injects = st.one_of(
-    st.none(), st.tuples(small, st.one_of(ids, st.none()), st.sampled_from(["inf", "nan", "x"])), junk
+    st.none(),
+    st.tuples(small, st.one_of(ids, st.none()), st.sampled_from(["inf", "nan", "x"])),
+    junk,
 )
 
 
@@ -262,7 +266,11 @@ seed_report = clipping.clip_report(clipping.scenario_grads("seed_replicated"), 1
 
 
 @FUZZ
-@given(max_threshold=scalars, points=sizes, variant=st.one_of(st.sampled_from(clipping.VARIANTS), scalars))
+@given(
+    max_threshold=scalars,
+    points=sizes,
+    variant=st.one_of(st.sampled_from(clipping.VARIANTS), scalars),
+)
 def test_threshold_sweep_and_protocol_marks(max_threshold, points, variant):
     clean(clipping.threshold_sweep, seed_report, max_threshold, points)
     clean(clipping.protocol_marks, seed_report, variant)
@@ -291,7 +299,7 @@ def test_clip_coefficient(norm, max_norm):
     assert c is None or 0.0 <= c <= 1.0
 
 
-# ---------------------------------------------------------------- limits, gradcache, trajectory, sampler
+# ----------------------------------------------------------- limits, gradcache, trajectory, sampler
 
 
 @FUZZ

@@ -93,7 +93,9 @@ def test_split_sweep_fuzz(total, targets, theta):
     placement=st.sampled_from(["once", "every_microstep", "never"]),
 )
 def test_framework_update_fuzz(grad_sums, counts, collective, loss_input, reg, placement):
-    call(framework.framework_update, grad_sums, counts, collective, loss_input, False, reg, placement)
+    call(
+        framework.framework_update, grad_sums, counts, collective, loss_input, False, reg, placement
+    )
 
 
 @FUZZ

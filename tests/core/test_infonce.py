@@ -28,7 +28,9 @@ PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[Heal
 def close(got, want, tol=TOL):
     """Elementwise |got - want| <= tol * (1 + |want|), through nested tuples."""
     if isinstance(want, (tuple, list)):
-        return len(got) == len(want) and all(close(g, w, tol) for g, w in zip(got, want, strict=True))
+        return len(got) == len(want) and all(
+            close(g, w, tol) for g, w in zip(got, want, strict=True)
+        )
     return math.isfinite(got) and abs(got - want) <= tol * (1 + abs(want))
 
 
@@ -135,7 +137,9 @@ def test_seed_encoder_gather_equals_objective_and_full_loss_needs_world_size():
     local = infonce.encoder_grads(a, b, wq, wd, tau, "local")
     assert gather.local_loss == pytest.approx((0.126928, 4.018150), abs=5e-7)
     assert (gather.correction_wq, gather.correction_wd) == pytest.approx((1.0, 1.0), abs=1e-12)
-    assert (full_each.correction_wq, full_each.correction_wd) == pytest.approx((2.0, 2.0), abs=1e-12)
+    assert (full_each.correction_wq, full_each.correction_wd) == pytest.approx(
+        (2.0, 2.0), abs=1e-12
+    )
     assert local.local_loss == (0.0, 0.0) and (local.grad_wq, local.grad_wd) == (0.0, 0.0)
     assert local.correction_wq is None and local.correction_wd is None
 
@@ -164,7 +168,10 @@ def pairs(draw, min_n=1):
     n = draw(st.integers(min_n, 5))
     m = draw(st.sampled_from([None, 1, 2, 4]))
     rep = values if m is None else st.lists(values, min_size=m, max_size=m).map(tuple)
-    return (draw(st.lists(rep, min_size=n, max_size=n)), draw(st.lists(rep, min_size=n, max_size=n)))
+    return (
+        draw(st.lists(rep, min_size=n, max_size=n)),
+        draw(st.lists(rep, min_size=n, max_size=n)),
+    )
 
 
 @PROPERTY
@@ -200,7 +207,9 @@ def test_gather_is_the_objective_and_full_loss_each_rank_is_one_nth(ab, wq, wd, 
     full_each = infonce.encoder_grads(a, b, wq, wd, tau, "full_loss_each_rank")
     n = len(a)
     assert close((gather.grad_wq, gather.grad_wd), (gather.reference_wq, gather.reference_wd))
-    assert close((n * full_each.grad_wq, n * full_each.grad_wd), (gather.reference_wq, gather.reference_wd))
+    assert close(
+        (n * full_each.grad_wq, n * full_each.grad_wd), (gather.reference_wq, gather.reference_wd)
+    )
 
 
 @PROPERTY
@@ -311,7 +320,15 @@ def test_non_number_entry_is_type_error():
     ],
 )
 def test_encoder_grads_rejects(kwargs, field):
-    args = {"a": [1, 2], "b": [1, -1], "wq": 1.0, "wd": 1.0, "tau": 1.0, "scheme": "gather", **kwargs}
+    args = {
+        "a": [1, 2],
+        "b": [1, -1],
+        "wq": 1.0,
+        "wd": 1.0,
+        "tau": 1.0,
+        "scheme": "gather",
+        **kwargs,
+    }
     with pytest.raises(InvalidInput) as info:
         infonce.encoder_grads(**args)
     assert info.value.field == field
@@ -365,7 +382,9 @@ def test_fuzz_encoder_grads_only_value_or_type_errors(a, b, wq, wd, tau, scheme)
 def test_core_does_not_import_torch():
     code = "import sys, core.infonce; assert 'torch' not in sys.modules"
     subprocess.run(
-        [sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parents[2])
+        [sys.executable, "-c", code],
+        check=True,
+        cwd=str(__import__("pathlib").Path(__file__).parents[2]),
     )
 
 
@@ -388,7 +407,15 @@ def autograd_report(a, b, wq, wd, tau, lr=0.1):
                 )
             ],
         }
-    return {"a": list(a), "b": list(b), "wq": wq, "wd": wd, "tau": tau, "lr": lr, "schemes": schemes}
+    return {
+        "a": list(a),
+        "b": list(b),
+        "wq": wq,
+        "wd": wd,
+        "tau": tau,
+        "lr": lr,
+        "schemes": schemes,
+    }
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
@@ -415,7 +442,9 @@ def test_check_run_flags_a_wrong_number(path):
         node = node[key]
     node[path[-1]] += 1e-9
     rows = {r["scheme"]: r for r in negatives_report.check_run(report)}
-    assert not rows[path[0]]["agree"] and rows[path[0]]["max_abs_diff"] == pytest.approx(1e-9, rel=1e-3)
+    assert not rows[path[0]]["agree"] and rows[path[0]]["max_abs_diff"] == pytest.approx(
+        1e-9, rel=1e-3
+    )
     assert all(r["agree"] for s, r in rows.items() if s != path[0])
 
 
@@ -447,9 +476,18 @@ def test_check_run_rejects_a_malformed_report(report, field):
 
 @pytest.mark.parametrize(
     "value, expected",
-    [(1.5, 1.5), (-2, -2.0), (0, 0.0), (math.inf, None), (math.nan, None), (True, None), ("1", None),
-     (None, None), (10**400, None)],
-)  # fmt: skip
+    [
+        (1.5, 1.5),
+        (-2, -2.0),
+        (0, 0.0),
+        (math.inf, None),
+        (math.nan, None),
+        (True, None),
+        ("1", None),
+        (None, None),
+        (10**400, None),
+    ],
+)
 def test_finite_or_none_is_undefined_for_anything_but_a_finite_number(value, expected):
     assert infonce.finite_or_none(value) == expected
 

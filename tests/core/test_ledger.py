@@ -23,7 +23,10 @@ def make_batch(counts, seed):
     """Per-token losses softplus(a*theta + b) for every microbatch, theta at 0.3."""
     gen = torch.Generator().manual_seed(seed)
     theta = torch.tensor(0.3, requires_grad=True)
-    tokens = [[(torch.randn(n, generator=gen), torch.randn(n, generator=gen)) for n in row] for row in counts]
+    tokens = [
+        [(torch.randn(n, generator=gen), torch.randn(n, generator=gen)) for n in row]
+        for row in counts
+    ]
 
     def losses(r, k):
         a, b = tokens[r][k]
@@ -39,9 +42,12 @@ def grad_of(theta, loss):
 
 def sums_from_autograd(counts, theta, losses):
     grad_sums = [
-        [grad_of(theta, losses(r, k).sum()) for k in range(len(row))] for r, row in enumerate(counts)
+        [grad_of(theta, losses(r, k).sum()) for k in range(len(row))]
+        for r, row in enumerate(counts)
     ]
-    loss_sums = [[losses(r, k).sum().item() for k in range(len(row))] for r, row in enumerate(counts)]
+    loss_sums = [
+        [losses(r, k).sum().item() for k in range(len(row))] for r, row in enumerate(counts)
+    ]
     return grad_sums, loss_sums
 
 
@@ -96,7 +102,9 @@ def test_empty_microbatch_makes_local_means_undefined_not_zero():
 def test_empty_replica_and_zero_n():
     counts = [[0, 0], [2, 3]]
     assert ledger.reduce_gradient([[0.0, 0.0], [1.0, 2.0]], counts, "replica_mean") is None
-    assert ledger.reduce_gradient([[0.0, 0.0], [1.0, 2.0]], counts, "global_token") == pytest.approx(3 / 5)
+    assert ledger.reduce_gradient(
+        [[0.0, 0.0], [1.0, 2.0]], counts, "global_token"
+    ) == pytest.approx(3 / 5)
     zero = [[0, 0], [0, 0]]
     for scheme in ledger.SCHEMES:
         assert ledger.reduce_gradient([[0.0, 0.0], [0.0, 0.0]], zero, scheme) is None
@@ -113,10 +121,13 @@ def test_local_loss_scale_reproduces_global_objective_through_the_collective(col
     theta, losses = make_batch(counts, seed=3)
     scale = ledger.local_loss_scale(counts, collective)
     replica_grads = [
-        grad_of(theta, scale * torch.stack([losses(r, k).sum() for k in range(3)]).sum()) for r in range(3)
+        grad_of(theta, scale * torch.stack([losses(r, k).sum() for k in range(3)]).sum())
+        for r in range(3)
     ]
     reduced = sum(replica_grads) / (len(counts) if collective == "mean" else 1)
-    assert reduced == pytest.approx(reference_gradient(counts, theta, losses, "global_token"), abs=1e-12)
+    assert reduced == pytest.approx(
+        reference_gradient(counts, theta, losses, "global_token"), abs=1e-12
+    )
 
 
 def test_microbatch_weights_closed_forms():
@@ -168,7 +179,9 @@ def test_split_sweep_finds_the_reversal():
     rows = ledger.split_sweep(10, (2, -1))
     assert len(rows) == 11
     seed_row = rows[2]
-    assert seed_row["global_token"] == pytest.approx(0.4) and seed_row["replica_mean"] == pytest.approx(-0.5)
+    assert seed_row["global_token"] == pytest.approx(0.4) and seed_row[
+        "replica_mean"
+    ] == pytest.approx(-0.5)
     assert rows[0]["replica_mean"] is None and rows[10]["replica_mean"] is None
     # correct gradient 1 - 3 n_A / 10 > 0 for n_A <= 3, replica mean -1/2 < 0 wherever defined
     assert [r["n_a"] for r in rows if r["replica_mean_reversed"]] == [1, 2, 3]
@@ -207,7 +220,9 @@ def test_global_objective_does_not_depend_on_the_split(token_values, replicas, s
     per_replica=st.integers(1, 20),
     data=st.data(),
 )
-def test_replica_mean_equals_global_when_replica_counts_are_equal(replicas, steps, per_replica, data):
+def test_replica_mean_equals_global_when_replica_counts_are_equal(
+    replicas, steps, per_replica, data
+):
     counts = []
     for _ in range(replicas):
         cuts = sorted(
@@ -223,7 +238,9 @@ def test_replica_mean_equals_global_when_replica_counts_are_equal(replicas, step
         )
     )
     correct = ledger.reduce_gradient(sums, counts, "global_token")
-    assert ledger.reduce_gradient(sums, counts, "replica_mean") == pytest.approx(correct, rel=1e-9, abs=1e-9)
+    assert ledger.reduce_gradient(sums, counts, "replica_mean") == pytest.approx(
+        correct, rel=1e-9, abs=1e-9
+    )
 
 
 # ---- input errors -------------------------------------------------------------------------
@@ -258,7 +275,9 @@ def test_type_errors_and_collective():
         ledger.quadratic_ledger((1, 2), (1,))
     with pytest.raises(ValueError, match="^lr="):
         ledger.quadratic_ledger((1, 2), (1, 2), lr=float("inf"))
-    assert ledger.reduce_gradient([[1.0]], [[2.0]], "global_token") == 0.5  # 2.0 from a table is a count
+    assert (
+        ledger.reduce_gradient([[1.0]], [[2.0]], "global_token") == 0.5
+    )  # 2.0 from a table is a count
 
 
 def test_overflowing_results_are_refused_not_inf():

@@ -73,7 +73,9 @@ def test_window_defaults_match_closed_forms():
 def test_window_properties(steps, size, lr, reg, seed):
     result = limits.window_update(steps, size, lr, reg, seed)
     assert result.max_param_diff["accumulate"] <= 1e-12
-    reg_gap = (steps - 1) * lr * reg * np.abs(limits.regression_data(steps * size, seed)[2].numpy()).max()
+    reg_gap = (
+        (steps - 1) * lr * reg * np.abs(limits.regression_data(steps * size, seed)[2].numpy()).max()
+    )
     assert result.max_param_diff["reg_every_microstep"] == pytest.approx(reg_gap, abs=1e-12)
     inside = numpy_window(steps, size, lr, reg, seed, step_inside=True)
     np.testing.assert_allclose(result.params["step_inside"], inside, rtol=1e-12, atol=1e-12)
@@ -131,7 +133,9 @@ def test_batchnorm_full_batch_matches_torch_batchnorm1d():
     with torch.no_grad():
         bn.weight.copy_(data["weight"])
         bn.bias.copy_(data["bias"])
-        np.testing.assert_allclose(result.pred_full, (bn(data["x"]) @ data["head"]).numpy(), atol=1e-13)
+        np.testing.assert_allclose(
+            result.pred_full, (bn(data["x"]) @ data["head"]).numpy(), atol=1e-13
+        )
     np.testing.assert_allclose(result.running_mean_full, bn.running_mean.numpy(), atol=1e-15)
 
 
@@ -156,7 +160,10 @@ def test_batchnorm_split_matches_written_out_statistics(size, steps, seed):
         )
         if variant == "batchnorm_train":
             np.testing.assert_allclose(result.pred_split, pred_split.numpy(), atol=1e-12)
-    assert rows["batchnorm_eval"]["max_grad_diff"] <= 1e-12 and rows["layernorm"]["max_grad_diff"] <= 1e-12
+    assert (
+        rows["batchnorm_eval"]["max_grad_diff"] <= 1e-12
+        and rows["layernorm"]["max_grad_diff"] <= 1e-12
+    )
     # Running mean: one momentum-0.1 update per microbatch, from zero.
     running = np.zeros(3)
     for xk in data["x"].tensor_split(steps):
@@ -189,7 +196,9 @@ def test_clip_against_clip_grad_norm(steps, dim, tau, seed):
     result = limits.clip_split(steps, dim, tau, seed)
     grads = np.array(result.grads)
     # torch adds 1e-6 to the norm in its coefficient; the lab's rule is exact, hence the tolerance.
-    np.testing.assert_allclose(result.clip_of_sum, torch_clip(grads.sum(0), tau), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        result.clip_of_sum, torch_clip(grads.sum(0), tau), rtol=1e-5, atol=1e-6
+    )
     summed = sum(torch_clip(g, tau) for g in grads)
     np.testing.assert_allclose(result.sum_of_clips, summed, rtol=1e-5, atol=1e-6 * steps)
     assert np.linalg.norm(result.clip_of_sum) == pytest.approx(
@@ -253,7 +262,10 @@ def test_gradient_cache_recovers_the_full_pool(size, steps, tau, seed):
     assert result.cache_difference <= 1e-12
     # One microbatch's encoder graph at a time: saved activations scale with the largest part.
     largest = len(torch.arange(size).tensor_split(steps)[0])
-    assert rows["gradient_cache"]["encoder_saved"] * size == rows["full_pool"]["encoder_saved"] * largest
+    assert (
+        rows["gradient_cache"]["encoder_saved"] * size
+        == rows["full_pool"]["encoder_saved"] * largest
+    )
     if steps == 1:
         assert result.difference <= 1e-15
 
@@ -367,7 +379,9 @@ def test_dropout_masks_match_explicit_generators(size, steps, p, seed, features)
     rows = {r["variant"]: r for r in result.rows}
     for name, mask in expected.items():
         assert torch.equal(torch.tensor(result.masks[name]), mask), name
-        assert rows[name]["mask_mismatch"] == pytest.approx((mask != reference).double().mean().item())
+        assert rows[name]["mask_mismatch"] == pytest.approx(
+            (mask != reference).double().mean().item()
+        )
     per_sample = torch.stack(
         [
             torch.empty(2, features, dtype=torch.float64).bernoulli_(
@@ -378,7 +392,10 @@ def test_dropout_masks_match_explicit_generators(size, steps, p, seed, features)
         dim=1,
     )
     assert torch.equal(torch.tensor(result.masks["per_sample_seed"]), per_sample)
-    assert rows["per_sample_seed"]["mask_mismatch"] == 0 and rows["per_sample_seed"]["max_grad_diff"] <= 1e-12
+    assert (
+        rows["per_sample_seed"]["mask_mismatch"] == 0
+        and rows["per_sample_seed"]["max_grad_diff"] <= 1e-12
+    )
     if steps == 1:
         assert all(r["mask_mismatch"] == 0 for r in result.rows)
 

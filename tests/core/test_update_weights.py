@@ -60,7 +60,10 @@ def _grads_and_delta(counts, token_weight, seed=0):
         loss.backward()
         return torch.cat([p.grad.flatten() for p in model.parameters()]).numpy().copy()
 
-    grads = [[flat_grad(summed(*batches[(r, k)])) for k in range(len(row))] for r, row in enumerate(counts)]
+    grads = [
+        [flat_grad(summed(*batches[(r, k)])) for k in range(len(row))]
+        for r, row in enumerate(counts)
+    ]
     before = torch.cat([p.detach().flatten() for p in model.parameters()]).clone()
     total = sum(token_weight(r, k) * summed(*batches[(r, k)]) for (r, k) in batches if counts[r][k])
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)

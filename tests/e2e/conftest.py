@@ -137,7 +137,8 @@ def wait_for_app(tab) -> None:
     running indicator and no element skeletons (lazy widgets paint a frame later)."""
     tab.wait_for_selector('[data-testid="stAppViewContainer"] h1')
     settled = """() => document.querySelectorAll(
-        '[data-testid=stStatusWidgetRunningIcon], [data-testid=stAppRunningIcon], [data-testid*=keleton]'
+        '[data-testid=stStatusWidgetRunningIcon], [data-testid=stAppRunningIcon],'
+        + ' [data-testid*=keleton]'
     ).length === 0"""
     for _ in range(2):  # settled twice in a row, 250 ms apart: not just between two reruns
         tab.wait_for_function(settled, timeout=60_000)

@@ -25,7 +25,9 @@ def test_home_renders_and_switches_language(page, app_url):
     assert "Parallel Correctness Lab" in page.locator("h1").first.inner_text()
     screenshot(page, "home-en")
     page.get_by_role("radio", name="中文").check(force=True)
-    page.wait_for_function("() => document.querySelector('h1').innerText.includes('并行正确性实验室')")
+    page.wait_for_function(
+        "() => document.querySelector('h1').innerText.includes('并行正确性实验室')"
+    )
     assert "lang=zh" in page.url
     screenshot(page, "home-zh")
 
@@ -39,8 +41,8 @@ def test_ledger_control_moves_its_figure(page, app_url):
     field.fill("8")
     field.press("Enter")
     page.wait_for_function(
-        "() => [...document.querySelectorAll('[data-testid=stMetricValue]')].some(e => e.innerText.trim() === '-0.5')"
-        " && ![...document.querySelectorAll('[data-testid=stMetricValue]')].some(e => e.innerText.trim() === '+0.4')"
+        "() => { const shown = [...document.querySelectorAll('[data-testid=stMetricValue]')]"
+        ".map(e => e.innerText.trim()); return shown.includes('-0.5') && !shown.includes('+0.4'); }"
     )
     assert metric_value(page, "Correct global gradient") == "-0.5"
     assert re.search(r"ledger_n_a=8", page.url)
@@ -111,7 +113,9 @@ def test_two_process_check_shows_its_verdict(page, app_url):
     page.goto(f"{app_url}/parameters")
     wait_for_app(page)
     page.get_by_role("button", name=re.compile("Run the two-process check")).click()
-    page.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(timeout=180_000)
+    page.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(
+        timeout=180_000
+    )
     screenshot(page, "parameters-real-run")
 
 
@@ -164,7 +168,9 @@ def test_a_real_run_through_the_warm_pool_leaves_nothing_after_the_server(browse
                 time.sleep(0.2)  # the server and its zygote
             assert len(_processes_with(needle)) >= 2, "app.py did not start the warm pool"
             tab.get_by_role("button", name=re.compile("Run the two-process check")).click()
-            tab.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(timeout=180_000)
+            tab.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(
+                timeout=180_000
+            )
         finally:
             tab.close()
     deadline = time.monotonic() + 10

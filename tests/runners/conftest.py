@@ -52,7 +52,8 @@ def negatives_cli(tmp_path_factory) -> SimpleNamespace:
 
 @pytest.fixture(scope="session")
 def real_run():
-    """The session's one launch of the clipping job (both scenarios, overflow on rank 1), and anything it left behind."""
+    """The session's one launch of the clipping job (both scenarios, overflow on rank 1), and
+    anything it left behind."""
     mark = uuid.uuid4().hex
     old = os.environ.get(MARK_ENV)
     os.environ[MARK_ENV] = mark
@@ -68,7 +69,8 @@ def real_run():
 
 @pytest.fixture(scope="session")
 def experiment() -> SimpleNamespace:
-    """The session's one launch of the Transformer experiment, through its CLI, with every default."""
+    """The session's one launch of the Transformer experiment, through its CLI, at the
+    defaults."""
     began, mark = time.monotonic(), uuid.uuid4().hex
     done = subprocess.run(
         [sys.executable, "-m", "runners.transformer", "--json"],

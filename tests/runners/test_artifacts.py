@@ -45,7 +45,9 @@ def test_manifest_hashes_match_the_committed_files(manifest):
 
 def test_manifest_records_the_recipe(manifest):
     assert manifest["seed"] == 11 and manifest["steps"] == 800
-    assert manifest["model"]["num_parameters"] == 298_176 and manifest["model"]["dtype"] == "float64"
+    assert (
+        manifest["model"]["num_parameters"] == 298_176 and manifest["model"]["dtype"] == "float64"
+    )
     assert manifest["model"]["vocab_size"] == 387 and manifest["model"]["context"] == 96
     curve = manifest["loss_curve"]
     assert len(curve) == 800 and all(math.isfinite(x) for x in curve)
@@ -108,7 +110,10 @@ def test_windows_and_the_label_shift():
     some = data.supervised_targets(windows[0], 40)
     assert [i for i, t in enumerate(some) if t is not None] == list(range(56, 96))  # the final 40
     plain, supervised = data.split_text(data.committed_tokenizer(), windows[0], 40)
-    assert supervised and (plain + supervised).strip() in artifacts.ROOT.joinpath("corpus/en.md").read_text()
+    assert (
+        supervised
+        and (plain + supervised).strip() in artifacts.ROOT.joinpath("corpus/en.md").read_text()
+    )
 
 
 @pytest.mark.parametrize(

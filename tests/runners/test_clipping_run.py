@@ -55,7 +55,11 @@ def test_finite_step_is_identical_on_both_ranks_and_equals_core(ranks):
     real = [r["scenarios"]["finite"]["protocol"] for r in ranks]
     core = predicted(None)
     for row in real:
-        assert row["skip"] is False and row["nonfinite_local"] is False and row["decision_agreed"] is True
+        assert (
+            row["skip"] is False
+            and row["nonfinite_local"] is False
+            and row["decision_agreed"] is True
+        )
         assert row["norm"] == real[0]["norm"] and row["coefficient"] == real[0]["coefficient"]
         assert row["successful_steps"] == 1
     assert real[0]["norm"] == pytest.approx(13.0, rel=1e-15)  # the seed: sqrt(3^2 + 4^2 + 12^2)
@@ -99,7 +103,9 @@ def test_torch_references_match_core(ranks, reference):
     assert finite["skip"] is False and finite["successful_steps"] == 1
     assert finite["norm"] == pytest.approx(13.0, rel=1e-12)
     assert finite["params"] == pytest.approx(core.params_after, abs=torch_slack(13.0))
-    assert finite["params"] != core.params_after  # torch's epsilon is visible: a real, separate path
+    assert (
+        finite["params"] != core.params_after
+    )  # torch's epsilon is visible: a real, separate path
     assert finite["scaler_scale_after"] == SCALE
     assert overflow["skip"] is True and overflow["successful_steps"] == 0
     assert overflow["norm"] in ("inf", "nan")
@@ -178,7 +184,9 @@ def test_cli_rejects_bad_arguments_in_one_line(args):
     assert done.stdout == ""
 
 
-@pytest.mark.parametrize("kwargs", [{"inject_overflow": 2}, {"inject_overflow": -1}, {"nonfinite": "zero"}])
+@pytest.mark.parametrize(
+    "kwargs", [{"inject_overflow": 2}, {"inject_overflow": -1}, {"nonfinite": "zero"}]
+)
 def test_run_validates_before_launching(kwargs):
     with pytest.raises(InvalidInput):
         runner.run(**kwargs)

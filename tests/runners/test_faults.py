@@ -161,7 +161,10 @@ def test_hung_rank_times_out_once_for_two_identical_requests(process_mark, priva
     assert results[0] is results[1], "identical requests must share one RunResult"
     result = results[0]
     assert not result.ok and result.code == "timeout"
-    assert result.message.startswith("timed out after 10 s (rank") and "1" in result.message.split("(")[1]
+    assert (
+        result.message.startswith("timed out after 10 s (rank")
+        and "1" in result.message.split("(")[1]
+    )
     assert elapsed < 10 + 3 * GRACE_S + 2
     assert stats()["launched"] == 1 and stats()["shared"] == 1
     FIGURES["hang: seconds from request to a clean timeout (limit 10 s)"] = round(elapsed, 1)
@@ -192,7 +195,9 @@ def test_twelve_requests_at_once(process_mark, private_tmp, stats, monkeypatch):
     elapsed = time.monotonic() - began
 
     assert all(r is not None for r in results), "a request got no answer"
-    assert table.samples > 50 and table.max_jobs == 1  # torchrun + its 2 ranks, one launch at a time
+    assert (
+        table.samples > 50 and table.max_jobs == 1
+    )  # torchrun + its 2 ranks, one launch at a time
     by_tag: dict[str, set] = {}
     for tag, result in zip(tags, results, strict=True):
         if result.ok:
@@ -207,7 +212,9 @@ def test_twelve_requests_at_once(process_mark, private_tmp, stats, monkeypatch):
     assert len({t for t, r in zip(tags, results, strict=True) if not r.ok}) == 3
     positions = {e.values["position"] for evs in events for e in evs if e.event == "queued"}
     assert positions == {1}
-    assert [e.event for i, evs in enumerate(events) if not results[i].ok for e in evs] == ["busy"] * len(busy)
+    assert [e.event for i, evs in enumerate(events) if not results[i].ok for e in evs] == [
+        "busy"
+    ] * len(busy)
     counts = stats()
     assert counts["launched"] == 2 and counts["busy"] == len(busy)
     assert counts["shared"] == sum(r.ok for r in results) - 2
@@ -268,7 +275,9 @@ def test_streamlit_stop_mid_run_leaves_no_orphans(process_mark, private_tmp):
         at.run()
     after_stop = time.monotonic() - began - 8
     assert after_stop < GRACE_S + 2 * runs.HEARTBEAT_S + 1
-    FIGURES["Streamlit stop: seconds from the stop request to the script's end"] = round(after_stop, 2)
+    FIGURES["Streamlit stop: seconds from the stop request to the script's end"] = round(
+        after_stop, 2
+    )
     assert_nothing_left(process_mark, before, private_tmp)
 
 
@@ -315,7 +324,12 @@ def test_tampered_artifact_shows_an_error_and_the_page_recovers(tmp_path, monkey
 
     from experiments.transformer.lm import artifacts, data
 
-    for name in ("artifacts/manifest.json", "artifacts/tokenizer.json", "corpus/en.md", "corpus/zh.md"):
+    for name in (
+        "artifacts/manifest.json",
+        "artifacts/tokenizer.json",
+        "corpus/en.md",
+        "corpus/zh.md",
+    ):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / name, tmp_path / name)
     tokenizer = tmp_path / "artifacts" / "tokenizer.json"
@@ -330,15 +344,21 @@ def test_tampered_artifact_shows_an_error_and_the_page_recovers(tmp_path, monkey
     at.run()
     try:
         fresh()
-        monkeypatch.setattr(artifacts, "verified_bytes", lambda name, root=None: verified(name, tmp_path))
+        monkeypatch.setattr(
+            artifacts, "verified_bytes", lambda name, root=None: verified(name, tmp_path)
+        )
         at.switch_page("sections/experiment.py").run()
         assert not at.exception, at.exception
         errors = " ".join(e.value for e in at.error)
         assert "artifacts/tokenizer.json" in errors and "does not match" in errors
         at.button(key="exp_run").click().run()  # the run refuses before launching anything
         assert not at.exception, at.exception
-        assert any(e.value.startswith("This run cannot start: artifacts/tokenizer.json") for e in at.error)
-        assert "exp_run_result" in at.session_state and at.session_state["exp_run_result"][1] is None
+        assert any(
+            e.value.startswith("This run cannot start: artifacts/tokenizer.json") for e in at.error
+        )
+        assert (
+            "exp_run_result" in at.session_state and at.session_state["exp_run_result"][1] is None
+        )
     finally:
         monkeypatch.undo()
         fresh()
@@ -389,17 +409,28 @@ def test_line_positions_busy_and_sharing(monkeypatch):
     calls, out, seen = [], {}, {k: [] for k in ("a", "b", "c", "b2")}
     threads = [submit_in_thread("a", fake_work(gates["a"], calls), out, progress=seen["a"].append)]
     wait_for(lambda: calls == ["a"])
-    threads.append(submit_in_thread("b", fake_work(gates["b"], calls), out, progress=seen["b"].append))
+    threads.append(
+        submit_in_thread("b", fake_work(gates["b"], calls), out, progress=seen["b"].append)
+    )
     wait_for(lambda: jobs.in_flight()["waiting"] == 1)
-    threads.append(submit_in_thread("c", fake_work(gates["c"], calls), out, progress=seen["c"].append))
+    threads.append(
+        submit_in_thread("c", fake_work(gates["c"], calls), out, progress=seen["c"].append)
+    )
     wait_for(lambda: jobs.in_flight()["waiting"] == 2)
     # an identical request joins b in line instead of being refused
-    joined = submit_in_thread("b", fake_work(gates["b"], calls), out, progress=seen["b2"].append, name="b2")
+    joined = submit_in_thread(
+        "b", fake_work(gates["b"], calls), out, progress=seen["b2"].append, name="b2"
+    )
     wait_for(lambda: len(seen["b2"]) >= 2)
     assert [e.event for e in seen["b2"][:2]] == ["shared", "queued"]
     busy_events = []
-    refused = jobs.submit("d", fake_work(threading.Event(), calls), timeout_s=30, worker_hash="f",
-                          progress=busy_events.append)  # fmt: skip
+    refused = jobs.submit(
+        "d",
+        fake_work(threading.Event(), calls),
+        timeout_s=30,
+        worker_hash="f",
+        progress=busy_events.append,
+    )
     assert refused.code == "busy" and [e.event for e in busy_events] == ["busy"]
     gates["a"].set()  # a finishes, b starts: c moves up to the front of the line
     wait_for(lambda: [e.values["position"] for e in seen["c"] if e.event == "queued"] == [2, 1])
@@ -468,7 +499,12 @@ def test_settings_are_read_from_the_environment():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"timeout_s": 3601}, {"pg_timeout_s": float("nan")}, {"args": ["x"] * 300}, {"args": ["a\0b"]}],
+    [
+        {"timeout_s": 3601},
+        {"pg_timeout_s": float("nan")},
+        {"args": ["x"] * 300},
+        {"args": ["a\0b"]},
+    ],
 )
 def test_launch_limits_are_checked_before_anything_starts(kwargs, process_mark):
     with pytest.raises(ValueError):

@@ -34,7 +34,9 @@ def assert_nothing_left(mark, before, tmp):
 def test_raising_rank_is_the_root_cause(process_mark, private_tmp):
     before = set(children())
     events = []
-    result = launcher.launch("tests.runners.workers.raises", 2, timeout_s=200, progress=events.append)
+    result = launcher.launch(
+        "tests.runners.workers.raises", 2, timeout_s=200, progress=events.append
+    )
     assert not result.ok and result.ranks == () and result.report is None
     # rank 0 also fails (its collective loses the peer) - but it is not the root cause
     assert result.message == "rank 1: ZeroDivisionError: division by zero"
@@ -81,7 +83,9 @@ def test_interrupted_launch_still_cleans_up(process_mark, private_tmp):
 
     before = set(children())
     with pytest.raises(PageStopped):
-        launcher.launch("tests.runners.workers.hangs", 2, timeout_s=250, pg_timeout_s=600, progress=progress)
+        launcher.launch(
+            "tests.runners.workers.hangs", 2, timeout_s=250, pg_timeout_s=600, progress=progress
+        )
     assert_nothing_left(process_mark, before, private_tmp)
 
 
@@ -133,7 +137,9 @@ def test_rank_output_is_signed_and_checked(tmp_path):
 def _torchrun_cause(log_dir, err, returncode):
     """The launcher's reading of a torchrun job: its rank logs, then its summary on stderr."""
     summary = err.read_text()
-    return diagnosis.rank_root_cause(log_dir, diagnosis.summary_failure(summary), summary, returncode)
+    return diagnosis.rank_root_cause(
+        log_dir, diagnosis.summary_failure(summary), summary, returncode
+    )
 
 
 def _rank_log(log_dir, rank, text):

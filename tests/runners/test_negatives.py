@@ -49,7 +49,9 @@ def test_report_inputs(negatives_cli):
 def test_real_run_matches_core(negatives_cli, scheme):
     report = negatives_cli.report
     real = report["schemes"][scheme]
-    core = infonce.encoder_grads(report["a"], report["b"], report["wq"], report["wd"], report["tau"], scheme)
+    core = infonce.encoder_grads(
+        report["a"], report["b"], report["wq"], report["wd"], report["tau"], scheme
+    )
     assert real["grad_wq"] == pytest.approx(core.grad_wq, abs=TOL, rel=0)
     assert real["grad_wd"] == pytest.approx(core.grad_wd, abs=TOL, rel=0)
     ranks = real["ranks"]
@@ -69,7 +71,9 @@ def test_sgd_step_and_distance_from_reference(negatives_cli, scheme):
     after = real["params_after_sgd"]
     assert after["wq"] == pytest.approx(report["wq"] - lr * real["grad_wq"], abs=1e-15, rel=0)
     assert after["wd"] == pytest.approx(report["wd"] - lr * real["grad_wd"], abs=1e-15, rel=0)
-    expected = max(abs(real["grad_wq"] - reference["grad_wq"]), abs(real["grad_wd"] - reference["grad_wd"]))
+    expected = max(
+        abs(real["grad_wq"] - reference["grad_wq"]), abs(real["grad_wd"] - reference["grad_wd"])
+    )
     assert real["max_diff_from_reference"] == expected
     if scheme == infonce.CORRECT_SCHEME:
         assert real["max_diff_from_reference"] < TOL
@@ -86,7 +90,9 @@ def test_reference_is_the_objective_gradient(negatives_cli):
     assert reference["grad_wd"] == pytest.approx(core.reference_wd, abs=TOL, rel=0)
     q = [report["wq"] * x for x in report["a"]]
     d = [report["wd"] * x for x in report["b"]]
-    assert reference["loss"] == pytest.approx(infonce.contrastive(q, d, report["tau"]).loss, abs=TOL, rel=0)
+    assert reference["loss"] == pytest.approx(
+        infonce.contrastive(q, d, report["tau"]).loss, abs=TOL, rel=0
+    )
 
 
 def test_each_rank_signs_its_output(negatives_cli):
@@ -108,7 +114,13 @@ def test_default_pairs_extend_the_seed():
 
 @pytest.mark.parametrize(
     "args",
-    [["--world-size", "1"], ["--world-size", "9"], ["--world-size", "two"], ["--tau", "0"], ["--tau", "nan"]],
+    [
+        ["--world-size", "1"],
+        ["--world-size", "9"],
+        ["--world-size", "two"],
+        ["--tau", "0"],
+        ["--tau", "nan"],
+    ],
 )
 def test_cli_rejects_bad_arguments_in_one_line(args):
     done = subprocess.run(
@@ -137,9 +149,18 @@ def test_world_size_range_message_names_the_value():
 def test_report_of_disagreeing_ranks_is_rejected():
     # build_report is what run() applies to the ranks' JSON; feed it a tampered rank
     rank = {
-        "rank": 0, "world_size": 1, "backend": "gloo", "a": [1.0], "b": [1.0], "wq": 1.0, "wd": 1.0,
-        "tau": 1.0, "lr": 0.1, "sha256": "0" * 64, "reference": {"grad_wq": 0.0, "grad_wd": 0.0},
+        "rank": 0,
+        "world_size": 1,
+        "backend": "gloo",
+        "a": [1.0],
+        "b": [1.0],
+        "wq": 1.0,
+        "wd": 1.0,
+        "tau": 1.0,
+        "lr": 0.1,
+        "sha256": "0" * 64,
+        "reference": {"grad_wq": 0.0, "grad_wd": 0.0},
         "schemes": {},
-    }  # fmt: skip
+    }
     with pytest.raises(ValueError):
         negatives_report.build_report((rank, dict(rank, tau=2.0)))

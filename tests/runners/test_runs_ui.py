@@ -85,5 +85,7 @@ def test_chinese_labels_come_from_the_catalogue(app):
 
 
 def test_catalogues_have_the_same_keys():
-    keys = {lang: {k for k in i18n.catalogue(lang) if k.startswith("runs.")} for lang in i18n.LANGUAGES}
+    keys = {
+        lang: {k for k in i18n.catalogue(lang) if k.startswith("runs.")} for lang in i18n.LANGUAGES
+    }
     assert keys["en"] == keys["zh"] and "runs.progress.timeout" in keys["en"]

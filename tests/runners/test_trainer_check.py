@@ -66,7 +66,9 @@ def test_weights_match_each_examples_formula(shape_run):
 def test_verdicts(shape_run):
     world_size, accum, checks = shape_run
     for name in CORRECT:
-        assert checks[name]["passed"], [(s["name"], s["first_divergence"]) for s in checks[name]["scenarios"]]
+        assert checks[name]["passed"], [
+            (s["name"], s["first_divergence"]) for s in checks[name]["scenarios"]
+        ]
     adamw = {s["name"]: s for s in checks["adamw_steps_at_zero"]["scenarios"]}
     assert not adamw["no_labels"]["passed"] and "zero_must_skip" in adamw["no_labels"]["notes"]
     assert all(s["passed"] for n, s in adamw.items() if n != "no_labels")
@@ -75,7 +77,13 @@ def test_verdicts(shape_run):
             assert not s["passed"]
     names = {s["name"] for s in checks["correct_manual"]["scenarios"]}
     skipped = {s["name"] for s in checks["correct_manual"]["skipped_scenarios"]}
-    assert names | skipped == {"uneven", "empty_microbatch", "empty_rank", "equal_counts", "no_labels"}
+    assert names | skipped == {
+        "uneven",
+        "empty_microbatch",
+        "empty_rank",
+        "equal_counts",
+        "no_labels",
+    }
     assert ("empty_rank" in skipped) == (world_size == 1)
     assert ("empty_microbatch" in skipped) == (accum == 1)
 
@@ -112,8 +120,24 @@ def test_cli_json_and_a_hand_typed_torchrun_agree(tmp_path):
     done = cli(str(EXAMPLES / "correct_manual.py"), "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert set(report) >= {"trainer", "world_size", "accum_steps", "tolerance", "passed", "scenarios"}
-    fields = {"name", "counts", "passed", "max_abs_diff", "first_divergence", "weights", "residual", "scheme"}
+    assert set(report) >= {
+        "trainer",
+        "world_size",
+        "accum_steps",
+        "tolerance",
+        "passed",
+        "scenarios",
+    }
+    fields = {
+        "name",
+        "counts",
+        "passed",
+        "max_abs_diff",
+        "first_divergence",
+        "weights",
+        "residual",
+        "scheme",
+    }
     assert all(fields <= set(s) for s in report["scenarios"])
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     worker = ["-m", "experiments.trainer_check", "--out-dir", str(tmp_path)]
@@ -148,7 +172,12 @@ ONE_RANK = ("--world-size", "1", "--accum", "1")  # a single rank is enough to s
     [
         (BROKEN / "syntax_error.py", (), 2, "syntax_error.py:4: SyntaxError"),
         (BROKEN / "missing_train_step.py", (), 2, "missing train_step()"),
-        (BROKEN / "raises_on_rank_one.py", (), 1, "raises_on_rank_one.py:13 in train_step: ZeroDivisionError"),
+        (
+            BROKEN / "raises_on_rank_one.py",
+            (),
+            1,
+            "raises_on_rank_one.py:13 in train_step: ZeroDivisionError",
+        ),
         (BROKEN / "never_steps.py", ONE_RANK, 1, "did it call optimizer.step()?"),
         (BROKEN / "hangs.py", ONE_RANK, 1, "timed out after 12 s"),
     ],
@@ -167,7 +196,13 @@ def test_broken_trainers_get_one_clear_line_and_leave_nothing(trainer, args, cod
 
 @pytest.mark.parametrize(
     "args",
-    [["--world-size", "9"], ["--accum", "0"], ["--counts", "a,b"], ["--counts", "3,99"], ["--tolerance", "-1"]],
+    [
+        ["--world-size", "9"],
+        ["--accum", "0"],
+        ["--counts", "a,b"],
+        ["--counts", "3,99"],
+        ["--tolerance", "-1"],
+    ],
 )
 def test_bad_arguments_exit_2_in_one_line(args):
     done = cli(str(EXAMPLES / "correct_manual.py"), *args)
@@ -180,4 +215,6 @@ def test_the_pytest_helper():
     assert check["passed"] and check["world_size"] == 1
     with pytest.raises(AssertionError) as caught:
         assert_same_update(str(EXAMPLES / "double_divide_by_k.py"), counts="4,9")
-    assert "not the same update in custom" in str(caught.value) and '"double_scaled"' in str(caught.value)
+    assert "not the same update in custom" in str(caught.value) and '"double_scaled"' in str(
+        caught.value
+    )

@@ -39,7 +39,11 @@ def test_cli_succeeds_with_the_documented_json(experiment):
     report = experiment.report
     assert report["tolerance"] == TOL
     assert report["labels"] == list(data.DEFAULT_LABELS) == [40, 7, 0, 23]
-    assert report["num_valid_labels"] == 70 and report["world_size"] == 2 and report["backend"] == "gloo"
+    assert (
+        report["num_valid_labels"] == 70
+        and report["world_size"] == 2
+        and report["backend"] == "gloo"
+    )
     assert [(r["name"], r["optimizer"]) for r in report["branches"]] == [
         (name, opt) for opt in ("sgd", "adamw") for name in transformer.BRANCHES
     ]
@@ -90,7 +94,10 @@ def test_wrong_branches_fail_with_unequal_labels(experiment, optimizer):
 
 
 def test_theory_predicts_every_measured_verdict(experiment):
-    for block in (experiment.report["branches"], experiment.report["equal_count_control"]["branches"]):
+    for block in (
+        experiment.report["branches"],
+        experiment.report["equal_count_control"]["branches"],
+    ):
         assert [r["passed"] for r in block] == [r["expected_correct"] is True for r in block]
 
 
@@ -98,7 +105,9 @@ def test_every_process_reports_the_same_state(experiment):
     for row in experiment.report["branches"]:
         hashes = row["rank_hashes"]
         assert len(hashes) == 2 and hashes[0] == hashes[1] and len(hashes[0]) == 64
-    by_name = {(r["name"], r["optimizer"]): r["rank_hashes"][0] for r in experiment.report["branches"]}
+    by_name = {
+        (r["name"], r["optimizer"]): r["rank_hashes"][0] for r in experiment.report["branches"]
+    }
     assert by_name[("full_batch", "sgd")] != by_name[("full_batch", "adamw")]
     assert by_name[("full_batch", "sgd")] != by_name[("ddp_mean_of_means", "sgd")]
 
@@ -108,7 +117,9 @@ def test_equal_count_control_lets_the_wrong_rules_pass(experiment):
     labels = control["labels"]
     assert len(set(labels)) == 4  # every window differs ...
     counts = transformer.label_counts(labels, 2)
-    assert len(set(counts["microbatches"])) == 1 and len(set(counts["ranks"])) == 1  # ... the splits do not
+    assert (
+        len(set(counts["microbatches"])) == 1 and len(set(counts["ranks"])) == 1
+    )  # ... the splits do not
     for row in control["branches"]:
         assert row["passed"] is True and row["max_abs_diff"] <= TOL, row
 
@@ -116,7 +127,12 @@ def test_equal_count_control_lets_the_wrong_rules_pass(experiment):
 def test_zero_labels_skip_is_bit_identical_and_the_naive_step_is_not(experiment):
     zero = experiment.report["zero_labels"]
     assert zero["skip_state_identical"] is True
-    assert zero["naive_changed"] == ["adamw.weights", "adamw.exp_avg", "adamw.exp_avg_sq", "adamw.step"]
+    assert zero["naive_changed"] == [
+        "adamw.weights",
+        "adamw.exp_avg",
+        "adamw.exp_avg_sq",
+        "adamw.step",
+    ]
     adamw = zero["by_optimizer"]["adamw"]
     assert adamw["steps_before"] == [800.0] and adamw["steps_after_naive"] == [801.0]
     assert adamw["naive_max_weight_change"] > 1e-6 and adamw["ranks_agree"] is True
@@ -157,7 +173,12 @@ def test_losses_match_an_independent_forward(experiment):
 
 @pytest.mark.parametrize(
     "labels, needle",
-    [("40,7,0,200", "labels[3]=200"), ("40,7,0", "4 counts"), ("40,-1,0,2", "labels[1]=-1"), ("x", "labels")],
+    [
+        ("40,7,0,200", "labels[3]=200"),
+        ("40,7,0", "4 counts"),
+        ("40,-1,0,2", "labels[1]=-1"),
+        ("x", "labels"),
+    ],
 )
 def test_bad_labels_exit_2_with_one_line(labels, needle):
     done = subprocess.run(
@@ -168,12 +189,19 @@ def test_bad_labels_exit_2_with_one_line(labels, needle):
         timeout=60,
     )
     assert done.returncode == 2
-    assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1 and needle in done.stderr
+    assert (
+        done.stdout == "" and len(done.stderr.strip().splitlines()) == 1 and needle in done.stderr
+    )
 
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"labels": (97, 0, 0, 0)}, {"labels": (1, 1, 1, 78)}, {"labels": (1.5, 0, 0, 0)}, {"world_size": 3}],
+    [
+        {"labels": (97, 0, 0, 0)},
+        {"labels": (1, 1, 1, 78)},
+        {"labels": (1.5, 0, 0, 0)},
+        {"world_size": 3},
+    ],
 )
 def test_run_refuses_bad_parameters_before_launching(kwargs):
     with pytest.raises(InvalidInput):
@@ -187,5 +215,7 @@ def test_theory_of_the_microbatch_mean(labels):
     first, second = labels[0] + labels[1], labels[2] + labels[3]
     predicted = transformer.expected_correct("accum_microbatch_mean", labels, 2)
     assert predicted == (None if 0 in (first, second) else first == second)
-    assert transformer.expected_correct("ddp_mean_of_means", labels, 2) == predicted  # same split at P = 2
+    assert (
+        transformer.expected_correct("ddp_mean_of_means", labels, 2) == predicted
+    )  # same split at P = 2
     assert transformer.expected_correct("ddp_pn_scale", labels, 2) is True

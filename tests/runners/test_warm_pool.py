@@ -224,7 +224,9 @@ def test_a_zygote_dying_mid_run_fails_that_run_only(pool):
 
     result = launcher.launch(LOOP, 2, ["--seconds", "120"], timeout_s=200, progress=kill_zygote)
     assert result.code == "failed"
-    assert result.message.startswith("the warm pool's process stopped during the run"), result.message
+    assert result.message.startswith("the warm pool's process stopped during the run"), (
+        result.message
+    )
     assert wait_for(lambda: not any(alive(p) for p in pids.values()), 5)  # its ranks died with it
     assert wait_for(lambda: warm_pool.size()["idle"] == 1, 180)  # a replacement was started
     assert launcher.launch("bench.noop_worker", 2).ok

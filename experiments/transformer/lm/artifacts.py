@@ -94,7 +94,9 @@ def weights(model, root: Path = ROOT) -> None:
         raise ArtifactError(f"{WEIGHTS} holds {sorted(set(tensors) ^ set(expected))} unexpectedly")
     for name, p in expected.items():
         if tensors[name].shape != p.shape or tensors[name].dtype != p.dtype:
-            raise ArtifactError(f"{WEIGHTS}: {name} is {tuple(tensors[name].shape)} {tensors[name].dtype}")
+            raise ArtifactError(
+                f"{WEIGHTS}: {name} is {tuple(tensors[name].shape)} {tensors[name].dtype}"
+            )
     model.load_state_dict(tensors, strict=True)
 
 
@@ -127,11 +129,14 @@ def adamw(model, tensors: dict | None = None, root: Path = ROOT):
     names = [name for name, _ in model.named_parameters()]
     expected = {f"{n}.{key}" for n in names for key in (*MOMENTS, "step")}
     if set(tensors) != expected:
-        raise ArtifactError(f"{ADAMW_STATE} holds {sorted(set(tensors) ^ expected)[:4]} unexpectedly")
+        raise ArtifactError(
+            f"{ADAMW_STATE} holds {sorted(set(tensors) ^ expected)[:4]} unexpectedly"
+        )
     optimizer = torch.optim.AdamW(model.parameters(), foreach=False, **adamw_hyperparameters(root))
     state_dict = optimizer.state_dict()
     state_dict["state"] = {
-        i: {key: tensors[f"{n}.{key}"].clone() for key in ("step", *MOMENTS)} for i, n in enumerate(names)
+        i: {key: tensors[f"{n}.{key}"].clone() for key in ("step", *MOMENTS)}
+        for i, n in enumerate(names)
     }
     optimizer.load_state_dict(state_dict)
     return optimizer

@@ -126,7 +126,9 @@ def single_process(branch: str, model, optimizer, inputs, targets, labels) -> Tr
     return capture_state(model, optimizer, trace)
 
 
-def distributed(branch: str, model, optimizer, inputs, targets, labels, rank: int, world: int) -> Trace:
+def distributed(
+    branch: str, model, optimizer, inputs, targets, labels, rank: int, world: int
+) -> Trace:
     """ddp_mean_of_means or ddp_pn_scale: this rank's share of the windows under DDP."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -233,10 +235,16 @@ def compare(trace: Trace, reference: Trace, tolerance: float = TOLERANCE) -> dic
         if name in trace.grads:
             chain.append(("gradient", name, _max_abs(trace.grads[name], reference.grads[name])))
     param_diffs = {n: _max_abs(trace.params.get(n), reference.params[n]) for n in reference.params}
-    moment_names = list(reference.moments) + [n for n in trace.moments if n not in reference.moments]
-    moment_diffs = {n: _max_abs(trace.moments.get(n), reference.moments.get(n)) for n in moment_names}
+    moment_names = list(reference.moments) + [
+        n for n in trace.moments if n not in reference.moments
+    ]
+    moment_diffs = {
+        n: _max_abs(trace.moments.get(n), reference.moments.get(n)) for n in moment_names
+    }
     step_diffs = {
-        n: abs(trace.steps[n] - reference.steps[n]) if n in trace.steps and n in reference.steps else None
+        n: abs(trace.steps[n] - reference.steps[n])
+        if n in trace.steps and n in reference.steps
+        else None
         for n in set(reference.steps) | set(trace.steps)
     }
     chain += [("parameter", n, d) for n, d in param_diffs.items()]

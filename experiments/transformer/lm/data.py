@@ -14,7 +14,7 @@ Windows and labels, made explicit (causal LM shift):
 The user picks, per window, how many of its FINAL label positions carry a label
 (0 .. capacity); only those count in N.
 
-    python -c "from experiments.transformer.lm import data; print(data.capacities(data.experiment_windows()))"
+    python -c "from experiments.transformer.lm import data as d; print(d.experiment_windows())"
 """
 
 from __future__ import annotations
@@ -42,7 +42,13 @@ EXPERIMENT_WINDOWS = (("en", 9), ("zh", 26), ("en", 80), ("zh", "tail"))
 DEFAULT_LABELS = (40, 7, 0, 23)
 
 # The experiment's plan (shared by the torch-free launcher side and the torch worker side).
-BRANCHES = ("full_batch", "accum_global_n", "accum_microbatch_mean", "ddp_mean_of_means", "ddp_pn_scale")
+BRANCHES = (
+    "full_batch",
+    "accum_global_n",
+    "accum_microbatch_mean",
+    "ddp_mean_of_means",
+    "ddp_pn_scale",
+)
 DISTRIBUTED_BRANCHES = ("ddp_mean_of_means", "ddp_pn_scale")
 OPTIMIZERS = ("sgd", "adamw")
 MICROBATCHES = ((0, 1), (2, 3))  # single-process accumulation: K = 2 microbatches of 2 windows
@@ -66,7 +72,9 @@ def train_tokenizer() -> Tokenizer:
     )
     tokenizer.train([str(p) for p in corpus_paths()], trainer)
     if tokenizer.get_vocab_size() != VOCAB_SIZE:
-        raise ValueError(f"tokenizer has {tokenizer.get_vocab_size()} entries, expected {VOCAB_SIZE}")
+        raise ValueError(
+            f"tokenizer has {tokenizer.get_vocab_size()} entries, expected {VOCAB_SIZE}"
+        )
     return tokenizer
 
 
@@ -74,7 +82,9 @@ def load_tokenizer(text: str) -> Tokenizer:
     """A tokenizer from its JSON text, checked to hold exactly 387 entries."""
     tokenizer = Tokenizer.from_str(text)
     if tokenizer.get_vocab_size() != VOCAB_SIZE:
-        raise ValueError(f"tokenizer has {tokenizer.get_vocab_size()} entries, expected {VOCAB_SIZE}")
+        raise ValueError(
+            f"tokenizer has {tokenizer.get_vocab_size()} entries, expected {VOCAB_SIZE}"
+        )
     return tokenizer
 
 
@@ -145,7 +155,9 @@ def experiment_windows(tokenizer: Tokenizer | None = None) -> tuple[Window, ...]
         windows.append(Window(document, index, chunk))
     tail = windows[-1]
     if not MIN_TAIL_TOKENS <= tail.capacity < CONTEXT:
-        raise ValueError(f"tail window has {tail.capacity} real inputs, expected {MIN_TAIL_TOKENS}..95")
+        raise ValueError(
+            f"tail window has {tail.capacity} real inputs, expected {MIN_TAIL_TOKENS}..95"
+        )
     _LAST_CUT[:] = [(tokenizer, tuple(windows))]
     return _LAST_CUT[0][1]
 
@@ -161,8 +173,14 @@ def validate_labels(labels, capacity: tuple[int, ...]) -> tuple[int, ...]:
         InvalidInput (a ValueError) naming the window for a wrong length or an out-of-range
         count; TypeError for a value that is not a number.
     """
-    if isinstance(labels, (str, bytes)) or not hasattr(labels, "__len__") or len(labels) != len(capacity):
-        raise v.InvalidInput("labels", labels, "in_range", f"{len(capacity)} counts, one per window")
+    if (
+        isinstance(labels, (str, bytes))
+        or not hasattr(labels, "__len__")
+        or len(labels) != len(capacity)
+    ):
+        raise v.InvalidInput(
+            "labels", labels, "in_range", f"{len(capacity)} counts, one per window"
+        )
     counts = []
     for i, (value, cap) in enumerate(zip(labels, capacity, strict=True)):
         n = v.count(value, f"labels[{i}]")
@@ -229,7 +247,9 @@ def _complete(raw: bytes) -> bool:
 @cache
 def _byte_alphabet() -> dict[int, str]:
     """GPT-2's byte -> printable character map that byte-level BPE tokens are spelled in."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    )
     mapping, extra = {}, 0
     for b in range(256):
         if b in printable:

@@ -21,7 +21,7 @@ Attention is written out (no fused kernel) so every operation is plain and deter
 on the CPU; padding sits at the end of a window and causal attention never lets a real
 position see it.
 
-    python -c "from experiments.transformer.lm.model import TinyLM; print(TinyLM().num_parameters())"
+    python -c "from experiments.transformer.lm import model; print(model.TinyLM().num_parameters())"
 """
 
 from __future__ import annotations
@@ -134,5 +134,8 @@ def loss_sum(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> t
     """
     logits = model(inputs)
     return F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE, reduction="sum"
+        logits.reshape(-1, logits.shape[-1]),
+        targets.reshape(-1),
+        ignore_index=IGNORE,
+        reduction="sum",
     )

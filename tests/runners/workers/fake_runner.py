@@ -32,9 +32,7 @@ class FakeExperiment:
     params = staticmethod(Params.checked)
 
     def run(self, params: Params, *, progress=None, **_) -> RunResult:
-        CALLS.append(
-            {k: getattr(params, k) for k in ("world_size", "fail", "busy", "position")}
-        )
+        CALLS.append({k: getattr(params, k) for k in ("world_size", "fail", "busy", "position")})
         if params.busy:
             message = "busy: 1 running and 8 waiting; try again shortly"
             if progress is not None:
