@@ -26,6 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from core import validation as v
+from core.clipping_presets import INJECTIONS as INJECTIONS  # presets: importable from here too
+from core.clipping_presets import SCENARIOS as SCENARIOS
+from core.clipping_presets import scenario_grads as scenario_grads
 
 Grads = dict[str, float]
 VARIANTS = ("global", "per_rank", "double_counted", "before_unscale", "local_skip")
@@ -33,19 +36,6 @@ PROTOCOL = ("unscale", "agree", "reduce", "update")
 BROKEN_STEP = dict(
     zip(VARIANTS, (None, "reduce", "reduce", "unscale", "agree"))
 )  # the step each gets wrong
-INJECTIONS = {"inf": math.inf, "nan": math.nan}
-# Unscaled gradients of the pages' presets: sharded (rank, id, g) and replicated (id, g).
-SCENARIOS = {
-    "seed": {"sharded": ((0, "w0", 3.0), (1, "w1", 4.0)), "replicated": ()},
-    "seed_replicated": {
-        "sharded": ((0, "w0", 3.0), (1, "w1", 4.0)),
-        "replicated": (("shared", 12.0),),
-    },
-    "mixed": {
-        "sharded": ((0, "a0", 0.5), (0, "a1", -2.0), (1, "b0", 1.5)),
-        "replicated": (("bias", -1.0),),
-    },
-}
 
 
 def norm_parts(groups, *, allow_overflow: bool = False) -> tuple[float, list[float | None]]:
@@ -266,38 +256,6 @@ def clip_report(
         applied_norms={name: applied_norm(steps) for name, steps in outcomes.items()},
         diverged={name: diverged(steps) for name, steps in outcomes.items()},
     )
-
-
-def _rank(value, field: str) -> int:
-    if v.count(value, field) > 1:  # the presets have two ranks
-        raise v.InvalidInput(field, value, "in_range", "0 or 1")
-    return int(value)
-
-
-def scenario_grads(name="seed", scale=8.0, *, extra_sharded=(), extra_replicated=(), inject=None):
-    """Two ranks' scaled gradients G = scale * g of a SCENARIOS entry plus extra parameters.
-
-    extra_sharded: (rank, id, g) triples; extra_replicated: (id, g) pairs; inject: None or
-    (rank, id or None for its first, "inf" | "nan"), overwriting that rank's copy.
-    """
-    base = SCENARIOS[v.choice(name, "scenario", tuple(SCENARIOS))]
-    scale = v.positive(scale, "scale")
-    grads: list[Grads] = [{}, {}]
-    for r, pid, g in (*base["sharded"], *extra_sharded):
-        grads[_rank(r, "rank")][pid] = scale * v.finite(g, pid)
-    for pid, g in (*base["replicated"], *extra_replicated):
-        for held in grads:
-            held[pid] = scale * v.finite(g, pid)
-    if inject is not None:
-        r, pid, kind = inject
-        r = _rank(r, "inject_rank")
-        pid = next(iter(grads[r]), None) if pid is None else pid  # default: the rank's first id
-        pid, kind = (
-            v.choice(pid, "inject_id", tuple(grads[r])),
-            v.choice(kind, "inject", tuple(INJECTIONS)),
-        )
-        grads[r][pid] = INJECTIONS[kind]
-    return tuple(grads)
 
 
 def threshold_sweep(report: ClipReport, max_threshold=None, points=41) -> list[dict]:

@@ -9,7 +9,8 @@ from core import framework, ledger
 from core.scenarios import FRAMEWORK_DEFAULT
 from ui import deeplink, downloads
 from ui.exercise import predict_number
-from ui.page import fmt, guard, header, show_code, t
+from ui.framework_views import protocol_steps
+from ui.page import coded_choice, fmt, guard, header, show_code, t
 
 header("framework")
 c1, c2 = st.columns(2)
@@ -52,19 +53,21 @@ deeplink.table_to_url("fw_cells", table, fw_preset, EDITABLE)
 o1, o2 = st.columns(2)
 
 
-def choose(column, label: str, options, key: str, default: str, option_prefix: str) -> str:
-    """A radio carried in the URL by option code (see ui.deeplink)."""
-    fmt_option = lambda c: t(f"framework.{option_prefix}_{c}")  # noqa: E731
-    return deeplink.choice(
-        column.radio, t(label), options, key=key, default=default, format_func=fmt_option
-    )
-
-
-collective = choose(
-    o1, "framework.collective", ledger.COLLECTIVES, "fw_collective", "mean", "collective"
+collective = coded_choice(
+    o1.radio,
+    "framework.collective",
+    ledger.COLLECTIVES,
+    key="fw_collective",
+    default="mean",
+    labels="framework.collective_",
 )
-loss_input = choose(
-    o1, "framework.loss_input", framework.LOSS_INPUTS, "fw_input", "sum", "loss_input"
+loss_input = coded_choice(
+    o1.radio,
+    "framework.loss_input",
+    framework.LOSS_INPUTS,
+    key="fw_input",
+    default="sum",
+    labels="framework.loss_input_",
 )
 divide_by_accum = o1.checkbox(t("framework.divide_by_accum"), key="fw_double", bind="query-params")
 reg_grad = o2.number_input(
@@ -75,13 +78,13 @@ reg_grad = o2.number_input(
     key="fw_reg",
     bind="query-params",
 )
-placement = choose(
-    o2,
+placement = coded_choice(
+    o2.radio,
     "framework.reg_placement",
     framework.REGULARISER_PLACEMENTS,
-    "fw_placement",
-    "once",
-    "placement",
+    key="fw_placement",
+    default="once",
+    labels="framework.placement_",
 )
 
 names = {"grad_sums": "col_grad_sum", "counts": "col_count", "weight_sums": "col_weight_sum"}
@@ -127,22 +130,7 @@ with guard({field: t(f"framework.{label}") for field, label in names.items()}):
             raw.assign(**{headers[3]: shown}), "coefficients", data=raw, hide_index=True
         )
 
-        st.subheader(t("framework.protocol_title"))
-        scale = ledger.local_loss_scale(grid("n"), collective)
-        st.markdown(t("framework.step_count", n=update.num_valid_labels, p=replicas, k=steps))
-        why = []
-        if divide_by_accum and steps > 1:
-            why.append(t("framework.why_double", k=steps))
-        if update.regulariser_multiplier != 1:
-            why.append(t("framework.why_reg", m=update.regulariser_multiplier))
-        if why:
-            st.markdown(t("framework.step_backward_bad", why="; ".join(why)))
-        else:
-            st.markdown(t("framework.step_backward", scale=fmt(scale)))
-        how = t(f"framework.collective_{collective}")
-        st.markdown(t("framework.step_normalise", collective=how, grad=fmt(update.token_gradient)))
-        applied, reference = fmt(update.applied_gradient), fmt(update.reference_gradient)
-        st.markdown(t("framework.step_update", applied=applied, reference=reference))
+        protocol_steps(update, grid("n"), collective, divide_by_accum)
 
         with st.expander(t("framework.weights_title")):
             weights = grid("weight_sum")

@@ -1,22 +1,19 @@
 """04 Equivalence limits: the four conditions for accumulation = one large batch, each broken
 live."""
 
-import math
-from dataclasses import fields
-
 import pandas as pd
 import streamlit as st
 
-from core import gradcache, limits, trajectory
-from ui import downloads
+from core import gradcache, limits, limits_clip, trajectory
 from ui.exercise import predict_number
-from ui.page import fmt, guard, header, show_code, t
+from ui.limits_views import block, num
+from ui.page import guard, header, show_code, t
 
 DEMOS = {
     "window": limits.window_update,
     "batchnorm": limits.batchnorm_split,
     "negatives": gradcache.negatives_split,
-    "clip": limits.clip_split,
+    "clip": limits_clip.clip_split,
     "summation": trajectory.summation_order,
     "dropout": trajectory.dropout_split,
 }
@@ -26,41 +23,6 @@ DEMOS = {
 def demo(name: str, **params):
     """The core demonstration `name`, cached on its (already bounded) widget values."""
     return DEMOS[name](**params)
-
-
-def num(x) -> str:
-    """Tiny gaps in scientific notation; None / non-finite read 'undefined' via fmt()."""
-    if isinstance(x, (str, int)):
-        return str(x)
-    if x is None or not math.isfinite(x) or x == 0 or abs(x) >= 1e-3:
-        return fmt(x)
-    return f"{x:.2e}"
-
-
-def block(name: str, result) -> None:
-    """Condition and breaking factor, the headline gap, every variant's row, the measured sentence.
-
-    The sentence reads its numbers from the result: `{row[variant][column]}` for a table
-    cell and `{field}` for a scalar field such as `difference`.
-    """
-    st.subheader(t(f"limits.{name}.title"))
-    st.markdown(t(f"limits.{name}.condition"))
-    st.metric(t(f"limits.{name}.metric"), num(result.difference))
-    cells = {row["variant"]: {k: num(x) for k, x in row.items()} for row in result.rows}
-    table = pd.DataFrame([{**row, "variant": t(f"limits.variant.{v}")} for v, row in cells.items()])
-    config = {c: st.column_config.TextColumn(t(f"limits.col.{c}")) for c in table.columns}
-    raw = pd.DataFrame(result.rows).assign(variant=table["variant"])  # the numbers, unformatted
-    downloads.table(
-        table,
-        f"limits-{name}",
-        data=raw,
-        hide_index=True,
-        column_config=config,
-        key=f"lim_table_{name}",
-    )
-    values = {f.name: getattr(result, f.name) for f in fields(result)}
-    scalars = {k: num(x) for k, x in values.items() if isinstance(x, (int, float))}
-    st.markdown(t(f"limits.{name}.measured", row=cells, **scalars))
 
 
 header("limits")
@@ -146,7 +108,7 @@ show_code(
     limits.batchnorm_split,
     gradcache.gradient_cache,
     gradcache.negatives_split,
-    limits.clip_split,
+    limits_clip.clip_split,
     trajectory.summation_order,
     trajectory.dropout_split,
 )

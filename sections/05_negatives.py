@@ -15,30 +15,17 @@ st.latex(t("negatives.formula"))
 
 SEED = infonce.SEED
 cols = st.columns(5)
-q = [
-    cols[i].number_input(
-        t("negatives.controls.q", i=i),
-        -10.0,
-        10.0,
-        SEED["q"][i],
-        0.5,
-        key=f"neg_q{i}",
-        bind="query-params",
-    )
-    for i in range(2)
-]
-d = [
-    cols[2 + j].number_input(
-        t("negatives.controls.d", i=j),
-        -10.0,
-        10.0,
-        SEED["d"][j],
-        0.5,
-        key=f"neg_d{j}",
-        bind="query-params",
-    )
-    for j in range(2)
-]
+
+
+def coordinate(column, name: str, i: int) -> float:
+    """One query or document coordinate, carried in the URL as neg_<name><i>."""
+    label, default = t(f"negatives.controls.{name}", i=i), SEED[name][i]
+    return column.number_input(label, -10.0, 10.0, default, 0.5, key=f"neg_{name}{i}", bind=URL)
+
+
+URL = "query-params"
+q = [coordinate(cols[i], "q", i) for i in range(2)]
+d = [coordinate(cols[2 + j], "d", j) for j in range(2)]
 tau = cols[4].slider(
     t("negatives.controls.tau"), 0.05, 5.0, SEED["tau"], 0.05, key="neg_tau", bind="query-params"
 )

@@ -8,6 +8,7 @@ from core import infonce
 from experiments.negatives import report as negatives_report
 from ui import deeplink, downloads
 from ui.exercise import predict_number
+from ui.negatives_views import run_check
 from ui.page import fmt, guard, header, show_code, t
 from ui.run_panel import run_panel
 
@@ -124,40 +125,7 @@ result = run_panel(
     primary=True,
 )
 if result is not None:
-    report = result.report
     with guard():
-        rows = negatives_report.check_run(report)
-        used = {k: report[k] for k in ("a", "b", "wq", "wd", "tau", "lr", "backend")}
-        st.caption(t("parameters.run.inputs", **used))
-        text = {
-            "scheme": lambda s: t(f"parameters.scheme.{s}"),
-            "measured_wq": fmt,
-            "measured_wd": fmt,
-            "max_abs_diff": lambda x: fmt(None) if x is None else f"{x:.1e}",
-            "agree": lambda ok: t("common.yes") if ok else t("common.no"),
-        }
-        table = pd.DataFrame(
-            [{k: text[k](x) if k in text else x for k, x in row.items()} for row in rows]
-        )
-        config = {
-            k: t(f"parameters.run.{'diff' if k == 'max_abs_diff' else k}") for k in table.columns
-        }
-        config.update(
-            {k: number(config[k], format="%+.6f") for k in ("predicted_wq", "predicted_wd")}
-        )
-        downloads.table(
-            table, "run-check", hide_index=True, column_config=config, key="par_run_table"
-        )
-        if all(row["agree"] for row in rows):
-            worst = f"{max(row['max_abs_diff'] for row in rows):.1e}"
-            st.success(
-                t("parameters.run.agree_all", tol=f"{negatives_report.RUN_TOL:.0e}", diff=worst),
-                icon=":material/check:",
-            )
-        else:
-            failing = ", ".join(
-                t(f"parameters.scheme.{r['scheme']}") for r in rows if not r["agree"]
-            )
-            st.warning(t("parameters.run.disagree", schemes=failing), icon=":material/warning:")
+        run_check(result.report)
 
 show_code(infonce.encoder_grads, negatives_report.check_run)

@@ -5,31 +5,28 @@ import pandas as pd
 import streamlit as st
 
 from core import clipping
-from ui import deeplink, downloads
+from ui.clipping_run_view import run_table
 from ui.exercise import predict_number
-from ui.page import fmt, guard, header, show_code, t
+from ui.page import coded_choice, fmt, guard, header, show_code, t
 from ui.rank_table import rank_label, rank_table
 from ui.run_panel import run_panel
-from ui.run_views import clipping_summary_rows
 
 LR = 0.1
 RUN_PARAMS = {"inject_overflow": 1, "nonfinite": "inf"}  # the same launch as page 09's default
 URL = "query-params"  # numbers and toggles travel in the link as they are
 
 
-def choose(widget, key: str, name: str, options: tuple, default: str) -> str:
-    """A choice carried in the URL by its option code (ui.deeplink); labels from
-    clipping.<name>s."""
-    text = lambda k: t(f"clipping.{name}s.{k}")  # noqa: E731
-    return deeplink.choice(
-        widget, t(f"clipping.{name}"), options, key=key, default=default, format_func=text
-    )
-
-
 header("clipping")
 st.markdown(t("clipping.formula"))
 c1, c2, c3 = st.columns(3)
-layout = choose(c1.selectbox, "clip_layout", "scenario", tuple(clipping.SCENARIOS), "seed")
+layout = coded_choice(
+    c1.selectbox,
+    "clipping.scenario",
+    tuple(clipping.SCENARIOS),
+    key="clip_layout",
+    default="seed",
+    labels="clipping.scenarios.",
+)
 scale = c2.number_input(t("clipping.scale"), value=8.0, key="clip_scale", bind=URL)
 tau = c3.number_input(t("clipping.threshold"), value=1.0, key="clip_threshold", bind=URL)
 add_rep = c1.toggle(t("clipping.add_replicated"), key="clip_add_rep", bind=URL)
@@ -44,7 +41,14 @@ shard_value = c2.number_input(
 shard_rank = c3.selectbox(
     t("clipping.sharded_rank"), (0, 1), format_func=rank_label, key="clip_rank", bind=URL
 )
-variant = choose(st.segmented_control, "clip_variant", "variant", clipping.VARIANTS[:4], "global")
+variant = coded_choice(
+    st.segmented_control,
+    "clipping.variant",
+    clipping.VARIANTS[:4],
+    key="clip_variant",
+    default="global",
+    labels="clipping.variants.",
+)
 st.caption(t("clipping.setup", scale=fmt(scale), lr=fmt(LR)))
 
 with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
@@ -118,21 +122,8 @@ result = run_panel(
     label=t("clipping.run_label"),
 )
 if result is not None:
-    rows = clipping_summary_rows(result.report)
+    run_table(result, "clip_run_table")
     yes_no = {True: t("common.yes"), False: t("common.no")}
-    table = pd.DataFrame(rows).drop(columns="inject_rank")
-    table["scenario"] = [
-        t(f"clipping.scenario_{r['scenario']}", rank=r["inject_rank"]) for r in rows
-    ]
-    table["rank"] = table["rank"].map(rank_label)
-    table[["skip", "core_skip", "agrees"]] = table[["skip", "core_skip", "agrees"]].replace(yes_no)
-    labels = {c: t(f"clipping.run_col.{c}") for c in table.columns}
-    shown_table = table.style.format(precision=6, na_rep=t("common.skipped"))  # a skip, never NaN
-    downloads.table(
-        shown_table, "run-check", hide_index=True, column_config=labels, key="clip_run_table"
-    )
-    agree = result.report["agree"]
-    (st.success if agree else st.error)(t(f"clipping.run_{'agree' if agree else 'disagree'}"))
     finite = result.report["scenarios"]["finite"]
     agrees = yes_no.get(finite["agree_fsdp2"])
     if finite["fsdp2"]["supported"]:

@@ -2,16 +2,14 @@
 
 import math
 
-import pandas as pd
 import streamlit as st
 
 from core import clipping
-from ui import deeplink, downloads
+from ui.clipping_run_view import run_table
 from ui.exercise import predict_choice
-from ui.page import fmt, guard, header, show_code, t
+from ui.page import coded_choice, fmt, guard, header, show_code, t
 from ui.rank_table import rank_label, rank_table
 from ui.run_panel import run_panel
-from ui.run_views import clipping_summary_rows
 
 LR = 0.1
 URL = "query-params"  # numbers travel in the link as they are
@@ -24,15 +22,6 @@ BADGE |= {
 DECISIONS = ("all_skip", "all_step", "split")
 
 
-def choose(widget, key: str, name: str, options: tuple, default: str, prefix: str = "") -> str:
-    """A choice carried in the URL by its option code (ui.deeplink); labels from
-    clipping.<name>s."""
-    text = lambda k: t(f"clipping.{prefix or name + 's'}.{k}")  # noqa: E731
-    return deeplink.choice(
-        widget, t(f"clipping.{name}"), options, key=key, default=default, format_func=text
-    )
-
-
 def given(x: float) -> str:  # an injected inf or NaN is an input: named, not "undefined"
     return (
         fmt(x)
@@ -43,13 +32,23 @@ def given(x: float) -> str:  # an injected inf or NaN is an input: named, not "u
 
 header("step")
 c1, c2, c3 = st.columns(3)
-layout = choose(
-    c1.selectbox, "step_layout", "scenario", tuple(clipping.SCENARIOS), "seed_replicated"
+layout = coded_choice(
+    c1.selectbox,
+    "clipping.scenario",
+    tuple(clipping.SCENARIOS),
+    key="step_layout",
+    default="seed_replicated",
+    labels="clipping.scenarios.",
 )
 scale = c1.number_input(t("clipping.scale"), value=8.0, key="step_scale", bind=URL)
 tau = c1.number_input(t("clipping.threshold"), value=1.0, key="step_threshold", bind=URL)
-inject = choose(
-    c2.selectbox, "step_inject", "inject", ("none", *clipping.INJECTIONS), "inf", "injections"
+inject = coded_choice(
+    c2.selectbox,
+    "clipping.inject",
+    ("none", *clipping.INJECTIONS),
+    key="step_inject",
+    default="inf",
+    labels="clipping.injections.",
 )
 # "rank 0" and parameter ids read the same in every language: safe as URL values.
 inject_rank = c2.selectbox(
@@ -57,7 +56,14 @@ inject_rank = c2.selectbox(
 )
 held = tuple(clipping.scenario_grads(layout, 1.0)[inject_rank])
 inject_id = c2.selectbox(t("step.inject_id"), held, key="step_inject_id", bind=URL)
-variant = choose(c3.radio, "step_variant", "variant", clipping.VARIANTS, "global")
+variant = coded_choice(
+    c3.radio,
+    "clipping.variant",
+    clipping.VARIANTS,
+    key="step_variant",
+    default="global",
+    labels="clipping.variants.",
+)
 st.caption(t("clipping.setup", scale=fmt(scale), lr=fmt(LR)))
 
 with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
@@ -124,21 +130,7 @@ result = run_panel(
     record="coordinated-step",
 )
 if result is not None:
-    rows = clipping_summary_rows(result.report)
-    table = pd.DataFrame(rows).drop(columns="inject_rank")
-    table["scenario"] = [
-        t(f"clipping.scenario_{r['scenario']}", rank=r["inject_rank"]) for r in rows
-    ]
-    table["rank"] = table["rank"].map(rank_label)
-    yes_no = {True: t("common.yes"), False: t("common.no")}
-    table[["skip", "core_skip", "agrees"]] = table[["skip", "core_skip", "agrees"]].replace(yes_no)
-    labels = {c: t(f"clipping.run_col.{c}") for c in table.columns}
-    shown_table = table.style.format(precision=6, na_rep=t("common.skipped"))  # a skip, never NaN
-    downloads.table(
-        shown_table, "run-check", hide_index=True, column_config=labels, key="step_run_table"
-    )
-    agree = result.report["agree"]
-    (st.success if agree else st.error)(t(f"clipping.run_{'agree' if agree else 'disagree'}"))
+    run_table(result, "step_run_table")
     for name, s in result.report["scenarios"].items():
         if not s["fsdp2"]["supported"]:
             st.warning(t("clipping.fsdp2_unsupported", reason=s["fsdp2"]["reason"]))

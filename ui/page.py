@@ -62,6 +62,22 @@ def t(key: str, **values: object) -> str:
     return i18n.text(lang(), key, **values)
 
 
+def coded_choice(
+    widget, label_key: str, options, *, key: str, default: str, labels: str, **kwargs
+) -> str:
+    """A choice carried in the URL by its option code (ui.deeplink.choice), labelled from the
+    catalogue: the widget at `label_key`, each option at f"{labels}{code}"."""
+    return deeplink.choice(
+        widget,
+        t(label_key),
+        options,
+        key=key,
+        default=default,
+        format_func=lambda code: t(f"{labels}{code}"),
+        **kwargs,
+    )
+
+
 def fmt(value: float | int | None, digits: int = 6) -> str:
     """A figure for display. `None` reads "undefined" - never 0, never NaN or inf."""
     if value is None:

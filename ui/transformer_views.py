@@ -15,9 +15,27 @@ import streamlit as st
 from runners.results import RunResult
 from ui.branch_table import table as branch_table
 from ui.page import t
-from ui.run_views import DIFF_FLOOR, transformer_chart_rows
 
 MEASURED = ("max_abs_diff", "passed", "first", "hashes")
+
+DIFF_FLOOR = 1e-20  # where an exact 0 is drawn on a log axis (which has no 0)
+
+
+def transformer_chart_rows(branches: list[dict], floor: float = DIFF_FLOOR) -> list[dict]:
+    """One row per (branch, optimizer, parameter tensor) with |delta| after the update, for a
+    log-scale chart: an exact 0 is plotted at `floor` and flagged `exact_zero`."""
+    return [
+        {
+            "branch": row["name"],
+            "optimizer": row["optimizer"],
+            "tensor": tensor,
+            "abs_diff": diff,
+            "plotted": max(diff, floor),
+            "exact_zero": diff == 0.0,
+        }
+        for row in branches
+        for tensor, diff in row["param_diffs"].items()
+    ]
 
 
 def md(text: str) -> str:

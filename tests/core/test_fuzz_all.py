@@ -38,6 +38,7 @@ from core import (
     infonce,
     ledger,
     limits,
+    limits_clip,
     sampler,
     scenarios,
     trajectory,
@@ -324,7 +325,7 @@ def test_batchnorm_split(batch_size, accum_steps, seed):
 @FUZZ
 @given(accum_steps=sizes, dim=sizes, max_norm=scalars, seed=sizes)
 def test_clip_split(accum_steps, dim, max_norm, seed):
-    clean(limits.clip_split, accum_steps, dim, max_norm, seed)
+    clean(limits_clip.clip_split, accum_steps, dim, max_norm, seed)
 
 
 @FUZZ
@@ -387,7 +388,7 @@ bounded = st.one_of(
 def test_limits_data_helpers(n, dim, seed):
     clean(limits.regression_data, n, seed)
     clean(limits.norm_data, n, seed)
-    clean(limits.microstep_grads, n, dim, seed)
+    clean(limits_clip.microstep_grads, n, dim, seed)
 
 
 @FUZZ
@@ -424,7 +425,7 @@ tensors = st.one_of(
 @example(a=torch.ones(2), b=torch.ones(3), tau=1.0, k=0)
 def test_tensor_helpers(a, b, tau, k):
     clean(limits.max_abs_diff, a, b)
-    clean(limits.clip_vector, a, tau)
+    clean(limits_clip.clip_vector, a, tau)
     clean(gradcache.info_nce_sum, a, b, tau)
     clean(gradcache.gradient_cache, gradcache.encoder(), a, b, k, tau)
     try:

@@ -14,7 +14,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import gradcache, limits, trajectory
+from core import gradcache, limits, limits_clip, trajectory
 from core.validation import InvalidInput
 
 
@@ -193,7 +193,7 @@ def torch_clip(g: np.ndarray, max_norm: float) -> np.ndarray:
 @PROPERTY
 @given(steps=st.integers(1, 8), dim=st.integers(1, 6), tau=st.floats(0.0, 20.0), seed=seeds)
 def test_clip_against_clip_grad_norm(steps, dim, tau, seed):
-    result = limits.clip_split(steps, dim, tau, seed)
+    result = limits_clip.clip_split(steps, dim, tau, seed)
     grads = np.array(result.grads)
     # torch adds 1e-6 to the norm in its coefficient; the lab's rule is exact, hence the tolerance.
     np.testing.assert_allclose(
@@ -210,14 +210,14 @@ def test_clip_against_clip_grad_norm(steps, dim, tau, seed):
 
 
 def test_clip_defaults_differ_and_bad_input_named():
-    result = limits.clip_split()
+    result = limits_clip.clip_split()
     rows = {r["variant"]: r for r in result.rows}
     assert rows["clip_of_sum"]["norm"] == pytest.approx(1.0)
     assert rows["sum_of_clips"]["norm"] > 1.0 and result.difference > 0.1
     with pytest.raises(InvalidInput, match="^max_norm=-1"):
-        limits.clip_split(max_norm=-1)
+        limits_clip.clip_split(max_norm=-1)
     with pytest.raises(InvalidInput, match="^dim=0"):
-        limits.clip_split(dim=0)
+        limits_clip.clip_split(dim=0)
 
 
 # ---------------------------------------------------------------- in-batch negatives

@@ -25,7 +25,7 @@ from core.validation import InvalidInput
 from experiments.clipping import cli as clipping_cli
 from experiments.clipping.params import scenario_grads
 from experiments.clipping.report import build_report
-from ui.run_views import clipping_summary_rows
+from ui.clipping_run_view import clipping_summary_rows
 
 SCALE, TAU, LR, MOMENTUM = 8.0, 1.0, 0.1, 0.9
 IDS = ("w0", "shared", "w1")
