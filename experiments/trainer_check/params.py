@@ -9,9 +9,12 @@ from pathlib import Path
 
 from core import validation as v
 from experiments.trainer_check.scenarios import parse_counts
+from runners.settings import PROJECT_ROOT
 
 MAX_RANKS, MAX_ACCUM = 8, 8
 DEFAULT_TOLERANCE = 1e-10
+# What a run with no trainer named checks (the benchmark's job): a bundled correct DDP trainer.
+DEFAULT_TRAINER = str(PROJECT_ROOT / "examples" / "trainers" / "correct_ddp_no_sync.py")
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,7 @@ class Params:
     @classmethod
     def checked(
         cls,
-        trainer: str | tuple[str, ...] | list[str],
+        trainer: str | tuple[str, ...] | list[str] = DEFAULT_TRAINER,
         world_size: int = 2,
         accum: int = 2,
         counts: str | None = None,

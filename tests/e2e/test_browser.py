@@ -1,11 +1,9 @@
 """The whole app in a real browser: home, language, a control driving its figure, deep links."""
 
-import ast
 import os
 import re
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -83,12 +81,10 @@ def test_copy_link_button_copies_the_scenario(browser, app_url):
 
 
 def registered_url_paths() -> list[str]:
-    """URL paths of app.py's PAGES (home is the root)."""
-    tree = ast.parse((Path(__file__).resolve().parents[2] / "app.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PAGES":
-            return ["" if url == "home" else url for _, url, *_ in ast.literal_eval(node.value)]
-    raise AssertionError("app.py has no PAGES list")
+    """URL paths of the registered pages (ui.pages; home is the root)."""
+    from ui.pages import HOME, PAGES
+
+    return ["" if page is HOME else page.url for page in PAGES]
 
 
 # Every page in English; Chinese on a sample (AppTest renders every page in both languages,
