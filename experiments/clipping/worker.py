@@ -18,7 +18,7 @@ from experiments.clipping.params import (
     WORLD_SIZE,
     scenario_grads,
 )
-from runners.worker import init_worker, write_rank_output
+from runners.worker import finish_worker, init_worker, write_rank_output
 
 
 def json_number(x: float) -> float | str:
@@ -206,6 +206,6 @@ def main(argv: list[str] | None = None) -> None:
             "scenarios": results,
         }
         write_rank_output(args.out_dir, rank, payload)
-        dist.destroy_process_group()
+        finish_worker()
 
     main()

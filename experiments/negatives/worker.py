@@ -9,7 +9,7 @@ import argparse
 import warnings
 
 from experiments.negatives.params import DEFAULTS, LR, default_pairs
-from runners.worker import init_worker, worker_device, write_rank_output
+from runners.worker import finish_worker, init_worker, worker_device, write_rank_output
 
 SCHEMES = ("gather", "detach", "local", "full_loss_each_rank")
 
@@ -143,6 +143,6 @@ def main(argv: list[str] | None = None) -> None:
             "reference": _reference(a, b, args.wq, args.wd, args.tau, args.lr),
         }
         write_rank_output(args.out_dir, rank, payload)
-        dist.destroy_process_group()
+        finish_worker()
 
     main()

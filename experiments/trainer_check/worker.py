@@ -26,7 +26,7 @@ from core import update_weights
 from experiments.trainer_check import probe, trainer_file
 from experiments.trainer_check.report import build_report
 from experiments.trainer_check.scenarios import parse_counts, scenario_counts
-from runners.worker import init_worker, write_rank_output
+from runners.worker import finish_worker, init_worker, write_rank_output
 
 
 def rank_spread(state: dict, device) -> float | None:
@@ -164,6 +164,6 @@ def main(argv: list[str] | None = None) -> None:
             report = build_report(tuple(gathered))["checks"]
             text = json.dumps(report[0] if len(report) == 1 else report, indent=2)
             Path(args.out_dir, "report.json").write_text(text + "\n")
-        dist.destroy_process_group()
+        finish_worker()
 
     run()

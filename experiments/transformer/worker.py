@@ -18,7 +18,7 @@ from experiments.transformer.params import (
     Params,
     control_labels,
 )
-from runners.worker import init_worker, write_rank_output
+from runners.worker import finish_worker, init_worker, write_rank_output
 
 
 def _run_config(start, windows, labels, optimizers, rank: int, world: int) -> list[dict]:
@@ -116,6 +116,6 @@ def main(argv: list[str] | None = None) -> None:
             "zero_labels": _zero_labels(start, windows, rank, world),
         }
         write_rank_output(args.out_dir, rank, payload)
-        dist.destroy_process_group()
+        finish_worker()
 
     main()
