@@ -120,7 +120,7 @@ result = run_panel(
     "negatives",
     params,
     key="par_run",
-    button=t("parameters.run.button"),
+    button=t("parameters.run.button", world_size=world_size),
     label=t("parameters.run.label", world_size=world_size),
     primary=True,
 )

@@ -108,7 +108,7 @@ def test_two_process_check_shows_its_verdict(page, app_url):
     """A real torchrun + Gloo launch from the browser, and the page's verdict."""
     page.goto(f"{app_url}/parameters")
     wait_for_app(page)
-    page.get_by_role("button", name=re.compile("Run the two-process check")).click()
+    page.get_by_role("button", name=re.compile("Run the check on 2 processes")).click()
     page.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(
         timeout=180_000
     )
@@ -163,7 +163,7 @@ def test_a_real_run_through_the_warm_pool_leaves_nothing_after_the_server(browse
             while len(_processes_with(needle)) < 2 and time.monotonic() < deadline:
                 time.sleep(0.2)  # the server and its zygote
             assert len(_processes_with(needle)) >= 2, "app.py did not start the warm pool"
-            tab.get_by_role("button", name=re.compile("Run the two-process check")).click()
+            tab.get_by_role("button", name=re.compile("Run the check on 2 processes")).click()
             tab.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(
                 timeout=180_000
             )

@@ -1,0 +1,58 @@
+"""ui.run_panel with AppTest and the stand-in experiment: the kept result follows the page's
+inputs, says when they changed since, and a run cut off (Stop, or an input changed while it
+ran) is said on the next render instead of vanishing without a word."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.runners.workers import fake_runner
+
+
+def script():
+    import streamlit as st
+
+    from ui.run_panel import run_panel
+
+    world_size = st.number_input("P", value=2, key="world_size")
+    result = run_panel("fake", {"world_size": world_size}, key="demo", button="Run", label="demo")
+    st.text("none" if result is None else f"report={result.report}")
+
+
+@pytest.fixture
+def app(monkeypatch):
+    from experiments import registry
+    from ui import runs
+
+    monkeypatch.setattr(registry, "get", lambda name: fake_runner.FAKE)  # asked by name
+    runs.clear()
+    fake_runner.CALLS.clear()
+    at = AppTest.from_function(script, default_timeout=30)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def test_a_press_keeps_the_result_for_these_inputs(app):
+    assert app.text[0].value == "none" and not fake_runner.CALLS  # nothing runs by itself
+    app.button(key="demo").click().run()
+    assert app.text[0].value == "report={'world_size': 2}"
+    assert [b.proto.label for b in app.get("download_button")]  # the run record
+    app.run()  # a rerun keeps it, without running again
+    assert app.text[0].value == "report={'world_size': 2}" and len(fake_runner.CALLS) == 1
+
+
+def test_changed_inputs_hide_the_old_result_and_say_so(app):
+    app.button(key="demo").click().run()
+    app.number_input(key="world_size").set_value(3).run()
+    assert app.text[0].value == "none"
+    assert any("inputs changed" in c.value for c in app.caption)
+
+
+def test_a_run_cut_off_is_said_on_the_next_render(app):
+    app.session_state["demo_pending"] = {"world_size": 2}  # what a Stop mid-run leaves behind
+    app.run()
+    assert any("did not finish" in i.value for i in app.info)
+    app.run()  # said once
+    assert not any("did not finish" in i.value for i in app.info)
