@@ -39,7 +39,8 @@ navigation = st.navigation(
             default=page is HOME,
         )
         for page in PAGES
-    ]
+    ],
+    expanded=True,  # every page listed: a "View more" fold would hide the workshop's last steps
 )
 st.sidebar.caption(t("common.sidebar_note"))
 navigation.run()

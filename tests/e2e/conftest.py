@@ -110,17 +110,24 @@ def app_url():
 
 
 @pytest.fixture(scope="session")
-def browser():
+def playwright():
+    """The session's one Playwright driver: its sync API allows one per thread, so every
+    browser of the session is launched from it."""
     if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
         _missing("Chromium is not installed")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         _missing("Playwright for Python is not installed")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    with sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="session")
+def browser(playwright):
+    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    yield chromium
+    chromium.close()
 
 
 @pytest.fixture

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
-from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, _missing, screenshot, wait_for_app
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, screenshot, wait_for_app
 from tests.e2e.test_browser import registered_url_paths
 from ui import i18n
 
@@ -80,19 +78,12 @@ CHECK_LAYOUT = """() => {
 
 
 @pytest.fixture(scope="module")
-def room_browser():
+def room_browser(playwright):
     """Chromium that resolves workshop.test to this machine and nothing else."""
-    if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
-        _missing("Chromium is not installed")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("Playwright for Python is not installed")
     args = [*CHROMIUM_ARGS, f"--host-resolver-rules=MAP {HOST} 127.0.0.1"]
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=args)
-        yield chromium
-        chromium.close()
+    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=args)
+    yield chromium
+    chromium.close()
 
 
 @pytest.fixture(scope="module")

@@ -165,6 +165,11 @@ def test_counts_pattern_reads_p_and_k():
 
 
 ONE_RANK = ("--world-size", "1", "--accum", "1")  # a single rank is enough to show these
+RAISE_LINE = next(  # the line of the `raise` in that file: the check must name it
+    n
+    for n, text in enumerate((BROKEN / "raises_on_rank_one.py").read_text().splitlines(), 1)
+    if text.strip().startswith("raise ")
+)
 
 
 @pytest.mark.parametrize(
