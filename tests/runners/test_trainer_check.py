@@ -181,7 +181,7 @@ RAISE_LINE = next(  # the line of the `raise` in that file: the check must name 
             BROKEN / "raises_on_rank_one.py",
             (),
             1,
-            "raises_on_rank_one.py:13 in train_step: ZeroDivisionError",
+            f"raises_on_rank_one.py:{RAISE_LINE} in train_step: ZeroDivisionError",
         ),
         (BROKEN / "never_steps.py", ONE_RANK, 1, "did it call optimizer.step()?"),
         (BROKEN / "hangs.py", ONE_RANK, 1, "timed out after 12 s"),
