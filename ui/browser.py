@@ -140,11 +140,27 @@ document.querySelectorAll("button.pcl-share:not([data-bound])").forEach((button)
 </script>"""
 
 
-def room_support(range_texts: dict[str, str]) -> None:
+# A status element still drawn "running" after its script stopped (Stop pressed, or an input
+# changed mid-run) is stale: no script can update it any more (Streamlit raises its stop on
+# every later call). While no script runs, its spinner goes and the label says so.
+STALE_STATUS = """
+.stApp[data-test-script-state="notRunning"] [data-testid="stExpanderIconSpinner"] {
+  display: none;
+}
+.stApp[data-test-script-state="notRunning"]
+  summary:has([data-testid="stExpanderIconSpinner"])::after {
+  content: %s; margin-left: 0.5rem; font-weight: 600; color: #b3261e;
+}
+"""
+
+
+def room_support(range_texts: dict[str, str], stopped: str) -> None:
     """The shared CSS (no space on the page) and the room script (in the sidebar, where an
     empty element costs no reading space). `range_texts`: between / at_least / at_most /
-    outside (with {low} and {high} placeholders), error and press_enter."""
-    st.html(f"<style>{CSS}</style>")
+    outside (with {low} and {high} placeholders), error and press_enter; `stopped`: what a
+    run's status reads once its script has stopped."""
+    stale = STALE_STATUS % json.dumps(stopped, ensure_ascii=False)
+    st.html(f"<style>{CSS}{stale}</style>")
     script = SCRIPT % {"texts": json.dumps(range_texts, ensure_ascii=False), "narrow": NARROW_PX}
     st.sidebar.html(f"<script>{script}</script>", unsafe_allow_javascript=True)
 

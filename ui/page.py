@@ -218,7 +218,7 @@ def header(section: str, *, share: bool = True) -> None:
     language_switch()
     st.sidebar.toggle(t("exercise.workshop_mode"), key=WORKSHOP_KEY, bind="query-params")
     ranges = ("between", "at_least", "at_most", "outside", "error", "press_enter")
-    browser.room_support({k: t(f"common.range.{k}") for k in ranges})
+    browser.room_support({k: t(f"common.range.{k}") for k in ranges}, t("runs.stopped"))
     st.title(t(f"{section}.title"))
     if share:
         texts = {k: t(f"common.share.{k}") for k in ("field", "copied_here", "copy_yourself")}

@@ -173,3 +173,22 @@ def test_a_real_run_through_the_warm_pool_leaves_nothing_after_the_server(browse
     while _processes_with(needle) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _processes_with(needle) == [], "a zygote or rank outlived the server"
+
+
+def test_a_stopped_run_says_so_instead_of_spinning(page, app_url):
+    """Stop pressed mid-run: the status can no longer be updated by the stopped script, so
+    while no script runs its spinner goes and it reads "stopped" (ui/browser.py)."""
+    page.goto(f"{app_url}/experiment")
+    wait_for_app(page)
+    page.get_by_role("button", name=re.compile("Run the experiment")).click()
+    spinner = page.locator('[data-testid="stExpanderIconSpinner"]')
+    spinner.wait_for(timeout=60_000)
+    page.get_by_role("button", name=re.compile("^Stop$")).first.click()
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=stApp]')"
+        ".getAttribute('data-test-script-state') === 'notRunning'"
+    )
+    assert not spinner.is_visible()
+    status = page.locator('summary:has([data-testid="stExpanderIconSpinner"])')
+    after = status.evaluate("e => getComputedStyle(e, '::after').content")
+    assert "stopped" in after
