@@ -80,6 +80,19 @@ class Experiment:
             return result.failed(f"inconsistent rank outputs: {exc}")
         return result.with_report(report)
 
+    def launch(
+        self,
+        *,
+        timeout_s: float | None = None,
+        pg_timeout_s: float | None = None,
+        progress: Callable[[ProgressEvent], None] | None = None,
+        **raw: object,
+    ) -> RunResult:
+        """Validate raw parameters (`params`' names; ValueError / TypeError before anything
+        starts) and `run` them: what a notebook or a test calls."""
+        checked = self.params(**raw)
+        return self.run(checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress)
+
 
 def params_record(params: Params) -> dict:
     """A parameter set as plain JSON-able values (cache keys, run records)."""

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Protocol
 
+from core.validation import positive
 from runners.results import RunResult
 
 
@@ -30,6 +32,17 @@ def experiment_parser(module: str, doc: str | None, timeout_s: float) -> OneLine
         "--timeout", type=float, default=timeout_s, help="seconds for the whole run"
     )
     return parser
+
+
+def checked_or_exit(parser: argparse.ArgumentParser, check: Callable[[], object], timeout: float):
+    """`check()` (an experiment's validation of the parsed arguments) and a positive timeout;
+    a bad value exits 2 with one line naming it."""
+    try:
+        params = check()
+        positive(timeout, "timeout")
+    except (ValueError, TypeError) as exc:
+        parser.error(str(exc))
+    return params
 
 
 def run_for_cli(

@@ -29,7 +29,6 @@ from __future__ import annotations
 from experiments.base import Experiment
 from experiments.clipping.params import Params
 from experiments.clipping.report import build_report
-from runners.results import RunResult
 
 EXPERIMENT = Experiment(
     name="clipping",
@@ -40,9 +39,4 @@ EXPERIMENT = Experiment(
 )
 
 
-def run(*, timeout_s=None, pg_timeout_s=None, progress=None, **params) -> RunResult:
-    """Validate `params` (Params.checked's names) and launch; see `Experiment.run`."""
-    checked = Params.checked(**params)
-    return EXPERIMENT.run(
-        checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress
-    )
+run = EXPERIMENT.launch  # raw parameters in: validated, then run (notebooks, tests)

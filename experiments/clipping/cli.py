@@ -7,11 +7,11 @@ clipped step on two real processes, printed as a table or as JSON.
 from __future__ import annotations
 
 import json
+from functools import partial
 
-from core import validation as v
 from experiments.clipping import EXPERIMENT
 from experiments.clipping.params import Params
-from runners.cli import experiment_parser, run_for_cli
+from runners.cli import checked_or_exit, experiment_parser, run_for_cli
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,11 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inject-overflow", type=int, default=None, metavar="RANK", help="0 or 1")
     parser.add_argument("--nonfinite", default="inf", help="inf (default) or nan")
     args = parser.parse_args(argv)
-    try:
-        params = Params.checked(args.inject_overflow, args.nonfinite)
-        v.positive(args.timeout, "timeout")
-    except (ValueError, TypeError) as exc:
-        parser.error(str(exc))
+    check = partial(Params.checked, args.inject_overflow, args.nonfinite)
+    params = checked_or_exit(parser, check, args.timeout)
     result = run_for_cli(parser, EXPERIMENT, params, args.timeout)
     if result is None:
         return 1

@@ -7,11 +7,11 @@ gathered negatives on P real processes, printed as a table or as JSON.
 from __future__ import annotations
 
 import json
+from functools import partial
 
-from core import validation as v
 from experiments.negatives import EXPERIMENT
 from experiments.negatives.params import DEFAULTS, Params
-from runners.cli import experiment_parser, run_for_cli
+from runners.cli import checked_or_exit, experiment_parser, run_for_cli
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,11 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, default in DEFAULTS.items():
         parser.add_argument(f"--{name}", type=float, default=default, help=f"default {default}")
     args = parser.parse_args(argv)
-    try:
-        params = Params.checked(args.world_size, args.tau, args.wq, args.wd)
-        v.positive(args.timeout, "timeout")
-    except (ValueError, TypeError) as exc:
-        parser.error(str(exc))
+    check = partial(Params.checked, args.world_size, args.tau, args.wq, args.wd)
+    params = checked_or_exit(parser, check, args.timeout)
     result = run_for_cli(parser, EXPERIMENT, params, args.timeout)
     if result is None:
         return 1

@@ -20,7 +20,6 @@ import json
 from experiments.base import Experiment
 from experiments.trainer_check.params import Params
 from experiments.trainer_check.report import build_report
-from runners.results import RunResult
 
 EXPERIMENT = Experiment(
     name="trainer_check",
@@ -31,12 +30,7 @@ EXPERIMENT = Experiment(
 )
 
 
-def run(*, timeout_s=None, pg_timeout_s=None, progress=None, **params) -> RunResult:
-    """Validate `params` (Params.checked's names) and launch; see `Experiment.run`."""
-    checked = Params.checked(**params)
-    return EXPERIMENT.run(
-        checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress
-    )
+run = EXPERIMENT.launch  # raw parameters in: validated, then run (notebooks, tests)
 
 
 def assert_same_update(trainer: str, world_size: int = 2, accum: int = 2, **options) -> dict:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 
-from core import validation as v
 from experiments.trainer_check import EXPERIMENT
 from experiments.trainer_check.params import Params
 from experiments.trainer_check.trainer_file import TrainerFileError, load
-from runners.cli import experiment_parser, run_for_cli
+from runners.cli import checked_or_exit, experiment_parser, run_for_cli
 
 PROG = "runners.check"
 NOTES = {
@@ -72,13 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--counts", default=None, help='one pattern, e.g. "3,8;8,16"')
     parser.add_argument("--tolerance", type=float, default=1e-10, help="default 1e-10")
     args = parser.parse_args(argv)
-    try:
-        params = Params.checked(
-            args.trainer, args.world_size, args.accum, args.counts, args.tolerance
-        )
-        v.positive(args.timeout, "timeout")
-    except (ValueError, TypeError) as exc:
-        parser.error(str(exc))
+    fields = (args.trainer, args.world_size, args.accum, args.counts, args.tolerance)
+    params = checked_or_exit(parser, partial(Params.checked, *fields), args.timeout)
     try:
         trainer = load(params.trainers[0])  # the contract, before anything is launched
     except TrainerFileError as exc:

@@ -24,7 +24,6 @@ from __future__ import annotations
 from experiments.base import Experiment
 from experiments.transformer.params import Params
 from experiments.transformer.report import build_report
-from runners.results import RunResult
 
 EXPERIMENT = Experiment(
     name="transformer",
@@ -35,9 +34,4 @@ EXPERIMENT = Experiment(
 )
 
 
-def run(*, timeout_s=None, pg_timeout_s=None, progress=None, **params) -> RunResult:
-    """Validate `params` (Params.checked's names) and launch; see `Experiment.run`."""
-    checked = Params.checked(**params)
-    return EXPERIMENT.run(
-        checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress
-    )
+run = EXPERIMENT.launch  # raw parameters in: validated, then run (notebooks, tests)
