@@ -176,7 +176,7 @@ ONE_RANK = ("--world-size", "1", "--accum", "1")  # a single rank is enough to s
             BROKEN / "raises_on_rank_one.py",
             (),
             1,
-            "raises_on_rank_one.py:13 in train_step: ZeroDivisionError",
+            "raises_on_rank_one.py:14 in train_step: ZeroDivisionError",
         ),
         (BROKEN / "never_steps.py", ONE_RANK, 1, "did it call optimizer.step()?"),
         (BROKEN / "hangs.py", ONE_RANK, 1, "timed out after 12 s"),
