@@ -61,8 +61,8 @@ with guard():
         for r, row in enumerate(counts)
     )
     st.markdown(t("check.predict.body", world_size=world_size, accum=accum, counts=rows))
-    if example in views.HF_EXAMPLES and example not in views.CAPACITIES:
-        st.caption(t("check.predict.shift"))  # a label at position 0 is no term of a causal LM
+    if views.shift_drops_labels(example):
+        st.caption(t("check.predict.shift"))
     views.predicted_maps(counts)
 
     question = t("check.exercise", example=names[example])

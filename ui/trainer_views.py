@@ -73,6 +73,12 @@ def capacity(code: str) -> int:
     return CAPACITIES.get(code, CAPACITY)
 
 
+def shift_drops_labels(code: str) -> bool:
+    """True for an HF example whose labels may sit at position 0, which a causal LM never
+    predicts: its measured term counts can be smaller than the labels placed."""
+    return code in HF_EXAMPLES and code not in CAPACITIES
+
+
 def model_file(code: str) -> Path | None:
     """The file this example imports its model from (None: the model is in the file itself)."""
     if code == "hf_trainer":
