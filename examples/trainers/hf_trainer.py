@@ -13,8 +13,8 @@ The only Trainer method replaced is `get_train_dataloader`: the lab has already 
 its own K microbatches, so they are served in order, one per microstep, instead of being
 shuffled and split across the processes a second time.
 
-transformers is imported inside the functions, so checking this file's contract (which imports
-it in the command's own process) costs nothing; only the ranks pay for the import.
+transformers is imported inside the functions: the command imports this file in its own
+process to check the contract, and that costs nothing; only the ranks pay for the import.
 """
 
 import gc
@@ -154,6 +154,8 @@ def _record(trainer) -> None:
             "scheduler_steps": trainer.lr_scheduler.last_epoch,
             "average_tokens_across_devices": trainer.args.average_tokens_across_devices,
             "gradient_accumulation_steps": trainer.args.gradient_accumulation_steps,
+            "distributed_type": trainer.accelerator.distributed_type.name,  # MULTI_CPU: Gloo
+            "wrapped_in": type(trainer.model_wrapped).__name__,  # DistributedDataParallel
             "num_items_in_batch": trainer.counted,  # per microstep, as Trainer passed it on
         }
         with open(path, "a", encoding="utf-8") as f:

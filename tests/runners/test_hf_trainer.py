@@ -212,6 +212,8 @@ def _assert_went_through_trainer(records, checks, average_tokens: bool) -> None:
             assert line["global_step"] == 1 and line["scheduler_steps"] == 1
             assert line["world_size"] == 2 and line["gradient_accumulation_steps"] == 2
             assert line["average_tokens_across_devices"] is average_tokens
+            assert line["distributed_type"] == "MULTI_CPU"  # accelerate on the lab's Gloo group
+            assert line["wrapped_in"] == "DistributedDataParallel"  # Trainer's own DDP
             counted = sum(map(sum, s["counts"])) if average_tokens else sum(s["counts"][rank])
             assert line["num_items_in_batch"] == [counted, counted], (rank, s["name"])
 
@@ -229,3 +231,16 @@ def test_nothing_is_left_behind(hf_global, hf_local):
     for left in (hf_global.leftover_files, hf_local.leftover_files):
         assert [name for name in left if not name.startswith("torchinductor_")] == []
     assert hf_global.new_source_files == set()
+
+
+def test_checking_the_contract_does_not_import_transformers():
+    """The command imports the trainer file in its own process before launching: the HF files
+    import transformers only inside their functions, so only the ranks pay for it."""
+    from experiments.trainer_check.trainer_file import load
+
+    imported_before = "transformers" in sys.modules
+    files = [EXAMPLES / f"{name}.py" for name in ("hf_trainer", "hf_trainer_local_average")]
+    loaded = [load(path) for path in [*files, EXAMPLES / "hf_trainer_no_first_label.py"]]
+    assert [t.capacity for t in loaded] == [16, 16, 14]
+    if not imported_before:
+        assert "transformers" not in sys.modules
