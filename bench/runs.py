@@ -4,6 +4,8 @@
     python -m bench.runs --child negatives          # one launch, one JSON line
     python -m bench.runs --cached negatives --repeats 20
     python -m bench.runs --pooled --repeats 3         # the same runs through the warm pool
+    python -m bench.runs --child trainer_check_hf   # the real HF Trainer's check (no goal)
+    python -m bench.runs --pooled --repeats 1 --jobs noop,trainer_check_hf
 
 Cold run: `runners.<experiment>.run()` at its defaults (2 processes), timed around the call
 (launch, torchrun, every rank, the report), measured alternately with the baseline - a
@@ -35,13 +37,25 @@ import threading
 import time
 from dataclasses import dataclass
 
-from bench import child_json, loadavg, stats, vm_kb
+from bench import ROOT, child_json, loadavg, stats, vm_kb
 from bench.report import Goal, Section, duration, megabytes, now, spread
 from experiments import registry
 from experiments.base import Experiment, params_record
 
 RATIO_GOAL, CACHED_GOAL_S, POOL_GOAL_S = 1.3, 0.050, 0.200
-EXPERIMENTS = registry.names()  # every registered experiment, read from the registry
+# Jobs run with the arguments a page's run panel passes (the experiment's checked() keywords),
+# where the defaults are not the point or its parameter record is no set of keywords.
+PAGE_PARAMS = {
+    "trainer_check": ("trainer_check", {"world_size": 2, "accum": 2}),  # a bundled DDP example
+    # the real transformers.Trainer (examples/trainers/hf_trainer.py): imports transformers
+    "trainer_check_hf": (
+        "trainer_check",
+        {"trainer": str(ROOT / "examples" / "trainers" / "hf_trainer.py"), "world_size": 2},
+    ),
+}
+LABELS = {"trainer_check_hf": "`runners.check examples/trainers/hf_trainer.py`"}
+NO_GOAL = {"trainer_check_hf"}  # the goals are for the lab's own jobs; this one times Trainer
+EXPERIMENTS = (*registry.names(), "trainer_check_hf")  # every registered one, and the HF check
 JOBS = ("noop", "noop_ddp", *EXPERIMENTS)
 
 
@@ -75,6 +89,9 @@ def job_experiment(job: str) -> tuple[Experiment, dict]:
     """The experiment behind `job` and its defaults, as a page passes them to the run panel."""
     if job in ("noop", "noop_ddp"):
         return NOOP, {"one_ddp_step": job == "noop_ddp"}
+    if job in PAGE_PARAMS:
+        name, params = PAGE_PARAMS[job]
+        return registry.get(name), dict(params)
     experiment = registry.get(job)
     return experiment, params_record(experiment.params())
 
@@ -228,6 +245,16 @@ def _ratio(exp: list[float], noop: list[float]) -> float | None:
     return stats(exp)["median"] / stats(noop)["median"]
 
 
+def _extra_rank_kb(base: list[dict], other: list[dict]) -> int | None:
+    """How much more the largest rank of `other` peaked than that of `base` (median launches)."""
+    peaks = [
+        [max(r["rank_hwm_kb"]) for r in rows if r.get("rank_hwm_kb")] for rows in (base, other)
+    ]
+    if not all(peaks):
+        return None
+    return int(stats(peaks[1])["median"] - stats(peaks[0])["median"])
+
+
 def run_section(quick: bool = False, repeats: int | None = None, experiments=None) -> Section:
     repeats = repeats or (1 if quick else 3)
     experiments = list(experiments or (("negatives",) if quick else EXPERIMENTS))
@@ -290,7 +317,7 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
         vs_ddp = _ratio(walls, ddp_all)
         section.rows.append(
             [
-                f"`runners.{job}`",
+                LABELS.get(job, f"`runners.{job}`"),
                 spread(stats(walls)),
                 ("—" if ratio is None else f"{ratio:.2f}×")
                 + ("" if vs_ddp is None else f" ({vs_ddp:.2f}× the DDP no-op)"),
@@ -298,6 +325,8 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
                 memory(ok(job)),
             ]
         )
+        if job in NO_GOAL:
+            continue
         measured = "—" if ratio is None else f"{ratio:.2f}×"
         section.goals.append(
             Goal(
@@ -323,11 +352,13 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
         ratio = (
             "—" if not walls or not noop_median else f"{stats(walls)['median'] / noop_median:.2f}×"
         )
-        label = "no-op Gloo job" if job == "noop" else f"`runners.{job}`"
+        label = "no-op Gloo job" if job == "noop" else LABELS.get(job, f"`runners.{job}`")
         section.rows.append(
             [f"{label} via the warm pool", spread(stats(walls)), ratio, "—", f"zygote {zygote}"]
         )
         median = stats(walls)["median"] if walls else None
+        if job in NO_GOAL:
+            continue
         section.goals.append(
             Goal(
                 f"`{job}` uncached via the warm pool",
@@ -346,6 +377,14 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
             "no torchrun agent; the same `run()` calls and jobs.py limits as the cold rows. Their "
             "ratio is against the median torchrun no-op above; memory is the zygote's VmHWM "
             "(ranks share its pages copy-on-write). Measured after the alternation, in one process."
+        )
+    extra = _extra_rank_kb(ok("trainer_check"), ok("trainer_check_hf"))
+    if extra is not None:
+        section.notes.append(
+            "`runners.check examples/trainers/hf_trainer.py` is the trainer check driving the real "
+            "transformers.Trainer (P = 2, K = 2): every rank imports transformers and accelerate, "
+            f"{megabytes(extra)} more peak RSS per rank than the check of the bundled DDP example; "
+            "it has no goal (the goals are for the lab's own jobs)."
         )
     failed = [r for rows in launches.values() for r in rows if not r.get("ok")]
     if failed:
@@ -389,10 +428,15 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument(
         "--pooled", action="store_true", help="every job through the opt-in warm pool"
     )
+    parser.add_argument("--jobs", default=None, help="with --pooled: these jobs only, a,b")
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args(argv)
     if args.pooled:
-        out = pooled(args.repeats)
+        jobs = args.jobs.split(",") if args.jobs else ("noop", *EXPERIMENTS)
+        unknown = [j for j in jobs if j not in JOBS]
+        if unknown:
+            parser.error(f"--jobs: unknown {', '.join(unknown)}: one of {', '.join(JOBS)}")
+        out = pooled(args.repeats, tuple(jobs))
     else:
         out = child(args.child) if args.child else cached(args.cached, args.repeats)
     print(json.dumps(out))

@@ -4,7 +4,9 @@ and read the verdicts, the measured weights and the first divergence.
 
 The page only ever runs the files in examples/trainers/ (ui.trainer_views.bundled_path builds
 the path from a fixed option code); a visitor's own file goes through the command line,
-`python -m runners.check my_trainer.py --json`, never through this page.
+`python -m runners.check my_trainer.py --json`, never through this page. Three of them drive the
+real Hugging Face Trainer: choosing one also shows both of its settings as measured
+(ui.hf_trainer_views), while transformers is imported only by the ranks of a run.
 """
 
 import streamlit as st
@@ -12,6 +14,7 @@ import streamlit as st
 from core import update_weights
 from experiments.trainer_check import scenarios
 from ui import deeplink
+from ui import hf_trainer_views as hf_views
 from ui import trainer_views as views
 from ui.exercise import predict_choice
 from ui.page import guard, header, show_code, t
@@ -48,20 +51,18 @@ accum = right.segmented_control(
 
 with guard():
     path = views.bundled_path(example)
-    st.subheader(t("check.code.heading"))
-    st.caption(t("check.code.caption", file=f"examples/trainers/{path.name}"))
-    st.code(path.read_text(encoding="utf-8"), language="python", line_numbers=True)
-    with st.expander(t("check.code.model"), icon=":material/code:"):
-        st.code(views.MODEL_FILE.read_text(encoding="utf-8"), language="python")
+    views.example_code(example, hf_views.installed())
 
     st.subheader(t("check.predict.heading"))
-    grids, _ = scenarios.scenario_counts(world_size, accum, views.CAPACITY)
+    grids, _ = scenarios.scenario_counts(world_size, accum, views.capacity(example))
     counts = grids["uneven"]
     rows = " · ".join(
         t("check.predict.row", rank=r, counts=" + ".join(map(str, row)))
         for r, row in enumerate(counts)
     )
     st.markdown(t("check.predict.body", world_size=world_size, accum=accum, counts=rows))
+    if views.shift_drops_labels(example):
+        st.caption(t("check.predict.shift"))
     views.predicted_maps(counts)
 
     question = t("check.exercise", example=names[example])
@@ -89,6 +90,8 @@ with guard():
         )
         if result is not None:
             views.run_results(result.report, example)
+        if example in views.HF_EXAMPLES:  # the recorded run of both settings, side by side
+            hf_views.measured()
 
 views.own_trainer()
 show_code(

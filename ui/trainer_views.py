@@ -32,9 +32,17 @@ EXAMPLES = {  # option code (= file stem) -> the scheme its train_step applies
     "double_divide_by_k": "double_scaled",
     "unnormalised_sum": "unnormalised_sum",
     "adamw_steps_at_zero": "global_token",  # right weights; its slip is the step at N = 0
+    # the real transformers.Trainer (measured with 5.24.0; README, "The Hugging Face Trainer")
+    "hf_trainer": "global_token",  # average_tokens_across_devices=True, the default
+    "hf_trainer_local_average": "replica_mean",  # False: each rank divides by its own count
+    "hf_trainer_no_first_label": "global_token",  # True, no label at position 0
 }
-MODEL_FILE = EXAMPLES_DIR / "tiny_lm.py"  # the model every example imports
+HF_EXAMPLES = ("hf_trainer", "hf_trainer_local_average", "hf_trainer_no_first_label")
+MODEL_FILE = EXAMPLES_DIR / "tiny_lm.py"  # the model every other example imports
+HF_MODEL_FILE = EXAMPLES_DIR / "hf_trainer.py"  # the Trainer adapter the other HF files import
 CAPACITY = 8 * 2  # tiny_lm's SEQ_LEN x BATCH_SIZE: the most labels a microbatch holds
+# hf_trainer_no_first_label sets FIRST_POSITION_LABELLED = False: (SEQ_LEN - 1) x BATCH_SIZE
+CAPACITIES = {"hf_trainer_no_first_label": 7 * 2}
 WORLD_SIZES, ACCUM_STEPS = (1, 2, 4), (1, 2, 3)
 SKIP_REASONS = {  # experiments.trainer_check.scenarios' reasons -> catalogue codes
     "needs at least 2 microsteps": "needs_microsteps",
@@ -58,6 +66,39 @@ def bundled_path(code: str) -> Path:
     if code not in EXAMPLES:
         raise ValueError(f"example={code!r} is not a bundled example: one of {', '.join(EXAMPLES)}")
     return EXAMPLES_DIR / f"{code}.py"
+
+
+def capacity(code: str) -> int:
+    """The most labels one microbatch of this example holds."""
+    return CAPACITIES.get(code, CAPACITY)
+
+
+def shift_drops_labels(code: str) -> bool:
+    """True for an HF example whose labels may sit at position 0, which a causal LM never
+    predicts: its measured term counts can be smaller than the labels placed."""
+    return code in HF_EXAMPLES and code not in CAPACITIES
+
+
+def model_file(code: str) -> Path | None:
+    """The file this example imports its model from (None: the model is in the file itself)."""
+    if code == "hf_trainer":
+        return None
+    return HF_MODEL_FILE if code in HF_EXAMPLES else MODEL_FILE
+
+
+def example_code(code: str, installed_transformers: str) -> None:
+    """The example's own file, then the file its model comes from, in an expander."""
+    path = bundled_path(code)
+    st.subheader(t("check.code.heading"))
+    file = f"examples/trainers/{path.name}"
+    hf = code in HF_EXAMPLES
+    caption = t("check.code.caption_hf", file=file, version=installed_transformers)
+    st.caption(caption if hf else t("check.code.caption", file=file))
+    st.code(path.read_text(encoding="utf-8"), language="python", line_numbers=True)
+    if (model := model_file(code)) is not None:
+        label = t("check.code.model_hf") if hf else t("check.code.model")
+        with st.expander(label, icon=":material/code:"):
+            st.code(model.read_text(encoding="utf-8"), language="python")
 
 
 def say(group: str, code: str) -> str:
@@ -163,7 +204,8 @@ def _divergence(d: dict | None) -> str:
     return where if d["why"] == "differs" else f"{where} ({say('divergence_why', d['why'])})"
 
 
-def _scheme(s: dict) -> str:
+def scheme_text(s: dict) -> str:
+    """A scenario's measured scheme as the verdict table words it (ties and N = 0 included)."""
     if s["scheme"] is None:
         return t("check.results.scheme_undefined")
     name = scheme_name(s["scheme"]) if s["scheme"] != "other" else t("check.results.other")
@@ -182,7 +224,7 @@ def verdict_frame(check: dict) -> pd.DataFrame:
             "scenario": say("scenario", s["name"]),
             "same_update": t("common.yes") if s["passed"] else t("common.no"),
             "max_abs_diff": small(s["max_abs_diff"], 2),
-            "scheme": _scheme(s),
+            "scheme": scheme_text(s),
             "residual": small(s["residual"], 1),
             "first_divergence": _divergence(s["first_divergence"]),
             "notes": " ".join(say("note", n) for n in s["notes"]),

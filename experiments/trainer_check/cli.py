@@ -53,6 +53,9 @@ def print_check(check: dict) -> None:
         if s["first_divergence"]:
             d = s["first_divergence"]
             print(f"    first divergence: rank {d['rank']}, {d['tensor']} ({d['why']})")
+        if s.get("label_positions", s["counts"]) != s["counts"]:
+            placed = "; ".join(" ".join(map(str, row)) for row in s["label_positions"])
+            print(f"    labels placed {placed} (token_losses returned fewer terms)")
         print("    counts (terms) / weight x N:")
         weights = s["weights"] or [[None] * len(row) for row in s["counts"]]
         for r, (counts, row) in enumerate(zip(s["counts"], weights)):

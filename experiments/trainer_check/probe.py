@@ -13,14 +13,17 @@ IGNORE = -100  # a position that does not count (the Hugging Face convention)
 
 
 def microbatch(trainer: Trainer, scenario: str, rank: int, step: int, valid: int) -> dict:
-    """Deterministic random tokens with exactly `valid` counted label positions."""
+    """Deterministic random tokens with exactly `valid` counted label positions (never at
+    position 0 of a sequence when the file sets FIRST_POSITION_LABELLED = False)."""
     seed = zlib.crc32(f"{scenario}:{rank}:{step}".encode())
     gen = torch.Generator().manual_seed(seed)
     shape = (trainer.batch_size, trainer.seq_len)
     input_ids = torch.randint(0, trainer.vocab_size, shape, generator=gen)
     targets = torch.randint(0, trainer.vocab_size, shape, generator=gen)
     counted = torch.randperm(trainer.capacity, generator=gen)[:valid]
-    labels = torch.full((trainer.capacity,), IGNORE, dtype=torch.long)
+    skipped = trainer.seq_len - trainer.labelled_columns  # 1: column 0 never holds a label
+    counted = counted + skipped * (counted // trainer.labelled_columns + 1)
+    labels = torch.full((trainer.batch_size * trainer.seq_len,), IGNORE, dtype=torch.long)
     labels[counted] = targets.flatten()[counted]
     return {"input_ids": input_ids, "labels": labels.view(shape)}
 

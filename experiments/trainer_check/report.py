@@ -14,6 +14,7 @@ NOT_A_WEIGHTED_SUM = 1e-6  # relative residual above which the update is no weig
 class ScenarioResult(TypedDict):
     name: str
     counts: list[list[int]]  # P x K: the terms token_losses returned per microbatch
+    label_positions: list[list[int]]  # P x K: the counted labels the check put in each
     passed: bool
     max_abs_diff: float | None  # worst |user - reference| over every tensor and rank
     first_divergence: dict | None  # rank, tensor, abs_diff, why
@@ -33,6 +34,7 @@ class TrainerReport(TypedDict):
     passed: bool
     scenarios: list[ScenarioResult]
     skipped_scenarios: list[dict]  # name, reason: scenarios this P x K cannot hold
+    first_position_labelled: bool  # False: no counted label at a sequence's position 0
 
 
 def _scenario(per_rank: list[dict], tolerance: float) -> ScenarioResult:
@@ -82,6 +84,7 @@ def _scenario(per_rank: list[dict], tolerance: float) -> ScenarioResult:
     return {
         "name": first_rank["name"],
         "counts": counts,
+        "label_positions": first_rank.get("label_positions", counts),
         "passed": passed,
         "max_abs_diff": None if None in diffs else max(diffs),
         "first_divergence": divergence,
@@ -119,6 +122,7 @@ def build_report(ranks: tuple[dict, ...]) -> dict:
                 "passed": all(s["passed"] for s in scenarios),
                 "scenarios": scenarios,
                 "skipped_scenarios": check["skipped"],
+                "first_position_labelled": check.get("first_position_labelled", True),
             }
         )
     return {"checks": checks}

@@ -9,6 +9,14 @@ The contract (README, "Check your own trainer"):
     token_losses(model, microbatch) -> Tensor   one loss per counted label (1-D, maybe empty)
     train_step(model, optimizer, microbatches) -> None   the user's own update on one rank
     make_optimizer(params) -> Optimizer  optional (default SGD, lr 0.1)
+    FIRST_POSITION_LABELLED: bool = True   optional: False and the check never puts a counted
+                                         label at position 0 of a sequence
+
+FIRST_POSITION_LABELLED = False is for causal LMs, whose loss shifts the labels: position t
+predicts the label at t + 1, so a label at position 0 is never a term. With it, every counted
+label the check hands over is a term, so a trainer that counts labels before the shift and one
+that counts terms after it get the same count, and the two questions come apart: is the count
+right, and is the average right?
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from types import ModuleType
 
 REQUIRED_FUNCTIONS = ("build_model", "token_losses", "train_step")
 DEFAULT_SEQ_LEN, DEFAULT_BATCH_SIZE, MAX_SIDE = 8, 2, 4096
+FIRST_POSITION = "FIRST_POSITION_LABELLED"
 
 
 class TrainerFileError(ValueError):
@@ -39,11 +48,17 @@ class Trainer:
     vocab_size: int
     seq_len: int
     batch_size: int
+    first_position_labelled: bool = True
+
+    @property
+    def labelled_columns(self) -> int:
+        """Positions of a sequence that may hold a counted label."""
+        return self.seq_len - (0 if self.first_position_labelled else 1)
 
     @property
     def capacity(self) -> int:
         """Label positions of one microbatch: the most any n_rk can be."""
-        return self.seq_len * self.batch_size
+        return self.labelled_columns * self.batch_size
 
     def call(self, name: str, *args):
         """Call the file's `name`, turning any exception into TrainerRaised at the user's
@@ -97,4 +112,9 @@ def load(path: str | Path) -> Trainer:
     if optimizer := getattr(module, "make_optimizer", None):
         if not callable(optimizer):
             raise TrainerFileError(f"{path.name}: make_optimizer is not a function")
-    return Trainer(path, module, sizes["VOCAB_SIZE"], sizes["SEQ_LEN"], sizes["BATCH_SIZE"])
+    first = getattr(module, FIRST_POSITION, True)
+    if not isinstance(first, bool):
+        raise TrainerFileError(f"{path.name}: {FIRST_POSITION}={first!r} must be True or False")
+    if not first and sizes["SEQ_LEN"] < 2:
+        raise TrainerFileError(f"{path.name}: {FIRST_POSITION}=False needs SEQ_LEN >= 2")
+    return Trainer(path, module, sizes["VOCAB_SIZE"], sizes["SEQ_LEN"], sizes["BATCH_SIZE"], first)

@@ -120,10 +120,15 @@ def check_trainer(path: str, accum: int, counts, tolerance: float, rank: int, wo
         grids, skipped = {"custom": counts}, []
     too_many = [n for grid in grids.values() for row in grid for n in row if n > trainer.capacity]
     if too_many:
-        limit = f"{trainer.capacity} = BATCH_SIZE x SEQ_LEN"
+        limit = f"{trainer.capacity} = BATCH_SIZE x {trainer.labelled_columns} labelled positions"
         raise ValueError(f"counts={max(too_many)} is more than a microbatch holds ({limit})")
     scenarios = [check_scenario(trainer, n, g, tolerance, rank) for n, g in grids.items()]
-    return {"trainer": str(Path(path)), "scenarios": scenarios, "skipped": skipped}
+    return {
+        "trainer": str(Path(path)),
+        "scenarios": scenarios,
+        "skipped": skipped,
+        "first_position_labelled": trainer.first_position_labelled,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

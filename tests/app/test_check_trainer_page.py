@@ -159,7 +159,12 @@ def test_each_example_shows_its_own_code_and_its_predictions_follow_p_and_k():
 
 @pytest.mark.parametrize(
     ("example", "world_size", "accum"),
-    [("unnormalised_sum", 4, 3), ("correct_manual", 1, 1), ("adamw_steps_at_zero", 2, 2)],
+    [
+        ("unnormalised_sum", 4, 3),
+        ("correct_manual", 1, 1),
+        ("adamw_steps_at_zero", 2, 2),
+        ("hf_trainer_local_average", 2, 2),
+    ],
 )
 def test_run_button_passes_the_bundled_path_and_p_and_k(launches, example, world_size, accum):
     at = open_section(

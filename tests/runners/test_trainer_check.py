@@ -223,3 +223,37 @@ def test_the_pytest_helper():
     assert "not the same update in custom" in str(caught.value) and '"double_scaled"' in str(
         caught.value
     )
+
+
+def _contract_file(tmp_path, name: str, extra: str) -> str:
+    path = tmp_path / f"{name}.py"
+    path.write_text(
+        "VOCAB_SIZE, SEQ_LEN, BATCH_SIZE = 7, 5, 3\n"
+        "def build_model(): ...\ndef token_losses(model, microbatch): ...\n"
+        f"def train_step(model, optimizer, microbatches): ...\n{extra}\n"
+    )
+    return str(path)
+
+
+def test_first_position_labelled_false_never_labels_position_zero(tmp_path):
+    """The contract's optional FIRST_POSITION_LABELLED: False moves every counted label off a
+    sequence's position 0 (capacity BATCH_SIZE x (SEQ_LEN - 1)); the default is unchanged."""
+    from experiments.trainer_check import probe
+    from experiments.trainer_check.trainer_file import TrainerFileError, load
+
+    free = load(_contract_file(tmp_path, "free", "FIRST_POSITION_LABELLED = False"))
+    default = load(_contract_file(tmp_path, "default", ""))
+    assert (free.capacity, default.capacity) == (12, 15)
+    assert not free.first_position_labelled and default.first_position_labelled
+    for valid in range(free.capacity + 1):
+        labels = probe.microbatch(free, "uneven", 1, 0, valid)["labels"]
+        assert int((labels != probe.IGNORE).sum()) == valid
+        assert (labels[:, 0] == probe.IGNORE).all()
+    full = probe.microbatch(default, "uneven", 1, 0, default.capacity)["labels"]
+    assert (full != probe.IGNORE).all()  # the default still labels position 0
+    for extra, needle in [
+        ("FIRST_POSITION_LABELLED = 0", "must be True or False"),
+        ("FIRST_POSITION_LABELLED = False\nSEQ_LEN = 1", "needs SEQ_LEN >= 2"),
+    ]:
+        with pytest.raises(TrainerFileError, match=needle):
+            load(_contract_file(tmp_path, "bad", extra))

@@ -1,4 +1,4 @@
-"""A trainer whose train_step raises on rank 1 only (line 13), while rank 0 waits in a
+"""A trainer whose train_step raises on rank 1 only (line 14), while rank 0 waits in a
 collective: the check must name this file and line, and leave no process behind."""
 
 import _examples  # noqa: F401
