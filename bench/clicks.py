@@ -31,8 +31,13 @@ import time
 from dataclasses import dataclass
 
 from bench import loadavg, stats
-from bench.cold_start import CHROMIUM_ARGS, _browser, free_port, start_server, stop_server
-from bench.cold_start import wait_healthy
+from bench.cold_start import (
+    _browser,
+    free_port,
+    start_server,
+    stop_server,
+    wait_healthy,
+)
 from bench.report import Goal, Section, duration, megabytes, now, spread
 from runners import memory
 from ui import i18n
@@ -151,8 +156,9 @@ class TreeSampler(threading.Thread):
     def run(self) -> None:
         while not self.done.wait(self.interval_s):
             pss, rss = self.sample()
-            self.peak_pss_kb, self.peak_rss_kb = max(self.peak_pss_kb, pss), max(
-                self.peak_rss_kb, rss
+            self.peak_pss_kb, self.peak_rss_kb = (
+                max(self.peak_pss_kb, pss),
+                max(self.peak_rss_kb, rss),
             )
 
 
@@ -276,7 +282,9 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.clicks", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.clicks", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pages", default=",".join(CASES))
     parser.add_argument("--pool", choices=("on", "off"), default=None)
