@@ -147,10 +147,17 @@ class TreeSampler(threading.Thread):
         super().__init__(daemon=True)
         self.root, self.interval_s = root, interval_s
         self.peak_pss_kb = self.peak_rss_kb = 0
+        self.torchrun_seen = False  # a cold launch (torchrun's agent) ran in the tree
         self.done = threading.Event()
 
     def sample(self) -> tuple[int, int]:
         tree = [self.root, *memory.descendants(self.root)]
+        for pid in tree[1:]:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    self.torchrun_seen |= b"torch.distributed.run" in f.read()
+            except OSError:
+                continue
         return memory.tree_kb(tree), memory.tree_kb(tree, "rss")
 
     def run(self) -> None:

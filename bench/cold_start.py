@@ -54,10 +54,15 @@ def free_port() -> int:
 
 
 def start_server(
-    port: int, script: str = "app.py", env: dict | None = None, options: tuple[str, ...] = ()
+    port: int,
+    script: str = "app.py",
+    env: dict | None = None,
+    options: tuple[str, ...] = (),
+    root=None,
 ) -> subprocess.Popen:
     """`streamlit run <script>` on 127.0.0.1:<port>, with `env` added to this environment and
-    extra command-line `options` (e.g. ("--client.toolbarMode", "developer"))."""
+    extra command-line `options` (e.g. ("--client.toolbarMode", "developer")), from the
+    checkout `root` (default: this one; the click bench measures an older one beside it)."""
     cmd = [
         sys.executable,
         "-m",
@@ -76,7 +81,7 @@ def start_server(
     ]
     return subprocess.Popen(
         cmd,
-        cwd=ROOT,
+        cwd=root or ROOT,
         env=dict(os.environ, **(env or {})),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
