@@ -24,13 +24,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from bench import loadavg, stats
+from bench import ROOT, loadavg, stats
 from bench.cold_start import (
     _browser,
     free_port,
@@ -169,16 +173,32 @@ class TreeSampler(threading.Thread):
             )
 
 
-def measure(pages: list[str], repeats: int, pool: str | None) -> dict:
-    """`repeats` uncached presses per page (after one warm-up press) on one fresh server."""
+def checkout(ref: str) -> Path:
+    """The project at git `ref`, exported beside this one (the "before" rows)."""
+    target = Path(tempfile.gettempdir()) / f"pcl-bench-before-{ref}"
+    if not (target / "app.py").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "archive", ref], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
+
+
+def measure(pages: list[str], repeats: int, pool: str | None, root: Path | None = None) -> dict:
+    """`repeats` uncached presses per page (after one warm-up press) on one fresh server of
+    the checkout `root` (default: this one)."""
     opened, reason = _browser()
     if not opened:
         return {"error": reason}
     playwright, browser = opened
-    env = {} if pool is None else {"PCL_WARM_POOL": "1" if pool == "on" else "0"}
+    env = {name: "" for name in os.environ if name.startswith("PCL_")}  # the defaults...
+    if pool is not None:  # ...unless a row asks
+        env["PCL_WARM_POOL"] = "1" if pool == "on" else "0"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = start_server(port, env=env, options=("--client.toolbarMode", "developer"))
+    options = ("--client.toolbarMode", "developer")
+    server = start_server(port, env=env, options=options, root=root)
     out: dict = {"pool": pool or "default", "pages": {}, "load_start": loadavg()}
     sampler = TreeSampler(server.pid)
     try:
@@ -210,10 +230,27 @@ def measure(pages: list[str], repeats: int, pool: str | None) -> dict:
     return out
 
 
+# (variant, checkout, PCL_WARM_POOL) - "before" is the commit given as PCL_BENCH_BEFORE
+VARIANTS = {
+    "default": ("after", None),
+    "off": ("after", "off"),
+    "before-on": ("before", "on"),
+    "before-default": ("before", None),
+}
+NAMES = {
+    "default": "now, default settings (warm pool)",
+    "off": "now, `PCL_WARM_POOL=0` (cold torchrun)",
+    "before-on": "before, `PCL_WARM_POOL=1` (then opt-in)",
+    "before-default": "before, default settings (then cold torchrun)",
+}
+
+
 def run(quick: bool = False, repeats: int | None = None) -> Section:
     from bench import child_json
 
-    repeats = repeats or (3 if quick else 7)
+    repeats = repeats or (3 if quick else 5)
+    rounds = 1 if quick else 2
+    before = os.environ.get("PCL_BENCH_BEFORE", "")
     section = Section(
         "clicks",
         "Click to result in Chromium (real server, uncached runs)",
@@ -223,36 +260,41 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
     )
     began = time.perf_counter()
     pages = list(CASES)
-    runs = {}
-    for pool in ("default", "off"):
-        if quick and pool == "off":
-            continue
-        args = ["--repeats", str(repeats), "--pages", ",".join(pages)]
-        if pool == "off":
-            args += ["--pool", "off"]
-        runs[pool] = child_json("bench.clicks", args, timeout_s=1800)
-    names = {"default": "default (warm pool)", "off": "`PCL_WARM_POOL=0` (cold torchrun)"}
-    for pool, data in runs.items():
-        if "error" in data:
-            section.notes.append(f"{names[pool]}: not measured: {data['error']}")
+    variants = ["default"] if quick else ["default", "off"]
+    if before:
+        variants += ["before-on", "before-default"]
+    runs: dict[str, list[dict]] = {v: [] for v in variants}
+    for _ in range(rounds):  # every variant once per round: they share the box's load
+        for variant in variants:
+            which, pool = VARIANTS[variant]
+            args = ["--repeats", str(repeats), "--pages", ",".join(pages)]
+            args += ["--pool", pool] if pool else []
+            args += ["--root", str(checkout(before))] if which == "before" else []
+            runs[variant].append(child_json("bench.clicks", args, timeout_s=2400))
+    for variant, rounds_data in runs.items():
+        good = [d for d in rounds_data if "error" not in d]
+        for bad in (d for d in rounds_data if "error" in d):
+            section.notes.append(f"{NAMES[variant]}: a round failed: {bad['error']}")
+        if not good:
             continue
         for page in pages:
-            got = data["pages"].get(page)
+            got = [d["pages"][page] for d in good if page in d.get("pages", {})]
             if not got:
                 continue
-            verdicts = [p["result_s"] for p in got["presses"]]
-            settled = [p["settled_s"] for p in got["presses"]]
+            verdicts = [p["result_s"] for g in got for p in g["presses"]]
+            settled = [p["settled_s"] for g in got for p in g["presses"]]
+            firsts = [g["first"]["result_s"] for g in got]
             section.rows.append(
                 [
                     f"`{page}`",
-                    names[pool],
+                    NAMES[variant],
                     spread(stats(verdicts)),
                     duration(statistics.median(settled)),
-                    duration(got["first"]["result_s"]),
+                    " / ".join(duration(f) for f in firsts),
                     str(len(verdicts)),
                 ]
             )
-            if pool == "default":
+            if variant == "default":
                 median = statistics.median(verdicts)
                 section.goals.append(
                     Goal(
@@ -271,18 +313,33 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
                             median <= STRETCH_S[page],
                         )
                     )
+        pss = max(d["peak_tree_pss_kb"] for d in good)
+        rss = max(d["peak_tree_rss_kb"] for d in good)
         section.notes.append(
-            f"{names[pool]}: peak memory of the server's whole process tree during the presses "
-            f"{megabytes(data['peak_tree_pss_kb'])} PSS ({megabytes(data['peak_tree_rss_kb'])} "
-            "summed RSS, which counts the pages a zygote shares with its ranks once per process)."
+            f"{NAMES[variant]}: peak memory of the server's whole process tree during the "
+            f"presses {megabytes(pss)} PSS ({megabytes(rss)} summed RSS, which counts the pages "
+            "a zygote shares with its ranks once per process)."
         )
+    loads = [d.get("load_start", [None])[0] for v in runs.values() for d in v if "error" not in d]
+    loads = [x for x in loads if x is not None]
     section.notes += [
-        f"{repeats} uncached presses per page after one warm-up press, each in a fresh session "
-        "opened through a deep link with one input changed (page 08: Streamlit's caches cleared "
-        "instead); one server per row group, started with the default settings (or "
-        "PCL_WARM_POOL=0). The clock runs inside the page, from the click to the verdict.",
+        f"{repeats} uncached presses per page per round after one warm-up press ('first press', "
+        f"one per round), {rounds} round(s), every server variant once per round, in turn. Each "
+        "press is in a fresh session opened through a deep link with one input changed (page "
+        "08: Streamlit's caches cleared instead); each variant runs on a fresh server. The clock "
+        "runs inside the page, from the click to the verdict."
+        + (
+            f" 1-minute load average when each server started: {min(loads):.1f}–{max(loads):.1f}."
+            if loads
+            else ""
+        ),
     ]
-    section.data = {"runs": runs, "repeats": repeats}
+    if before:
+        section.notes.append(
+            f"'before' rows: the project at `{before}` (the commit this work started from), "
+            "exported with git archive and measured by this same harness."
+        )
+    section.data = {"runs": runs, "repeats": repeats, "rounds": rounds, "before": before}
     section.seconds = time.perf_counter() - began
     section.load_end = loadavg()
     return section
@@ -295,9 +352,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pages", default=",".join(CASES))
     parser.add_argument("--pool", choices=("on", "off"), default=None)
+    parser.add_argument("--root", type=Path, default=None, help="another checkout to serve")
     args = parser.parse_args(argv)
     pages = [p for p in args.pages.split(",") if p]
-    print(json.dumps(measure(pages, args.repeats, args.pool)))
+    print(json.dumps(measure(pages, args.repeats, args.pool, args.root)))
     return 0
 
 

@@ -51,6 +51,10 @@ from runners.settings import current
 
 POLL_S = 0.1  # how often a requester forwards events and checks its cancel flag
 MEMORY_CHECK_S = 0.5  # how often a job held back by the memory budget measures again
+# A reading of the tree's memory this recent is used as is: measuring takes ~20 ms, on the
+# path from a click to its run. Every job measures afresh when it ends (off that path), and
+# a running job's own estimate counts beside any reading.
+MEMORY_MAX_AGE_S = 5.0
 CLEANUP_S = 30.0  # longest wait for a cancelled job's processes to be stopped and reaped
 # launched: torchrun jobs started; shared: requests served by another's run; busy: refused;
 # cancelled: jobs ended because nobody waited any more; max_running: peak concurrent jobs.
@@ -62,6 +66,7 @@ _LOCK = threading.Condition()  # guards everything below (an RLock inside: re-en
 _JOBS: dict[Hashable, Job] = {}  # in flight, by key: what an identical request joins
 _WAITING: list[Job] = []  # FIFO of jobs waiting for a slot
 _RUNNING: set[Job] = set()  # jobs holding a slot (their processes may be alive)
+_STARTED: set[Job] = set()  # jobs that took a slot and have not yet measured memory after
 
 
 @contextlib.contextmanager
@@ -190,6 +195,9 @@ class Job:
                 if self.result.outcome is Outcome.CANCELLED:
                     STATS["cancelled"] += 1
             self.done.set()
+            if self in _STARTED:
+                _STARTED.discard(self)
+                memory.lab_mb()  # a fresh reading for the next job, off its click's path
 
 
 def submit(
@@ -296,9 +304,10 @@ def _memory_short(memory_mb: float, collect: bool) -> float | None:
     garbage: Streamlit's forced collection after each script run is off)."""
     budget = current().memory_budget_mb
     reserved = sum(job.memory_mb for job in _RUNNING)
-    used = memory.lab_mb()
-    if used + reserved + memory_mb > budget and collect:
-        gc.collect()
+    used = memory.lab_mb(MEMORY_MAX_AGE_S)
+    if used + reserved + memory_mb > budget:  # before saying no, look again, freshly
+        if collect:
+            gc.collect()
         used = memory.lab_mb()
     return None if used + reserved + memory_mb <= budget else used
 
@@ -315,6 +324,7 @@ def _memory_message(used: float) -> str:
 def _take_slot(job: Job) -> None:
     """Move `job` into a free slot (the caller holds _LOCK)."""
     _RUNNING.add(job)
+    _STARTED.add(job)
     STATS["launched"] += 1
     STATS["max_running"] = max(STATS["max_running"], len(_RUNNING))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 # What a launch adds to the tree, by PSS, measured on the Transformer (the largest ranks) on
 # the 2-core box (BENCHMARKS.md, "Memory"), rounded up: a rank forked from a zygote adds
@@ -103,9 +104,17 @@ def lab_pids() -> list[int]:
     return list(dict.fromkeys(pids))
 
 
-def lab_mb() -> float:
-    """What the lab's process tree holds right now, in MB (PSS)."""
-    return tree_kb(lab_pids()) / 1024
+_LAST: list[tuple[float, float]] = []  # (monotonic time, MB) of the last lab_mb reading
+
+
+def lab_mb(max_age_s: float = 0.0) -> float:
+    """What the lab's process tree holds, in MB (PSS): measured now (~20 ms for a server,
+    a zygote and its spares), or the last reading when it is at most `max_age_s` old."""
+    if _LAST and time.monotonic() - _LAST[0][0] <= max_age_s:
+        return _LAST[0][1]
+    used = tree_kb(lab_pids()) / 1024
+    _LAST[:] = [(time.monotonic(), used)]
+    return used
 
 
 if __name__ == "__main__":
