@@ -256,13 +256,14 @@ def visitors_at_once(url: str, visitors=VISITORS, timeout_s: float = 240.0) -> l
     return asyncio.run(_visitors(url, visitors, timeout_s))
 
 
-def load_round(visitors=VISITORS, env: dict | None = None) -> dict:
-    """One fresh server, warmed (pool ready), then every visitor at once."""
-    server = Server(env)
+def load_round(visitors=VISITORS, env: dict | None = None, root: Path | None = None) -> dict:
+    """One fresh server, warmed (its pool ready), then every visitor at once. `root`: serve
+    another checkout (the "before" round: cold torchrun launches, no pool to wait for)."""
+    server = Server(env, root)
     sampler = TreeSampler(server.proc.pid)
-    out: dict = {"load_start": loadavg()}
+    out: dict = {"load_start": loadavg(), "root": str(root or "")}
     try:
-        pool_ready = server.wait_for_pool()
+        pool_ready = server.wait_for_pool(timeout_s=240.0 if root is None else 0.0)
         out["pool_ready"] = pool_ready
         sampler.start()
         began = time.monotonic()
@@ -359,8 +360,10 @@ def growth(before: dict, after: dict, key: str) -> float | None:
 
 def run_load(quick: bool = False, repeats: int | None = None) -> Section:
     from bench import child_json
+    from bench.clicks import checkout
 
     rounds = repeats or (1 if quick else 3)
+    before = os.environ.get("PCL_BENCH_BEFORE", "")
     section = Section(
         "load",
         "8 visitors at once (real server, Chromium, loopback)",
@@ -370,6 +373,26 @@ def run_load(quick: bool = False, repeats: int | None = None) -> Section:
     )
     began = time.perf_counter()
     results = [child_json("bench.hosted", ["--load"], timeout_s=1200) for _ in range(rounds)]
+    if before:
+        root = ["--root", str(checkout(before))]
+        old = child_json("bench.hosted", ["--load", *root], timeout_s=1800)
+        if "error" not in old:
+            answers = [v["answer_s"] for v in old["visitors"] if "answer_s" in v]
+            kinds = sorted({v["kind"] for v in old["visitors"]})
+            section.rows.append(
+                [
+                    f"before (`{before}`, cold torchrun then)",
+                    ", ".join(kinds),
+                    duration(percentile(answers, 50)),
+                    duration(percentile(answers, 95)),
+                    duration(max(answers, default=None)),
+                    f"{megabytes(old['peak_tree_pss_kb'])} PSS "
+                    f"({megabytes(old['peak_tree_rss_kb'])} RSS)",
+                    "—",
+                ]
+            )
+        else:
+            section.notes.append(f"before round not measured: {old['error']}")
     budget_kb = 2500 * 1024
     times, problems = [], []
     for i, r in enumerate(results, 1):
@@ -433,7 +456,7 @@ def run_load(quick: bool = False, repeats: int | None = None) -> Section:
         "waits for the runs ahead of it, so the slowest answers are the last in line: on 2 "
         "cores one run holds the processes at a time.",
     ]
-    section.data = {"rounds": results}
+    section.data = {"rounds": results, "before": old if before else None}
     section.seconds = time.perf_counter() - began
     section.load_end = loadavg()
     return section
@@ -509,12 +532,13 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--load", action="store_true", help="one round of 8 visitors at once")
     mode.add_argument("--soak", type=int, metavar="N", help="N consecutive uncached runs")
+    parser.add_argument("--root", type=Path, default=None, help="--load: another checkout")
     args = parser.parse_args(argv)
     if not os.path.exists(CHROMIUM):
         print(json.dumps({"error": "Chromium is not installed"}))
         return 0
     try:
-        out = load_round() if args.load else soak(args.soak)
+        out = load_round(root=args.root) if args.load else soak(args.soak)
     except Exception as exc:  # noqa: BLE001 - reported in the section, not a traceback
         out = {"error": f"{type(exc).__name__}: {exc}"}
     print(json.dumps(out))
