@@ -342,7 +342,8 @@ def soak(runs: int, warmup: int = 10, env: dict | None = None) -> dict:
             "zygote_pid": zygote,
         }
         out["extra_processes"] = server.extra_processes()
-        out["tmp_during"] = sorted(p.name for p in server.tmp.iterdir())
+        # runs' own directories only: the server's torch cache lives as long as the server
+        out["tmp_during"] = sorted(p.name for p in server.tmp.iterdir() if "pcl-run-" in p.name)
     finally:
         out["left_after_stop"] = server.stop()
     out["load_end"] = loadavg()

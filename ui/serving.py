@@ -11,7 +11,14 @@ runtime) and `python -m runners.<experiment>` keep the cold path unless told oth
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+
 from runners import settings, warm_pool
+
+_STARTED: list[bool] = []
 
 
 def in_real_server() -> bool:
@@ -25,6 +32,20 @@ def in_real_server() -> bool:
 def start(preload: tuple[str, ...]) -> None:
     """The server's defaults (once), then the warm pool's first zygote (when the pool is
     on and has none): `preload` names the modules each zygote imports ahead."""
-    if settings.current().warm_pool is None and in_real_server():
-        settings.serve_by_default()
+    if not _STARTED and in_real_server():
+        _STARTED.append(True)
+        if settings.current().warm_pool is None:
+            settings.serve_by_default()
+        _own_torch_cache()
     warm_pool.prestart(preload=preload)
+
+
+def _own_torch_cache() -> None:
+    """`import torch._dynamo` (in a zygote, a rank, page 04) creates $TMPDIR/torchinductor_<user>
+    and leaves it there. The server's processes use a directory of the server's own instead,
+    removed when it exits: a host's temporary directory keeps nothing of the lab's."""
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        return
+    cache = tempfile.mkdtemp(prefix="pcl-torch-cache-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache  # the zygotes and torchrun inherit it
+    atexit.register(shutil.rmtree, cache, True)
