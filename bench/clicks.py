@@ -185,9 +185,16 @@ def checkout(ref: str) -> Path:
     return target
 
 
-def measure(pages: list[str], repeats: int, pool: str | None, root: Path | None = None) -> dict:
+def measure(
+    pages: list[str],
+    repeats: int,
+    pool: str | None,
+    root: Path | None = None,
+    options: tuple[str, ...] = (),
+) -> dict:
     """`repeats` uncached presses per page (after one warm-up press) on one fresh server of
-    the checkout `root` (default: this one)."""
+    the checkout `root` (default: this one), started with extra `options` if any (an A/B of
+    a config.toml setting: ("--runner.postScriptGC", "true"))."""
     opened, reason = _browser()
     if not opened:
         return {"error": reason}
@@ -197,7 +204,7 @@ def measure(pages: list[str], repeats: int, pool: str | None, root: Path | None 
         env["PCL_WARM_POOL"] = "1" if pool == "on" else "0"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    options = ("--client.toolbarMode", "developer")
+    options = ("--client.toolbarMode", "developer", *options)
     server = start_server(port, env=env, options=options, root=root)
     out: dict = {"pool": pool or "default", "pages": {}, "load_start": loadavg()}
     sampler = TreeSampler(server.pid)
