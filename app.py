@@ -10,8 +10,7 @@ import os
 import streamlit as st
 
 from experiments import registry
-from runners import warm_pool
-from ui import preload
+from ui import preload, serving
 from ui.page import link_notice, t
 from ui.pages import HOME, PAGES
 
@@ -20,10 +19,10 @@ from ui.pages import HOME, PAGES
 # Set before any page imports torch, which reads it once.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-# With PCL_WARM_POOL=1 the server keeps pre-imported processes to fork ranks from; starting
-# the first one in the background now means the first real run does not wait for it. It
-# imports every registered experiment's rank-side code ahead, too.
-warm_pool.prestart(preload=registry.worker_modules())
+# The server forks real runs' ranks from pre-imported processes (the warm pool) unless
+# PCL_WARM_POOL=0; the first one starts in the background now, importing every registered
+# experiment's rank-side code ahead, so the first real run does not wait for it.
+serving.start(registry.worker_modules())
 
 st.set_page_config(
     page_title="Parallel Correctness Lab", page_icon=":material/balance:", layout="wide"

@@ -8,20 +8,24 @@
 
 Families: core (time per core call), pages (AppTest reruns), preload (first renders with
 the server's background imports on and off), cold (streamlit run to a rendered page), runs
-(experiments vs a no-op Gloo job, cached calls, memory). A partial run rewrites only its own
-sections of the output file and keeps the others.
+(experiments vs a no-op Gloo job, cached calls, memory), clicks (Run pressed in Chromium to
+the verdict on screen), load (8 visitors at once), soak (200 runs in a row). A partial run
+rewrites only its own sections of the output file and keeps the others.
+
+    python -m bench --only clicks --before 031aefd   # also serve that commit: "before" rows
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 from bench import ROOT, loadavg, report
 
-FAMILIES = ("core", "pages", "preload", "cold", "runs")
+FAMILIES = ("core", "pages", "preload", "cold", "runs", "clicks", "load", "soak")
 
 
 def _families(text: str) -> list[str]:
@@ -59,6 +63,14 @@ def measure(family: str, quick: bool, repeats: int | None) -> report.Section:
         from bench import cold_start
 
         return cold_start.run(quick, repeats)
+    if family == "clicks":
+        from bench import clicks
+
+        return clicks.run(quick, repeats)
+    if family in ("load", "soak"):
+        from bench import hosted
+
+        return (hosted.run_load if family == "load" else hosted.run_soak)(quick, repeats)
     from bench import runs
 
     return runs.run_section(quick, repeats)
@@ -81,7 +93,7 @@ def print_section(section: report.Section) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--only", type=_families, default=list(FAMILIES), help="comma list: core,pages,cold,runs"
+        "--only", type=_families, default=list(FAMILIES), help="comma list of " + ",".join(FAMILIES)
     )
     parser.add_argument("--quick", action="store_true", help="few repeats, default inputs only")
     parser.add_argument("--repeats", type=int, default=None, help="samples per measurement")
@@ -92,6 +104,12 @@ def main(argv: list[str] | None = None) -> int:
         "--wait-load", type=float, default=None, metavar="X", help="first wait for load < X"
     )
     parser.add_argument(
+        "--before",
+        default=None,
+        metavar="REF",
+        help="clicks: also measure this git commit, exported beside the checkout",
+    )
+    parser.add_argument(
         "--render-only",
         action="store_true",
         help="measure nothing: re-render --out with the current notes",
@@ -99,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeats is not None and args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    if args.before:
+        os.environ["PCL_BENCH_BEFORE"] = args.before
     if args.wait_load is not None:
         wait_for_quiet(args.wait_load)
     command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])

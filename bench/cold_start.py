@@ -53,7 +53,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, script: str = "app.py") -> subprocess.Popen:
+def start_server(
+    port: int,
+    script: str = "app.py",
+    env: dict | None = None,
+    options: tuple[str, ...] = (),
+    root=None,
+) -> subprocess.Popen:
+    """`streamlit run <script>` on 127.0.0.1:<port>, with `env` added to this environment and
+    extra command-line `options` (e.g. ("--client.toolbarMode", "developer")), from the
+    checkout `root` (default: this one; the click bench measures an older one beside it)."""
     cmd = [
         sys.executable,
         "-m",
@@ -68,10 +77,12 @@ def start_server(port: int, script: str = "app.py") -> subprocess.Popen:
         "true",
         "--browser.gatherUsageStats",
         "false",
+        *options,
     ]
     return subprocess.Popen(
         cmd,
-        cwd=ROOT,
+        cwd=root or ROOT,
+        env=dict(os.environ, **(env or {})),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -25,7 +25,16 @@ from pathlib import Path
 from bench import ROOT
 
 NOTES = Path(__file__).resolve().parent / "notes.md"
-ORDER = ("core", "pages", "preload", "cold", "runs")  # the order sections appear in
+ORDER = (
+    "core",
+    "pages",
+    "preload",
+    "cold",
+    "runs",
+    "clicks",
+    "load",
+    "soak",
+)  # the order sections appear in
 _SECTION = re.compile(r"<!-- bench:section (\w+) -->\n(.*?)<!-- /bench:section \1 -->\n?", re.S)
 _DATA = re.compile(r"<!-- bench:data (\w+) (.*?) -->", re.S)
 

@@ -12,6 +12,14 @@ gets these rules without knowing about them:
                                        job's requesters see "queued" events with their position
     a full queue answers at once       beyond `max_waiting_runs` waiting jobs (PCL_MAX_WAITING_RUNS,
                                        default 8) a new request gets Outcome.BUSY immediately
+    memory is budgeted                 a job takes a slot only while the server's whole process
+                                       tree (runners.memory: the server, zygotes, torchrun
+                                       agents and ranks, by PSS) plus the job's estimate and
+                                       that of every running job fits PCL_MEMORY_BUDGET_MB;
+                                       otherwise it waits in line ("memory" events) while a
+                                       running job may free some, or is refused at once
+                                       (Outcome.BUSY, reason "memory") when nothing runs that
+                                       could: the server is never the thing that runs out
     nobody waiting, nothing running    a requester leaves on its cancel check, its own
                                        time limit or an exception in its progress callback
                                        (Streamlit's Stop / rerun / closed tab); when the last
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import queue
 import threading
 import time
@@ -36,10 +45,16 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterator
 from contextvars import ContextVar
 
+from runners import memory
 from runners.results import Outcome, ProgressEvent, RunResult
 from runners.settings import current
 
 POLL_S = 0.1  # how often a requester forwards events and checks its cancel flag
+MEMORY_CHECK_S = 0.5  # how often a job held back by the memory budget measures again
+# A reading of the tree's memory this recent is used as is: measuring takes ~20 ms, on the
+# path from a click to its run. Every job measures afresh when it ends (off that path), and
+# a running job's own estimate counts beside any reading.
+MEMORY_MAX_AGE_S = 5.0
 CLEANUP_S = 30.0  # longest wait for a cancelled job's processes to be stopped and reaped
 # launched: torchrun jobs started; shared: requests served by another's run; busy: refused;
 # cancelled: jobs ended because nobody waited any more; max_running: peak concurrent jobs.
@@ -51,6 +66,7 @@ _LOCK = threading.Condition()  # guards everything below (an RLock inside: re-en
 _JOBS: dict[Hashable, Job] = {}  # in flight, by key: what an identical request joins
 _WAITING: list[Job] = []  # FIFO of jobs waiting for a slot
 _RUNNING: set[Job] = set()  # jobs holding a slot (their processes may be alive)
+_STARTED: set[Job] = set()  # jobs that took a slot and have not yet measured memory after
 
 
 @contextlib.contextmanager
@@ -80,9 +96,15 @@ class Job:
     """One run in flight: its deadline, its requesters' event queues, and its result."""
 
     def __init__(
-        self, key: Hashable, work: Callable[[Job], RunResult], timeout_s: float, worker_hash: str
+        self,
+        key: Hashable,
+        work: Callable[[Job], RunResult],
+        timeout_s: float,
+        worker_hash: str,
+        memory_mb: float = 0.0,
     ):
         self.key, self.work, self.timeout_s, self.worker_hash = key, work, timeout_s, worker_hash
+        self.memory_mb = memory_mb  # what its processes are expected to add (runners.memory)
         self.start = time.monotonic()
         self.cancel = threading.Event()
         self.done = threading.Event()
@@ -114,7 +136,7 @@ class Job:
             if self in _RUNNING:  # `submit` found a free slot and nobody in line
                 return None
             try:
-                shown = None
+                shown, measured = None, (0.0, -1)  # when memory was last measured, and running
                 while True:
                     if self.cancel.is_set():
                         return self._end(Outcome.CANCELLED, "stopped on request before it started")
@@ -127,10 +149,23 @@ class Job:
                         )
                         return self._end(Outcome.TIMEOUT, message)
                     ahead = _WAITING.index(self)
-                    if ahead == 0 and len(_RUNNING) < current().max_concurrent_runs:
-                        _take_slot(self)
-                        return None
-                    if ahead + 1 != shown:
+                    slot = ahead == 0 and len(_RUNNING) < current().max_concurrent_runs
+                    again = time.monotonic() - measured[0] >= MEMORY_CHECK_S
+                    if slot and (again or len(_RUNNING) < measured[1]):  # or a job just ended
+                        measured = (time.monotonic(), len(_RUNNING))
+                        used = _memory_short(self.memory_mb, collect=not _RUNNING)
+                        if used is None:
+                            _take_slot(self)
+                            return None
+                        message = _memory_message(used)
+                        if not _RUNNING:  # nothing running could free it: say so now
+                            STATS["busy"] += 1
+                            self.say("busy", message, waiting=len(_WAITING), **_memory_values(used))
+                            return self._end(Outcome.BUSY, message)
+                        if shown != "memory":
+                            shown = "memory"
+                            self.say("memory", message, **_memory_values(used))
+                    elif not slot and ahead + 1 != shown:
                         shown = ahead + 1
                         text = f"waiting in line: position {shown} ({len(_RUNNING)} running)"
                         self.say("queued", text, position=shown, running=len(_RUNNING))
@@ -160,6 +195,9 @@ class Job:
                 if self.result.outcome is Outcome.CANCELLED:
                     STATS["cancelled"] += 1
             self.done.set()
+            if self in _STARTED:
+                _STARTED.discard(self)
+                memory.lab_mb()  # a fresh reading for the next job, off its click's path
 
 
 def submit(
@@ -170,6 +208,7 @@ def submit(
     worker_hash: str,
     progress: Callable[[str], None] | None = None,
     cancel: Cancel = None,
+    memory_mb: float = 0.0,
 ) -> RunResult:
     """Run `work(job)` once per in-flight `key`, bounded and queued; returns its RunResult.
 
@@ -180,6 +219,7 @@ def submit(
         timeout_s: this request's wall-clock limit (a joiner's own limit; a new job's too).
         progress: called in this thread with every ProgressEvent of the job.
         cancel: an Event or callable; default: the one installed by `cancel_when`.
+        memory_mb: what the job's processes are expected to add to the server's tree.
     Returns:
         The job's RunResult (shared by identical requests), or one ended BUSY, CANCELLED
         or TIMEOUT for this request alone.
@@ -198,13 +238,18 @@ def submit(
         else:
             # Slots and places in line are taken here, under the lock, so the very next
             # request already counts this one.
-            waiting = len(_WAITING)
-            must_wait = waiting > 0 or len(_RUNNING) >= current().max_concurrent_runs
-            if must_wait and waiting >= current().max_waiting_runs:
+            waiting, running, used = len(_WAITING), len(_RUNNING), None
+            must_wait = waiting > 0 or running >= current().max_concurrent_runs
+            if not must_wait:  # a free slot: does the job fit the memory budget too?
+                used = _memory_short(memory_mb, collect=not _RUNNING)
+                must_wait = used is not None
+            if (must_wait and waiting >= current().max_waiting_runs) or (
+                used is not None and not _RUNNING
+            ):
                 STATS["busy"] += 1
-                job, running = None, len(_RUNNING)
+                job = None
             else:
-                job = Job(key, work, timeout_s, worker_hash)
+                job = Job(key, work, timeout_s, worker_hash, memory_mb)
                 _JOBS[key] = job
                 if must_wait:
                     _WAITING.append(job)
@@ -214,10 +259,14 @@ def submit(
             job.waiters.append(mine)
             if not joined:
                 job.thread.start()
-    if job is None:  # refused at once: the line is full
-        message = f"busy: {running} running and {waiting} waiting; try again shortly"
+    if job is None:  # refused at once: the line is full, or memory is and nothing runs
+        if used is not None and not running:
+            message, values = _memory_message(used), _memory_values(used)
+        else:
+            message = f"busy: {running} running and {waiting} waiting; try again shortly"
+            values = {"reason": "line"}
         if progress is not None:
-            progress(ProgressEvent("busy", message, waiting=waiting))
+            progress(ProgressEvent("busy", message, waiting=waiting, **values))
         return RunResult.ended(Outcome.BUSY, message, 0.0, worker_hash)
     # A request relies on the job's own limit (plus its cleanup) when that ends first; a
     # joiner with a shorter limit of its own leaves at that limit instead.
@@ -248,9 +297,34 @@ def submit(
         raise
 
 
+def _memory_short(memory_mb: float, collect: bool) -> float | None:
+    """None when a job expected to add `memory_mb` fits the budget beside what the server's
+    tree holds and every running job's estimate; else the MB the tree holds. With `collect`,
+    a miss runs Python's collector once and measures again (the server itself may hold
+    garbage: Streamlit's forced collection after each script run is off)."""
+    budget = current().memory_budget_mb
+    reserved = sum(job.memory_mb for job in _RUNNING)
+    used = memory.lab_mb(MEMORY_MAX_AGE_S)
+    if used + reserved + memory_mb > budget:  # before saying no, look again, freshly
+        if collect:
+            gc.collect()
+        used = memory.lab_mb()
+    return None if used + reserved + memory_mb <= budget else used
+
+
+def _memory_values(used: float) -> dict:
+    return {"reason": "memory", "used_mb": round(used), "budget_mb": current().memory_budget_mb}
+
+
+def _memory_message(used: float) -> str:
+    budget = current().memory_budget_mb
+    return f"busy: the lab's processes use {used:.0f} MB of their {budget} MB memory budget"
+
+
 def _take_slot(job: Job) -> None:
     """Move `job` into a free slot (the caller holds _LOCK)."""
     _RUNNING.add(job)
+    _STARTED.add(job)
     STATS["launched"] += 1
     STATS["max_running"] = max(STATS["max_running"], len(_RUNNING))
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from core.validation import InvalidInput, count, positive
-from runners import jobs, warm_pool
+from runners import jobs, memory, warm_pool
 from runners.diagnosis import one_line
 from runners.processes import TOKEN_ENV, Torchrun
 from runners.results import Outcome, ProgressEvent, RunResult
@@ -105,8 +105,16 @@ def launch(
         return _launch(job, worker, world_size, args, pg_timeout_s, worker_hash)
 
     key = (worker, world_size, args, worker_hash)
+    warm = warm_pool.enabled() and warm_pool.broken() is None
+    zygote_needed = warm and warm_pool.size()["zygotes"] + warm_pool.size()["starting"] == 0
     return jobs.submit(
-        key, work, timeout_s=timeout_s, worker_hash=worker_hash, progress=progress, cancel=cancel
+        key,
+        work,
+        timeout_s=timeout_s,
+        worker_hash=worker_hash,
+        progress=progress,
+        cancel=cancel,
+        memory_mb=memory.launch_estimate_mb(world_size, warm, zygote_needed),
     )
 
 
@@ -147,13 +155,16 @@ def _launch(job: jobs.Job, worker, world_size, args, pg_timeout_s, worker_hash) 
     argv = [*args, "--out-dir", str(out_dir)]
     procs = None
     try:
+        warm = warm_pool.enabled()
         say(
             "start",
-            f"starting {world_size} processes of {worker}",
+            f"starting {world_size} processes of {worker}"
+            + (" from the warm pool" if warm else " under torchrun"),
             world_size=world_size,
             worker=worker,
+            path="pool" if warm else "torchrun",
         )
-        if current().warm_pool:
+        if warm:
             request = {
                 "worker": worker,
                 "world_size": world_size,
@@ -161,12 +172,19 @@ def _launch(job: jobs.Job, worker, world_size, args, pg_timeout_s, worker_hash) 
                 "log_dir": str(log_dir),
                 "env": env,
             }
-            started = warm_pool.start_ranks(request, start + timeout_s, job.cancelled)
-            if isinstance(started, str):  # no zygote: say why, as a failed run
-                say("failed", started, message=started)
-                return ended(Outcome.FAILED, started)
-            procs = started
-        else:
+            try:
+                started = warm_pool.start_ranks(request, start + timeout_s, job.cancelled)
+            except warm_pool.PoolUnavailable as exc:  # the cold path still works: use it
+                text = f"the warm pool is unavailable ({exc}); starting torchrun instead"
+                say("pool_fallback", text, reason=str(exc))
+            else:
+                if isinstance(started, str):  # no free zygote before the deadline, or cancelled
+                    if job.cancelled():
+                        return ended(Outcome.CANCELLED, "stopped on request before it started")
+                    say("failed", started, message=started)
+                    return ended(Outcome.FAILED, started)
+                procs = started
+        if procs is None:
             procs = Torchrun(worker, world_size, argv, tmp, env, token)
         returncode, stopped_by, finished = _watch(procs, job, out_dir, world_size)
         if stopped_by is Outcome.CANCELLED:

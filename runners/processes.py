@@ -19,6 +19,12 @@ from runners.settings import PROJECT_ROOT
 
 TOKEN_ENV = "PCL_LAUNCH_TOKEN"  # marks every process of one launch, so none can escape the sweep
 GRACE_S = 3.0  # between SIGTERM and SIGKILL when a run is stopped
+_LIVE: set[int] = set()  # pids of torchrun agents started and not yet stopped
+
+
+def live_pids() -> tuple[int, ...]:
+    """The torchrun agents of this process's launches still in flight (runners.memory)."""
+    return tuple(_LIVE)
 
 
 class Torchrun:
@@ -49,6 +55,7 @@ class Torchrun:
                 stderr=err,
                 start_new_session=True,  # its own process group: one killpg reaches it all
             )
+        _LIVE.add(self.proc.pid)
 
     def poll(self) -> int | None:
         """torchrun's exit code, or None while it runs (waits up to 0.1 s)."""
@@ -71,6 +78,7 @@ class Torchrun:
         while tagged_pids(token) and time.monotonic() < deadline:
             _signal_all(proc, token, signal.SIGKILL)
             time.sleep(0.05)
+        _LIVE.discard(proc.pid)
 
     def root_cause(self, log_dir: Path, returncode: int) -> str:
         """The failing rank and why, from its logs or torchrun's failure summary on stderr."""

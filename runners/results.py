@@ -70,7 +70,11 @@ class ProgressEvent(str):
     """A progress line (plain English text) that also carries a stable `event` code and its
     `values`, so a page can show it in the reader's language from its catalogue.
 
-    Events: start (world_size, worker), queued (position, running), shared, busy (waiting),
+    Events: start (world_size, worker, path "pool" or "torchrun"), queued (position,
+    running), shared,
+    busy (waiting, reason "line" or "memory"; with memory also used_mb, budget_mb),
+    memory (reason, used_mb, budget_mb: waiting in line for memory to free),
+    pool_fallback (reason: the warm pool cannot start, so torchrun starts the ranks),
     rank_done (rank, done, world_size), finished (seconds), failed (message),
     timeout (seconds, timeout_s), cancelled (seconds).
     """

@@ -40,12 +40,19 @@ from runners.zygote import READY
 
 START_TIMEOUT_S = 180.0  # a zygote's imports take ~4 s on a quiet 2-core box
 STOP_WAIT_S = 5.0  # after killing a launch's ranks, how long to wait for the zygote's reply
+RETRY_S = 300.0  # after a zygote failed to start, launches go to torchrun for this long
 _PRELOAD: list[tuple[str, ...]] = [()]  # project modules each new zygote imports ahead
+_BROKEN: list[tuple[float, str]] = []  # (when, why) the last zygote failed to start
+
+
+class PoolUnavailable(Exception):
+    """No zygote could be started (its reason is the message): launch with torchrun."""
 
 
 def enabled() -> bool:
-    """True when the server runs with the warm pool on (PCL_WARM_POOL=1, or `configure`)."""
-    return current().warm_pool
+    """True when launches use the warm pool: PCL_WARM_POOL=1, or unset in the Streamlit
+    server (`runners.settings.serve_by_default`)."""
+    return current().warm_pool is True
 
 
 class Zygote:
@@ -185,11 +192,30 @@ def _limit() -> int:
     return current().max_concurrent_runs
 
 
+def broken() -> str | None:
+    """Why the pool cannot serve right now (a zygote failed to start less than RETRY_S
+    ago), or None."""
+    with _LOCK:
+        return broken_locked()
+
+
+def broken_locked() -> str | None:
+    """`broken()`, for a caller that holds _LOCK."""
+    if _BROKEN and time.monotonic() - _BROKEN[0][0] < RETRY_S:
+        return _BROKEN[0][1]
+    return None
+
+
 def start_ranks(request: dict, deadline: float, cancelled) -> WarmRanks | str:
     """Send one launch to an idle zygote (starting one if fewer than the limit exist).
+
     Returns its WarmRanks, or a one-line reason when no zygote could be had before the
-    deadline or the request was cancelled."""
+    deadline or the request was cancelled. Raises PoolUnavailable when no zygote can be
+    started (now, or less than RETRY_S ago): the launcher then starts torchrun instead.
+    """
     while True:
+        if (reason := broken()) is not None:
+            raise PoolUnavailable(reason)
         with _LOCK:
             zygote = _IDLE.pop() if _IDLE else None
             start_one = zygote is None and len(_ALL) + _STARTING[0] < _limit()
@@ -202,7 +228,7 @@ def start_ranks(request: dict, deadline: float, cancelled) -> WarmRanks | str:
             try:
                 zygote = _start()
             except (RuntimeError, OSError) as exc:
-                return f"the warm pool could not start: {exc}"
+                raise PoolUnavailable(str(exc)) from None
         if zygote is not None:
             try:
                 return WarmRanks(zygote, request, deadline)
@@ -215,14 +241,20 @@ def start_ranks(request: dict, deadline: float, cancelled) -> WarmRanks | str:
 
 
 def _start() -> Zygote:
-    """A new zygote, counted in _ALL (the caller has reserved its place in _STARTING)."""
+    """A new zygote, counted in _ALL (the caller has reserved its place in _STARTING); a
+    failure is remembered for RETRY_S (`broken`)."""
     try:
         zygote = Zygote()
+    except (RuntimeError, OSError) as exc:
+        with _LOCK:
+            _BROKEN[:] = [(time.monotonic(), str(exc) or type(exc).__name__)]
+        raise
     finally:
         with _LOCK:
             _STARTING[0] -= 1
     with _LOCK:
         _ALL.add(zygote)
+        _BROKEN.clear()
     return zygote
 
 
@@ -247,7 +279,7 @@ def prestart(preload: tuple[str, ...] | None = None) -> None:
     with _LOCK:
         if preload is not None:
             _PRELOAD[0] = tuple(preload)
-        if not enabled() or _ALL or _STARTING[0]:
+        if not enabled() or _ALL or _STARTING[0] or broken_locked():
             return
         _STARTING[0] += 1
 

@@ -20,6 +20,9 @@ from datetime import timedelta
 from pathlib import Path
 
 PG_TIMEOUT_ENV = "PCL_PG_TIMEOUT_S"  # the process-group timeout a launch hands its ranks
+# A warm-pool rank's pipe to its zygote (set by runners.zygote): `finish_worker` says "0"
+# there before exiting, so the zygote's reply does not wait for the address space to go.
+EXIT_CODE_FD: list[int] = []
 
 
 def payload_sha256(payload: dict) -> str:
@@ -84,4 +87,6 @@ def finish_worker() -> None:
         dist.destroy_process_group()
     sys.stdout.flush()
     sys.stderr.flush()
+    for fd in EXIT_CODE_FD:
+        os.write(fd, b"0\n")
     os._exit(0)

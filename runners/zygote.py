@@ -127,7 +127,7 @@ def _spare_main(job_r: int, code_w: int) -> int:
     job = json.loads(message)
     code = 1
     try:
-        code = _rank_main(job["request"], job["rank"], job["port"])
+        code = _rank_main(job["request"], job["rank"], job["port"], code_w)
     except BaseException:  # noqa: BLE001 - the worker's crash, reported by its exit code
         traceback.print_exc()
     finally:
@@ -180,12 +180,15 @@ def _torchrun_env(rank: int, world_size: int, port: int, logs: Path) -> dict[str
     }
 
 
-def _rank_main(request: dict, rank: int, port: int) -> int:
+def _rank_main(request: dict, rank: int, port: int, code_w: int) -> int:
     """Become rank `rank` of the request, as torchrun would have started it, and run the worker."""
     if _project_changed():
         stale = [n for n, m in sys.modules.items() if n != "__main__" and _is_project_module(m)]
         for name in stale:
             del sys.modules[name]  # the worker, core and runners are read as they are now
+    from runners import worker
+
+    worker.EXIT_CODE_FD[:] = [code_w]  # finish_worker's os._exit says "0" here first
     logs = rank_log_dir(Path(request["log_dir"]), rank)
     logs.mkdir(parents=True, exist_ok=True)
     for fd, name in ((1, "stdout.log"), (2, "stderr.log")):
@@ -299,9 +302,15 @@ def serve(project_preload: tuple[str, ...] = ()) -> None:
     for name, module in list(sys.modules.items()):
         if name != "__main__" and _is_project_module(module):
             _PRELOADED[name] = (module.__file__, os.stat(module.__file__).st_mtime_ns)
+    import gc
+
     import torch
 
     torch.set_num_threads(1)
+    # Everything imported so far lives as long as the zygote: out of the collector's reach,
+    # a rank's collections neither walk nor write to those shared pages (copy-on-write).
+    gc.collect()
+    gc.freeze()
     out = sys.stdout
     spares = _Spares()
     spares.refill()

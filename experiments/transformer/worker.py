@@ -21,32 +21,64 @@ from experiments.transformer.params import (
 from runners.worker import finish_worker, init_worker, write_rank_output
 
 
-def _run_config(start, windows, labels, optimizers, rank: int, world: int) -> list[dict]:
+def _single_process_gradients(start, windows, configs, rank: int, world: int) -> dict:
+    """The gradient of every single-process branch of every label set in `configs`, each
+    computed by one rank (taking turns) and sent to the others: the ranks compute their
+    shares at the same time, and every rank then holds every gradient, bit for bit."""
+    from experiments.transformer.lm import branches as b
+
+    items = [(c, name) for c in configs for name in BRANCHES if name not in b.DISTRIBUTED]
+    owners = {item: i % world for i, item in enumerate(items)}
+    mine = {}
+    for config, name in items:
+        if owners[config, name] == rank:
+            inputs, targets = b.batch(windows, configs[config])
+            model = start.model()
+            mine[config, name] = b.single_process_gradient(
+                name, model, inputs, targets, configs[config]
+            )
+    shapes = {n: w.shape for n, w in start.weights.items()}
+    out = {}
+    for config, name in items:  # the same order on every rank: one broadcast each
+        outcome = b.single_process_outcome(name, configs[config])
+        if outcome is not None:  # nothing computed: every rank knows it from the counts
+            out[config, name] = outcome
+        else:
+            src = owners[config, name]
+            out[config, name] = b.share_gradient(mine.get((config, name)), shapes, src)
+            if src == rank:
+                out[config, name] = mine[config, name]  # the owner keeps its own tensors
+    return out
+
+
+def _run_config(start, windows, labels, optimizers, rank, world, single) -> list[dict]:
+    """Every branch for these labels with each optimizer, compared with that optimizer's
+    full-batch reference: each branch's gradient once (`single`: the single-process ones,
+    by name), then one update per optimizer."""
     from experiments.transformer.lm import branches as b
 
     inputs, targets = b.batch(windows, labels)
-    results = []
-    for optimizer_name in optimizers:
-        reference = None
-        for name in BRANCHES:
-            model, optimizer = start.fresh(optimizer_name)
-            if name in b.DISTRIBUTED:
-                trace = b.distributed(name, model, optimizer, inputs, targets, labels, rank, world)
-            else:
-                trace = b.single_process(name, model, optimizer, inputs, targets, labels)
-            reference = trace if name == "full_batch" else reference
-            results.append(
-                {
-                    "name": name,
-                    "optimizer": optimizer_name,
-                    "status": trace.status,
-                    "reason": trace.reason,
-                    "loss": trace.loss,
-                    **b.compare(trace, reference, TOLERANCE),
-                    "hash": b.state_hash(trace),
-                }
-            )
-    return results
+    rows, references = {}, {}
+    for name in BRANCHES:  # full_batch first: every optimizer's reference
+        if name in b.DISTRIBUTED:
+            model = start.model()
+            gradient = b.distributed_gradient(name, model, inputs, targets, labels, rank, world)
+        else:
+            gradient = single[name]
+        for optimizer_name in optimizers:
+            trace = b.update(gradient, *start.fresh(optimizer_name))
+            if name == "full_batch":
+                references[optimizer_name] = trace
+            rows[optimizer_name, name] = {
+                "name": name,
+                "optimizer": optimizer_name,
+                "status": trace.status,
+                "reason": trace.reason,
+                "loss": trace.loss,
+                **b.compare(trace, references[optimizer_name], TOLERANCE),
+                "hash": b.state_hash(trace),
+            }
+    return [rows[o, name] for o in optimizers for name in BRANCHES]
 
 
 def _zero_labels(start, windows, rank: int, world: int) -> dict:
@@ -54,16 +86,16 @@ def _zero_labels(start, windows, rank: int, world: int) -> dict:
     from experiments.transformer.lm import branches as b
 
     inputs, targets = b.batch(windows, ZERO_LABELS)
+    skip = b.distributed_gradient(
+        "ddp_pn_scale", start.model(), inputs, targets, ZERO_LABELS, rank, world
+    )
+    naive_gradient = b.naive_zero_gradient(start.model(), inputs, targets, ZERO_LABELS, rank, world)
     out = {}
     for optimizer_name in b.OPTIMIZERS:
         model, optimizer = start.fresh(optimizer_name)
         before = b.capture_state(model, optimizer, b.Trace("initial"))
-        skipped = b.distributed(
-            "ddp_pn_scale", model, optimizer, inputs, targets, ZERO_LABELS, rank, world
-        )
-        model, optimizer = start.fresh(optimizer_name)
-        b.naive_zero_step(model, optimizer, inputs, targets, ZERO_LABELS, rank, world)
-        naive = b.capture_state(model, optimizer, b.Trace("naive"))
+        skipped = b.update(skip, model, optimizer)
+        naive = b.update(naive_gradient, *start.fresh(optimizer_name))
         out[optimizer_name] = {
             "skip_status": skipped.status,
             "skip_changed": b.changed_state(before, skipped),
@@ -103,16 +135,29 @@ def main(argv: list[str] | None = None) -> None:
         windows = data.experiment_windows()
         start = Start.from_artifacts()
         optimizers = OPTIMIZER_CHOICES[params.optimizer]
-        control = control_labels(world)
+        configs = {"main": params.labels, "control": control_labels(world)}
+        single = _single_process_gradients(start, windows, configs, rank, world)
+        runs = {
+            config: _run_config(
+                start,
+                windows,
+                labels,
+                optimizers,
+                rank,
+                world,
+                {name: gradient for (c, name), gradient in single.items() if c == config},
+            )
+            for config, labels in configs.items()
+        }
         payload = {
             "rank": rank,
             "world_size": world,
             "backend": dist.get_backend(),
             "labels": list(params.labels),
             "optimizers": list(optimizers),
-            "main": _run_config(start, windows, params.labels, optimizers, rank, world),
-            "control_labels": list(control),
-            "control": _run_config(start, windows, control, optimizers, rank, world),
+            "main": runs["main"],
+            "control_labels": list(configs["control"]),
+            "control": runs["control"],
             "zero_labels": _zero_labels(start, windows, rank, world),
         }
         write_rank_output(args.out_dir, rank, payload)

@@ -1,6 +1,8 @@
-"""ui.run_with_status with AppTest: live progress in st.status, a cache keyed on the
-parameters (a re-run replays no progress lines and does not launch again), failures shown
-with their root cause and never cached, invalid parameters rejected before any launch."""
+"""ui.run_with_status with AppTest: progress (a finished line for a run that answers at once,
+a live st.status for a slow one), a cache keyed on the parameters (a re-run replays no
+progress lines and does not launch again), failures shown with their root cause and never
+cached, invalid parameters rejected before any launch, the warm pool's fallback and the
+memory budget said in the reader's language."""
 
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ def markdown(at) -> str:
 
 def test_first_run_shows_progress_then_the_cache_answers(app):
     assert len(fake_runner.CALLS) == 1
-    assert app.status[0].label.startswith("Finished: demo") and app.status[0].state == "complete"
+    assert not app.status  # it answered at once: one finished line, no live status
+    assert app.expander[0].label.startswith("Finished: demo")
     assert "Starting 2 processes" in markdown(app) and "Rank 0 reported" in markdown(app)
     assert "a plain line without an event" in markdown(app)
     assert app.text[0].value == "ok=True report={'world_size': 2}"
@@ -49,7 +52,8 @@ def test_first_run_shows_progress_then_the_cache_answers(app):
     app.run()  # same parameters: served from the cache, no progress replayed
     assert not app.exception
     assert len(fake_runner.CALLS) == 1
-    assert not app.status and any("Stored result: demo" in c.value for c in app.caption)
+    assert not app.status and not app.expander
+    assert any("Stored result: demo" in c.value for c in app.caption)
     assert "Starting" not in markdown(app) and "Rank 0" not in markdown(app)
     assert app.text[0].value == "ok=True report={'world_size': 2}"
 
@@ -62,7 +66,7 @@ def test_first_run_shows_progress_then_the_cache_answers(app):
 def test_failure_is_shown_and_not_cached(app):
     app.checkbox(key="fail").check().run()
     assert not app.exception
-    assert app.status[0].state == "error"
+    assert app.expander[0].label.startswith("Did not finish: demo")
     assert "rank 1: ZeroDivisionError: division by zero" in app.error[0].value
     assert app.text[0].value == "ok=False report=None"
     app.run()
@@ -80,7 +84,7 @@ def test_chinese_labels_come_from_the_catalogue(app):
     app.session_state["lang"] = "zh"
     app.number_input(key="world_size").set_value(4).run()
     assert not app.exception
-    assert app.status[0].label.startswith("已完成：demo")
+    assert app.expander[0].label.startswith("已完成：demo")
     assert "正在用 torchrun 启动 4 个进程" in markdown(app)
 
 
@@ -89,3 +93,68 @@ def test_catalogues_have_the_same_keys():
         lang: {k for k in i18n.catalogue(lang) if k.startswith("runs.")} for lang in i18n.LANGUAGES
     }
     assert keys["en"] == keys["zh"] and "runs.progress.timeout" in keys["en"]
+
+
+def slow_page():
+    import streamlit as st
+
+    from tests.runners.workers import fake_runner
+    from ui.runs import run_with_status
+
+    seconds = st.number_input("seconds", value=0.0, key="seconds")
+    fallback = st.checkbox("fallback", key="fallback")
+    memory = st.checkbox("memory", key="memory")
+    world_size = st.number_input("P", value=2, key="world_size")
+    run_with_status(
+        "demo",
+        fake_runner.FAKE,
+        world_size=world_size,
+        seconds=seconds,
+        fallback=fallback,
+        memory=memory,
+    )
+
+
+@pytest.fixture
+def slow_app():
+    from ui import runs
+
+    runs.clear()
+    fake_runner.CALLS.clear()
+    at = AppTest.from_function(slow_page, default_timeout=30)
+    at.run()
+    assert not at.exception and not at.info
+    return at
+
+
+def test_a_run_past_the_threshold_gets_a_live_status(slow_app):
+    from ui import runs
+
+    slow_app.number_input(key="seconds").set_value(runs.SHOW_AFTER_S + 0.6).run()
+    assert not slow_app.exception
+    assert slow_app.status[0].label.startswith("Finished: demo")
+    assert slow_app.status[0].state == "complete" and not slow_app.expander
+    assert "Starting 2 processes" in markdown(slow_app)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_pool_fallback_is_said_once_per_session(slow_app, lang):
+    slow_app.session_state["lang"] = lang
+    slow_app.checkbox(key="fallback").check().run()
+    assert not slow_app.exception
+    assert [i.value for i in slow_app.info] == [i18n.text(lang, "runs.pool_fallback")]
+    assert i18n.text(lang, "runs.progress.pool_fallback", reason="a test said so") in markdown(
+        slow_app
+    )
+    slow_app.number_input(key="world_size").set_value(3).run()  # a new run, the same session
+    assert not slow_app.exception and len(fake_runner.CALLS) == 3
+    assert not slow_app.info  # said once: the server's state, not this run's
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_refusal_for_memory_says_so(slow_app, lang):
+    slow_app.session_state["lang"] = lang
+    slow_app.checkbox(key="memory").check().run()
+    assert not slow_app.exception and not slow_app.error
+    expected = i18n.text(lang, "runs.busy_memory", used_mb=2600, budget_mb=2500)
+    assert [w.value for w in slow_app.warning] == [expected]

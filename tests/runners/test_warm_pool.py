@@ -1,4 +1,5 @@
-"""The opt-in warm pool (PCL_WARM_POOL=1, runners/warm_pool.py), through `runners.launcher`:
+"""The warm pool (runners/warm_pool.py; on in the server unless PCL_WARM_POOL=0), through
+`runners.launcher`:
 
 the same numbers and signatures as the session's cold torchrun launches, per experiment
 failures named like under torchrun: a raising rank, a killed rank, a timeout, a Stop
@@ -81,10 +82,14 @@ def rank_pids_when_reported(world_size: int):
     return pids, progress
 
 
-def test_off_unless_asked():
-    assert not settings.from_env({}).warm_pool
-    for value, on in (("1", True), ("true", True), ("0", False), ("", False), ("no", False)):
+def test_off_unless_asked_or_serving():
+    """Unset, the setting is the server's to decide (on: ui.serving); a CLI or a test that
+    never asks stays cold. tests/runners/test_hosted_defaults.py checks the server's side."""
+    assert settings.from_env({}).warm_pool is None
+    for value, on in (("1", True), ("true", True), ("0", False), ("", None), ("no", False)):
         assert settings.from_env({"PCL_WARM_POOL": value}).warm_pool is on
+    with settings.overridden(warm_pool=None):
+        assert not warm_pool.enabled()
     with settings.overridden(warm_pool=True):
         assert warm_pool.enabled()
 

@@ -15,6 +15,12 @@ state) and makes ONE update:
 N = 0 is a coordinated skip (no backward, no step). A mean over an empty microbatch or rank
 is 0/0: that branch is reported as undefined, never run with a silent 0.
 
+A branch's gradient does not depend on the optimizer that applies it, so each branch
+computes it once (`single_process_gradient`, `distributed_gradient`) and each optimizer makes
+its update from it on its own fresh copy of the step-800 model (`update`): the same numbers,
+bit for bit, as running the whole branch once per optimizer, at half the forward and
+backward passes.
+
 The comparison walks the chain in order - loss, each parameter's gradient, each updated
 parameter, each optimizer moment, the step count - and names the first item whose |delta|
 exceeds the tolerance (2e-10).
@@ -22,7 +28,9 @@ exceeds the tolerance (2e-10).
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -54,17 +62,21 @@ class Start:
 
     weights: dict[str, torch.Tensor]
     adamw_tensors: dict[str, torch.Tensor]
+    loaded: TinyLM  # holds `weights`; never trained, only copied
 
     @classmethod
     def from_artifacts(cls) -> Start:
         model = TinyLM()
         artifacts.weights(model)
         weights = {n: p.detach().clone() for n, p in model.named_parameters()}
-        return cls(weights, artifacts.adamw_state_tensors())
+        return cls(weights, artifacts.adamw_state_tensors(), model)
+
+    def model(self) -> TinyLM:
+        """A new model holding the step-800 weights (a copy: no random init to overwrite)."""
+        return copy.deepcopy(self.loaded)
 
     def fresh(self, optimizer: str) -> tuple[TinyLM, torch.optim.Optimizer]:
-        model = TinyLM()
-        model.load_state_dict({n: w.clone() for n, w in self.weights.items()})
+        model = self.model()
         if optimizer == "sgd":
             return model, torch.optim.SGD(model.parameters(), lr=SGD_LR, foreach=False)
         return model, artifacts.adamw(model, self.adamw_tensors)
@@ -96,19 +108,30 @@ def capture_state(model, optimizer, trace: Trace) -> Trace:
 
 
 def _grads(model) -> dict[str, torch.Tensor]:
-    return {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    """Every parameter's gradient (a parameter that got none has no entry)."""
+    return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-def single_process(branch: str, model, optimizer, inputs, targets, labels) -> Trace:
-    """full_batch, accum_global_n or accum_microbatch_mean on this process alone."""
-    total = sum(labels)
+def single_process_outcome(branch: str, labels) -> Trace | None:
+    """A single-process branch that applies no gradient, said from the counts alone: skipped
+    (N = 0) or undefined (a 0/0 microbatch mean); None when it computes one."""
     if branch == "accum_microbatch_mean":
         counts = [sum(labels[w] for w in mb) for mb in MICROBATCHES]
         if 0 in counts:
             reason = f"microbatch {counts.index(0)} holds no labels: its mean is 0/0"
             return Trace("undefined", reason=reason)
-    elif total == 0:
-        return capture_state(model, optimizer, Trace("skipped", reason="N = 0: coordinated skip"))
+    elif sum(labels) == 0:
+        return Trace("skipped", reason="N = 0: coordinated skip")
+    return None
+
+
+def single_process_gradient(branch: str, model, inputs, targets, labels) -> Trace:
+    """full_batch, accum_global_n or accum_microbatch_mean on this process alone: the
+    gradient the branch applies (or why it applies none), before any update."""
+    if (outcome := single_process_outcome(branch, labels)) is not None:
+        return outcome
+    total = sum(labels)
+    counts = [sum(labels[w] for w in mb) for mb in MICROBATCHES]
     if branch == "full_batch":
         loss = loss_sum(model, inputs, targets) / total
         loss.backward()
@@ -121,15 +144,14 @@ def single_process(branch: str, model, optimizer, inputs, targets, labels) -> Tr
             denominator = total if branch == "accum_global_n" else counts[k] * len(MICROBATCHES)
             (local / denominator).backward()  # gradients pile up in .grad across microsteps
             objective += local.item() / denominator
-    trace = Trace("updated", loss=objective, grads=_grads(model))
-    optimizer.step()
-    return capture_state(model, optimizer, trace)
+    return Trace("updated", loss=objective, grads=_grads(model))
 
 
-def distributed(
-    branch: str, model, optimizer, inputs, targets, labels, rank: int, world: int
+def distributed_gradient(
+    branch: str, model, inputs, targets, labels, rank: int, world: int
 ) -> Trace:
-    """ddp_mean_of_means or ddp_pn_scale: this rank's share of the windows under DDP."""
+    """ddp_mean_of_means or ddp_pn_scale: this rank's share of the windows under DDP, and the
+    gradient DDP leaves on every rank (or why there is none)."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -142,9 +164,7 @@ def distributed(
     if branch == "ddp_pn_scale":
         scale = ledger.local_loss_scale(grid, "mean")  # P / N, or None when N = 0
         if scale is None:
-            return capture_state(
-                model, optimizer, Trace("skipped", reason="N = 0 on every rank: coordinated skip")
-            )
+            return Trace("skipped", reason="N = 0 on every rank: coordinated skip")
     elif any(row[0] == 0 for row in grid):
         empty = next(r for r, row in enumerate(grid) if row[0] == 0)
         return Trace("undefined", reason=f"rank {empty} holds no labels: its local mean is 0/0")
@@ -154,13 +174,12 @@ def distributed(
     (local * coefficient).backward()  # DDP all-reduces here and divides by P
     objective = (local.detach() * coefficient).reshape(1)
     dist.all_reduce(objective)  # the objective DDP's mean gradient belongs to: mean over ranks
-    trace = Trace("updated", loss=objective.item() / world, grads=_grads(model))
-    optimizer.step()
-    return capture_state(model, optimizer, trace)
+    return Trace("updated", loss=objective.item() / world, grads=_grads(model))
 
 
-def naive_zero_step(model, optimizer, inputs, targets, labels, rank: int, world: int) -> None:
-    """The N = 0 mistake: back-propagate a zero loss (S / max(N, 1)) and step anyway."""
+def naive_zero_gradient(model, inputs, targets, labels, rank: int, world: int) -> Trace:
+    """The N = 0 mistake: back-propagate a zero loss (S / max(N, 1)); `update` then steps
+    on it anyway."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -170,7 +189,40 @@ def naive_zero_step(model, optimizer, inputs, targets, labels, rank: int, world:
     dist.all_reduce(total)
     ddp = DDP(model, broadcast_buffers=False)
     (loss_sum(ddp, inputs[rows], targets[rows]) / max(int(total.item()), 1)).backward()
-    optimizer.step()
+    return Trace("naive", grads=_grads(model))
+
+
+def share_gradient(gradient: Trace | None, shapes: dict[str, torch.Size], src: int) -> Trace:
+    """A computed gradient (its objective and every tensor, bit for bit) sent from rank `src`,
+    which passes it, to every other rank, which passes None: a single-process branch runs on
+    one process, and the others read its result instead of computing it again."""
+    import torch.distributed as dist
+
+    flat = torch.empty(1 + sum(math.prod(shape) for shape in shapes.values()), dtype=torch.float64)
+    if gradient is not None:
+        flat[0] = gradient.loss
+        torch.cat([gradient.grads[name].reshape(-1) for name in shapes], out=flat[1:])
+    dist.broadcast(flat, src)
+    grads, offset = {}, 1
+    for name, shape in shapes.items():
+        size = math.prod(shape)
+        grads[name] = flat[offset : offset + size].reshape(shape).clone()
+        offset += size
+    return Trace("updated", loss=flat[0].item(), grads=grads)
+
+
+def update(gradient: Trace, model, optimizer) -> Trace:
+    """ONE optimizer step of a fresh step-800 `model` from a branch's `gradient`: the state
+    the comparison walks through. A skipped branch keeps the state it started from; an
+    undefined one has none."""
+    if gradient.status == "undefined":
+        return Trace("undefined", reason=gradient.reason)
+    trace = Trace(gradient.status, loss=gradient.loss, grads=gradient.grads, reason=gradient.reason)
+    if gradient.status != "skipped":
+        for name, p in model.named_parameters():
+            p.grad = gradient.grads[name].clone() if name in gradient.grads else None
+        optimizer.step()
+    return capture_state(model, optimizer, trace)
 
 
 def state_hash(trace: Trace) -> str | None:
@@ -181,7 +233,7 @@ def state_hash(trace: Trace) -> str | None:
     for table in (trace.params, trace.moments):
         for name in sorted(table):
             digest.update(name.encode())
-            digest.update(table[name].contiguous().numpy().tobytes())
+            digest.update(table[name].contiguous().numpy())  # its bytes, read in place
     for name in sorted(trace.steps):
         digest.update(f"{name}={trace.steps[name]!r}".encode())
     return digest.hexdigest()

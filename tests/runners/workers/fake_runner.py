@@ -19,11 +19,31 @@ class Params:
     fail: bool = False
     busy: bool = False
     position: int = 0
+    seconds: float = 0.0  # > 0: the run takes this long, through runners.jobs (heartbeats)
+    fallback: bool = False  # the launcher's "warm pool unavailable" event first
+    memory: bool = False  # refused for the memory budget
 
     @classmethod
-    def checked(cls, world_size=2, fail=False, busy=False, position=0) -> Params:
+    def checked(
+        cls,
+        world_size=2,
+        fail=False,
+        busy=False,
+        position=0,
+        seconds=0.0,
+        fallback=False,
+        memory=False,
+    ) -> Params:
         size = v.count(world_size, "world_size", minimum=1)
-        return cls(size, bool(fail), bool(busy), v.count(position, "position"))
+        return cls(
+            size,
+            bool(fail),
+            bool(busy),
+            v.count(position, "position"),
+            float(seconds),
+            bool(fallback),
+            bool(memory),
+        )
 
 
 class FakeExperiment:
@@ -33,6 +53,16 @@ class FakeExperiment:
 
     def run(self, params: Params, *, progress=None, **_) -> RunResult:
         CALLS.append({k: getattr(params, k) for k in ("world_size", "fail", "busy", "position")})
+        if params.memory:
+            message = "busy: the lab's processes use 2600 MB of their 2500 MB memory budget"
+            if progress is not None:
+                values = {"reason": "memory", "used_mb": 2600, "budget_mb": 2500}
+                progress(ProgressEvent("busy", message, waiting=0, **values))
+            return RunResult.ended(Outcome.BUSY, message, 0.0, "f" * 64)
+        if params.fallback and progress is not None:
+            progress(ProgressEvent("pool_fallback", "no pool", reason="a test said so"))
+        if params.seconds:
+            return self._through_jobs(params, progress)
         if params.busy:
             message = "busy: 1 running and 8 waiting; try again shortly"
             if progress is not None:
@@ -51,6 +81,23 @@ class FakeExperiment:
         ranks = tuple({"rank": r} for r in range(params.world_size))
         report = {"world_size": params.world_size}
         return RunResult.finished(ranks, 0.25, "f" * 64).with_report(report)
+
+    def _through_jobs(self, params: Params, progress) -> RunResult:
+        """A run that takes `params.seconds`, submitted to the real job registry: its
+        requester polls, forwards events and calls the page's heartbeat as a launch would."""
+        import time
+
+        from runners import jobs
+
+        def work(job):
+            job.say("start", "starting", world_size=params.world_size, worker=self.worker)
+            time.sleep(params.seconds)
+            ranks = tuple({"rank": r} for r in range(params.world_size))
+            result = RunResult.finished(ranks, params.seconds, "f" * 64)
+            return result.with_report({"world_size": params.world_size})
+
+        key = ("fake", params)
+        return jobs.submit(key, work, timeout_s=30, worker_hash="f" * 64, progress=progress)
 
 
 FAKE = FakeExperiment()

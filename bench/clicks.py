@@ -1,0 +1,370 @@
+"""Click to result in a real browser: how long a visitor waits after pressing Run.
+
+    python -m bench --only clicks [--quick] [--repeats N]
+    python -m bench.clicks --repeats 5 [--pool off] [--pages parameters,experiment]  # JSON
+
+A real server (`streamlit run app.py`, default settings unless --pool says otherwise) and
+Debian's Chromium driven by Playwright. For each page with a real run (06, 08 and the Full
+Transformer) the visitor opens the page, waits until it has settled, presses Run, and the
+clock runs from the click to the run's verdict on screen (page 06 and 08: the green
+"agrees" box; the Transformer: the last part of its results). Both ends are read inside the
+page (performance.now() in a capturing click listener and in a requestAnimationFrame check),
+so Playwright's own round trips are not counted. 'settled' is when the script run that the
+click started has ended (no running indicator).
+
+Every press is uncached: each repeat opens the page in a fresh session through a deep link
+with one input changed (06: wq, Transformer: the labels of window 0); page 08's run takes no
+input, so the server runs with the developer toolbar (`--client.toolbarMode developer`, its
+only difference) and the bench clears Streamlit's caches (the "c" shortcut) before each
+press. The first press on a page is a warm-up and is reported on its own ("first press"):
+it also pays the server's first import of the run panel, the experiment and its report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import ROOT, loadavg, stats
+from bench.cold_start import (
+    _browser,
+    free_port,
+    start_server,
+    stop_server,
+    wait_healthy,
+)
+from bench.report import Goal, Section, duration, megabytes, now, spread
+from runners import memory
+from ui import i18n
+
+GOALS_S = {"parameters": 0.5, "clipping": 0.5, "experiment": 1.5}
+STRETCH_S = {"experiment": 1.0}
+SETTLED = """() => document.querySelectorAll(
+    '[data-testid=stStatusWidgetRunningIcon], [data-testid=stAppRunningIcon],'
+    + ' [data-testid*=keleton]'
+).length === 0"""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One page's Run button, its verdict on screen, and how a repeat changes its input."""
+
+    path: str
+    button_key: str  # catalogue key of the Run button's text
+    result_key: str  # catalogue key of a text that appears only with the run's result
+    result_selector: str  # where that text appears
+    query: str | None  # a deep-link parameter that changes the run's input, or None
+
+    def query_for(self, i: int) -> str:
+        if self.query == "par_wq":
+            return f"?par_wq={0.25 + 0.01 * i:.2f}"  # default 0.5; any value in [-5, 5]
+        if self.query == "exp_labels0":
+            return f"?exp_labels0={39 - (i % 39)}"  # default 40; window 0 holds 95
+        return ""
+
+
+CASES = {
+    "parameters": Case(
+        "parameters",
+        "parameters.run.button",
+        "parameters.run.agree_all",
+        '[data-testid="stAlert"]',
+        "par_wq",
+    ),
+    "clipping": Case(
+        "clipping", "clipping.run_button", "clipping.run_agree", '[data-testid="stAlert"]', None
+    ),
+    "experiment": Case(
+        "experiment",
+        "experiment.run.button",
+        "experiment.zero.skip",
+        '[data-testid="stMetric"]',
+        "exp_labels0",
+    ),
+}
+
+
+def _text(key: str) -> str:
+    """The catalogue's English text up to its first placeholder: what the page shows."""
+    return i18n.text("en", key).split("{")[0].strip()
+
+
+ARM = """([selector, text]) => {
+    window.__pcl = {click: null, result: null};
+    document.addEventListener('click', () => {
+        if (window.__pcl.click === null) window.__pcl.click = performance.now();
+    }, {capture: true, once: true});
+    const look = () => {
+        const hit = [...document.querySelectorAll(selector)]
+            .some(e => e.textContent.includes(text));
+        if (hit) { window.__pcl.result = performance.now(); return; }
+        requestAnimationFrame(look);
+    };
+    requestAnimationFrame(look);
+}"""
+
+
+def press(tab, case: Case, timeout_s: float = 240.0) -> dict:
+    """Press Run on a settled page; seconds from the click to the verdict and to settled."""
+    tab.evaluate(ARM, [case.result_selector, _text(case.result_key)])
+    button = tab.get_by_role("button", name=_text(case.button_key))
+    button.click()
+    tab.wait_for_function(
+        "() => window.__pcl.result !== null", timeout=timeout_s * 1000, polling=50
+    )
+    tab.wait_for_function(SETTLED, timeout=timeout_s * 1000)
+    settled = tab.evaluate("() => performance.now()")
+    timing = tab.evaluate("() => window.__pcl")
+    return {
+        "result_s": (timing["result"] - timing["click"]) / 1000,
+        "settled_s": (settled - timing["click"]) / 1000,
+    }
+
+
+def settle(tab, timeout_s: float = 120.0) -> None:
+    tab.wait_for_selector('[data-testid="stAppViewContainer"] h1', timeout=timeout_s * 1000)
+    for _ in range(2):
+        tab.wait_for_function(SETTLED, timeout=timeout_s * 1000)
+        tab.wait_for_timeout(200)
+
+
+def clear_caches(tab) -> None:
+    """Streamlit's "Clear caches" (the developer toolbar's "c" shortcut, then confirm)."""
+    tab.locator("body").press("c")
+    tab.get_by_role("button", name="Clear caches").click()
+    tab.get_by_role("button", name="Clear caches").wait_for(state="detached")
+
+
+class TreeSampler(threading.Thread):
+    """Peak PSS and RSS of a process and all its descendants, every `interval_s`."""
+
+    def __init__(self, root: int, interval_s: float = 0.1) -> None:
+        super().__init__(daemon=True)
+        self.root, self.interval_s = root, interval_s
+        self.peak_pss_kb = self.peak_rss_kb = 0
+        self.torchrun_seen = False  # a cold launch (torchrun's agent) ran in the tree
+        self.done = threading.Event()
+
+    def sample(self) -> tuple[int, int]:
+        tree = [self.root, *memory.descendants(self.root)]
+        for pid in tree[1:]:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    self.torchrun_seen |= b"torch.distributed.run" in f.read()
+            except OSError:
+                continue
+        return memory.tree_kb(tree), memory.tree_kb(tree, "rss")
+
+    def run(self) -> None:
+        while not self.done.wait(self.interval_s):
+            pss, rss = self.sample()
+            self.peak_pss_kb, self.peak_rss_kb = (
+                max(self.peak_pss_kb, pss),
+                max(self.peak_rss_kb, rss),
+            )
+
+
+def checkout(ref: str) -> Path:
+    """The project at git `ref`, exported beside this one (the "before" rows)."""
+    target = Path(tempfile.gettempdir()) / f"pcl-bench-before-{ref}"
+    if not (target / "app.py").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "archive", ref], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
+
+
+def measure(
+    pages: list[str],
+    repeats: int,
+    pool: str | None,
+    root: Path | None = None,
+    options: tuple[str, ...] = (),
+) -> dict:
+    """`repeats` uncached presses per page (after one warm-up press) on one fresh server of
+    the checkout `root` (default: this one), started with extra `options` if any (an A/B of
+    a config.toml setting: ("--runner.postScriptGC", "true"))."""
+    opened, reason = _browser()
+    if not opened:
+        return {"error": reason}
+    playwright, browser = opened
+    env = {name: "" for name in os.environ if name.startswith("PCL_")}  # the defaults...
+    if pool is not None:  # ...unless a row asks
+        env["PCL_WARM_POOL"] = "1" if pool == "on" else "0"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    options = ("--client.toolbarMode", "developer", *options)
+    server = start_server(port, env=env, options=options, root=root)
+    out: dict = {"pool": pool or "default", "pages": {}, "load_start": loadavg()}
+    sampler = TreeSampler(server.pid)
+    try:
+        if not wait_healthy(server, url):
+            return {"error": "the server never became healthy"}
+        sampler.start()
+        context = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="en-US")
+        tab = context.new_page()
+        tab.set_default_timeout(240_000)
+        for page in pages:
+            case = CASES[page]
+            rows = []
+            for i in range(repeats + 1):
+                tab.goto(f"{url}/{case.path}{case.query_for(i)}")
+                settle(tab)
+                if case.query is None and i > 0:
+                    clear_caches(tab)
+                rows.append(press(tab, case))
+            out["pages"][page] = {"first": rows[0], "presses": rows[1:]}
+        context.close()
+        out["server_kb"] = memory.rss_kb(server.pid)
+    finally:
+        sampler.done.set()
+        stop_server(server)
+        browser.close()
+        playwright.stop()
+    out["peak_tree_pss_kb"], out["peak_tree_rss_kb"] = sampler.peak_pss_kb, sampler.peak_rss_kb
+    out["load_end"] = loadavg()
+    return out
+
+
+# (variant, checkout, PCL_WARM_POOL) - "before" is the commit given as PCL_BENCH_BEFORE
+VARIANTS = {
+    "default": ("after", None),
+    "off": ("after", "off"),
+    "before-on": ("before", "on"),
+    "before-default": ("before", None),
+}
+NAMES = {
+    "default": "now, default settings (warm pool)",
+    "off": "now, `PCL_WARM_POOL=0` (cold torchrun)",
+    "before-on": "before, `PCL_WARM_POOL=1` (then opt-in)",
+    "before-default": "before, default settings (then cold torchrun)",
+}
+
+
+def run(quick: bool = False, repeats: int | None = None) -> Section:
+    from bench import child_json
+
+    repeats = repeats or (3 if quick else 5)
+    rounds = 1 if quick else 2
+    before = os.environ.get("PCL_BENCH_BEFORE", "")
+    section = Section(
+        "clicks",
+        "Click to result in Chromium (real server, uncached runs)",
+        ["page", "server", "click → verdict: median (min–max)", "→ settled", "first press", "n"],
+        load_start=loadavg(),
+        started=now(),
+    )
+    began = time.perf_counter()
+    pages = list(CASES)
+    variants = ["default"] if quick else ["default", "off"]
+    if before:
+        variants += ["before-on", "before-default"]
+    runs: dict[str, list[dict]] = {v: [] for v in variants}
+    for _ in range(rounds):  # every variant once per round: they share the box's load
+        for variant in variants:
+            which, pool = VARIANTS[variant]
+            args = ["--repeats", str(repeats), "--pages", ",".join(pages)]
+            args += ["--pool", pool] if pool else []
+            args += ["--root", str(checkout(before))] if which == "before" else []
+            runs[variant].append(child_json("bench.clicks", args, timeout_s=2400))
+    for variant, rounds_data in runs.items():
+        good = [d for d in rounds_data if "error" not in d]
+        for bad in (d for d in rounds_data if "error" in d):
+            section.notes.append(f"{NAMES[variant]}: a round failed: {bad['error']}")
+        if not good:
+            continue
+        for page in pages:
+            got = [d["pages"][page] for d in good if page in d.get("pages", {})]
+            if not got:
+                continue
+            verdicts = [p["result_s"] for g in got for p in g["presses"]]
+            settled = [p["settled_s"] for g in got for p in g["presses"]]
+            firsts = [g["first"]["result_s"] for g in got]
+            section.rows.append(
+                [
+                    f"`{page}`",
+                    NAMES[variant],
+                    spread(stats(verdicts)),
+                    duration(statistics.median(settled)),
+                    " / ".join(duration(f) for f in firsts),
+                    str(len(verdicts)),
+                ]
+            )
+            if variant == "default":
+                median = statistics.median(verdicts)
+                section.goals.append(
+                    Goal(
+                        f"`{page}`: click → verdict, uncached, median",
+                        duration(median),
+                        f"≤ {duration(GOALS_S[page])}",
+                        median <= GOALS_S[page],
+                    )
+                )
+                if page in STRETCH_S:
+                    section.goals.append(
+                        Goal(
+                            f"`{page}`: the same (stretch)",
+                            duration(median),
+                            f"≤ {duration(STRETCH_S[page])}",
+                            median <= STRETCH_S[page],
+                        )
+                    )
+        pss = max(d["peak_tree_pss_kb"] for d in good)
+        rss = max(d["peak_tree_rss_kb"] for d in good)
+        section.notes.append(
+            f"{NAMES[variant]}: peak memory of the server's whole process tree during the "
+            f"presses {megabytes(pss)} PSS ({megabytes(rss)} summed RSS, which counts the pages "
+            "a zygote shares with its ranks once per process)."
+        )
+    loads = [d.get("load_start", [None])[0] for v in runs.values() for d in v if "error" not in d]
+    loads = [x for x in loads if x is not None]
+    section.notes += [
+        f"{repeats} uncached presses per page per round after one warm-up press ('first press', "
+        f"one per round), {rounds} round(s), every server variant once per round, in turn. Each "
+        "press is in a fresh session opened through a deep link with one input changed (page "
+        "08: Streamlit's caches cleared instead); each variant runs on a fresh server. The clock "
+        "runs inside the page, from the click to the verdict."
+        + (
+            f" 1-minute load average when each server started: {min(loads):.1f}–{max(loads):.1f}."
+            if loads
+            else ""
+        ),
+    ]
+    if before:
+        section.notes.append(
+            f"'before' rows: the project at `{before}` (the commit this work started from), "
+            "exported with git archive and measured by this same harness."
+        )
+    section.data = {"runs": runs, "repeats": repeats, "rounds": rounds, "before": before}
+    section.seconds = time.perf_counter() - began
+    section.load_end = loadavg()
+    return section
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.clicks", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--pages", default=",".join(CASES))
+    parser.add_argument("--pool", choices=("on", "off"), default=None)
+    parser.add_argument("--root", type=Path, default=None, help="another checkout to serve")
+    args = parser.parse_args(argv)
+    pages = [p for p in args.pages.split(",") if p]
+    print(json.dumps(measure(pages, args.repeats, args.pool, args.root)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""A host runs the app as an unprivileged user from a read-only checkout: every page loads
+and a real run completes, and nothing is written into the source tree.
+
+The tracked files are copied to a temporary directory, made read-only (files 0444,
+directories 0555), and `streamlit run app.py` is started there as `nobody` through
+`setpriv`, with HOME and TMPDIR in a writable directory of its own. Where the interpreter
+itself sits in a directory `nobody` cannot enter (this box's Python lives under /root, mode
+700), the server keeps one capability, CAP_DAC_READ_SEARCH: it may read and search any
+file, as if the interpreter were installed system-wide, and still cannot write anything
+`nobody` could not (checked below with the same command). Needs root (to switch users).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from runners import memory
+from tests.e2e.conftest import ROOT, _free_port, wait_for_app
+from ui.pages import HOME, PAGES
+
+pytestmark = pytest.mark.e2e
+NOBODY = 65534
+READ_SEARCH = ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+
+
+def _as_nobody(extra_caps: list[str]) -> list[str]:
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *extra_caps]
+
+
+def _works(command: list[str], env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+
+def _runs_zygote(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"runners.zygote" in f.read()
+    except OSError:
+        return False
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under root with its mode, size and mtime."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        info = path.lstat()
+        out[str(path.relative_to(root))] = (info.st_mode, info.st_size, info.st_mtime_ns)
+    return out
+
+
+@pytest.fixture
+def read_only_checkout(tmp_path):
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("switching to an unprivileged user needs root and setpriv (util-linux)")
+    checkout, home = tmp_path / "lab", tmp_path / "home"
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for name in filter(None, (n.decode() for n in listed)):
+        target = checkout / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, target)
+    for path in [checkout, *checkout.rglob("*")]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    tmp_path.chmod(0o755)
+    (home / "tmp").mkdir(parents=True)
+    for path in (home, home / "tmp"):
+        os.chown(path, NOBODY, NOBODY)
+    yield checkout, home
+    for path in [checkout, *checkout.rglob("*")]:  # writable again, to be removed
+        path.chmod(stat.S_IRWXU)
+
+
+def test_an_unprivileged_user_serves_every_page_and_a_run_from_a_read_only_checkout(
+    read_only_checkout, browser
+):
+    checkout, home = read_only_checkout
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "TMPDIR": str(home / "tmp"),
+        "LANG": "C.UTF-8",
+    }
+    caps: list[str] = []
+    if _works([*_as_nobody([]), sys.executable, "-c", "import streamlit"], env).returncode:
+        caps = READ_SEARCH  # the interpreter sits where nobody cannot enter (see above)
+    probe = f"open({str(checkout / 'app.py')!r}, 'a')"
+    refused = _works([*_as_nobody(caps), sys.executable, "-c", probe], env)
+    assert "PermissionError" in refused.stderr, "the server's user could write the checkout"
+    before = _snapshot(checkout)
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = home / "server.log"
+    command = [
+        *_as_nobody(caps),
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app.py",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+    ]
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            command,
+            cwd=checkout,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            assert server.poll() is None, log.read_text(errors="replace")[-2000:]
+            assert time.monotonic() < deadline, "the server never became healthy"
+            time.sleep(0.3)
+        with open(f"/proc/{server.pid}/status") as f:
+            uids = next(line for line in f if line.startswith("Uid:")).split()[1:]
+        assert {int(u) for u in uids} == {NOBODY}  # real, effective, saved, filesystem
+
+        tab = browser.new_page(viewport={"width": 1400, "height": 1000}, locale="en-US")
+        try:
+            for page in PAGES:
+                tab.goto(f"{url}/{'' if page is HOME else page.url}")
+                wait_for_app(tab)
+                assert tab.locator('[data-testid="stException"]').count() == 0, page.url
+            tab.goto(f"{url}/parameters")
+            wait_for_app(tab)
+            tab.get_by_role("button", name=re.compile("Run the two-process check")).click()
+            tab.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(
+                timeout=180_000
+            )
+        finally:
+            tab.close()
+        zygotes = [p for p in memory.children(server.pid) if _runs_zygote(p)]
+        assert len(zygotes) == 1, "the run did not go through the warm pool"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+    assert _snapshot(checkout) == before  # nothing written into the source tree
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text and "PermissionError" not in text, text[-2000:]
