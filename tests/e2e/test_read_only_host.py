@@ -148,7 +148,7 @@ def test_an_unprivileged_user_serves_every_page_and_a_run_from_a_read_only_check
                 assert tab.locator('[data-testid="stException"]').count() == 0, page.url
             tab.goto(f"{url}/parameters")
             wait_for_app(tab)
-            tab.get_by_role("button", name=re.compile("Run the two-process check")).click()
+            tab.get_by_role("button", name=re.compile("Run the check on 2 processes")).click()
             tab.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(
                 timeout=180_000
             )
