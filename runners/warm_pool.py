@@ -1,6 +1,8 @@
 """The warm pool, server side: launches whose ranks are forked from a pre-imported zygote.
 
-On when the `warm_pool` setting is (PCL_WARM_POOL=1). A cold launch starts torchrun's agent
+On in the Streamlit server unless PCL_WARM_POOL=0 (ui.serving), off for the CLIs unless
+PCL_WARM_POOL=1; when no zygote can start, `start_ranks` raises PoolUnavailable and the
+launcher starts torchrun instead (for RETRY_S). A cold launch starts torchrun's agent
 and P fresh interpreters, and each imports torch (about 1.5 s on a 2-core box) and, as soon
 as it builds a DDP model or an optimizer, torch._dynamo (about 2.3 s more). The pool pays
 those imports once per server, in a zygote process (`runners.zygote`, which forks the ranks).
