@@ -1,9 +1,11 @@
-"""Benchmarks of the lab as its users feel it: core calls, page reruns, cold start, real runs.
+"""Benchmarks of the lab as its users feel it: core calls, page reruns, cold start, real runs,
+a press of Run in a real browser, and the hosted demo under many visitors.
 
     python -m bench                      # everything; rewrites BENCHMARKS.md
     python -m bench --quick --only core  # a few seconds; see `python -m bench --help`
 
-One module per measurement family (core, pages, cold_start, runs), each returning a
+One module per measurement family (core, pages, preload, cold_start, runs, clicks, and
+hosted for load and soak), each returning a
 `report.Section`; `report` renders them as Markdown. Numbers live here, never in timed
 tests. This file holds the small helpers the families share.
 """

@@ -1,6 +1,8 @@
 """The warm pool, server side: launches whose ranks are forked from a pre-imported zygote.
 
-On when the `warm_pool` setting is (PCL_WARM_POOL=1). A cold launch starts torchrun's agent
+On in the Streamlit server unless PCL_WARM_POOL=0 (ui.serving), off for the CLIs unless
+PCL_WARM_POOL=1; when no zygote can start, `start_ranks` raises PoolUnavailable and the
+launcher starts torchrun instead (for RETRY_S). A cold launch starts torchrun's agent
 and P fresh interpreters, and each imports torch (about 1.5 s on a 2-core box) and, as soon
 as it builds a DDP model or an optimizer, torch._dynamo (about 2.3 s more). The pool pays
 those imports once per server, in a zygote process (`runners.zygote`, which forks the ranks).
@@ -34,6 +36,7 @@ import threading
 import time
 from pathlib import Path
 
+from runners import memory
 from runners.diagnosis import rank_root_cause
 from runners.settings import PROJECT_ROOT, current
 from runners.zygote import READY
@@ -275,11 +278,18 @@ def prestart(preload: tuple[str, ...] | None = None) -> None:
     """Start one zygote in the background when the pool is on and has none: the first run
     after the server starts (or after a zygote died) then needs no start-up of its own.
     `preload` names the project modules every zygote started from now on imports ahead
-    (about 20 ms a rank otherwise); None keeps the list it has."""
+    (about 20 ms a rank otherwise); None keeps the list it has. A zygote that would take the
+    server's tree past its memory budget is not started: a launch then needs one, and the
+    job line's memory check counts it."""
     with _LOCK:
         if preload is not None:
             _PRELOAD[0] = tuple(preload)
         if not enabled() or _ALL or _STARTING[0] or broken_locked():
+            return
+    if memory.lab_mb(max_age_s=5.0) + memory.ZYGOTE_MB > current().memory_budget_mb:
+        return
+    with _LOCK:
+        if _ALL or _STARTING[0]:
             return
         _STARTING[0] += 1
 

@@ -9,9 +9,12 @@ by the global N, microbatch means weighted equally, DDP's mean of local means, a
 P / N coefficient (core.ledger.local_loss_scale). Each runs with SGD (fresh state) and AdamW
 (the restored step-800 state) and is compared with its own optimizer's reference at 2e-10.
 
-One torchrun launch runs, on every rank, all branches for the chosen labels, the same for
-the equal-count control (the wrong rules pass when every microbatch and rank holds the
-same count), and the N = 0 case: a coordinated skip against a naive zero-loss step.
+One launch (torchrun, or the server's warm pool) runs all branches for the chosen labels,
+the same for the equal-count control (the wrong rules pass when every microbatch and rank
+holds the same count), and the N = 0 case: a coordinated skip against a naive zero-loss
+step. Every rank runs the DDP branches and makes and reports every update; each
+single-process branch's gradient is computed on one rank and broadcast to the others, and
+each branch's gradient is stepped by both optimizers (experiments/transformer/worker.py).
 
     python -m runners.transformer --json [--labels 40,7,0,23] [--world-size 2] [--optimizer both]
     torchrun --standalone --nproc-per-node 2 -m experiments.transformer --out-dir /tmp/tf

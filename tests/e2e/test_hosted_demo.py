@@ -60,3 +60,27 @@ def test_twenty_runs_in_a_row_leave_nothing_growing(default_settings):
             assert hosted.growth(before[who], after[who], key) <= hosted.GROWTH_GOAL, (who, key)
     assert out["extra_processes"] == [] and out["tmp_during"] == []
     assert out["left_after_stop"] == {"processes": [], "tmp": []}
+
+
+def test_a_server_past_its_memory_budget_refuses_runs_with_a_clear_message(browser):
+    """A budget smaller than the server itself: pressing Run is answered at once with the
+    memory message (nothing is started), the page works on, and the server keeps serving."""
+    import re
+
+    from tests.e2e.conftest import streamlit_server, wait_for_app
+    from ui import i18n
+
+    with streamlit_server(env={"PCL_MEMORY_BUDGET_MB": "64"}) as url:
+        tab = browser.new_page(viewport={"width": 1400, "height": 1000}, locale="en-US")
+        try:
+            tab.goto(f"{url}/parameters")
+            wait_for_app(tab)
+            tab.get_by_role("button", name=re.compile("Run the two-process check")).click()
+            said = i18n.text("en", "runs.busy_memory").split("{")[0].strip()
+            tab.get_by_text(said).wait_for(timeout=60_000)
+            wait_for_app(tab)
+            assert tab.locator('[data-testid="stException"]').count() == 0
+            tab.goto(f"{url}/ledger")  # the server is alive and serving
+            wait_for_app(tab)
+        finally:
+            tab.close()

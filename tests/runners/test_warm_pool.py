@@ -299,8 +299,10 @@ def test_every_socket_listens_on_loopback_only(pool):
     assert seen <= {"0100007F", "0000000000000000FFFF00000100007F"}, seen
 
 
-def test_the_pool_dies_with_its_server(pool):
-    """SIGKILL of the server mid-run: its zygote, store and ranks are gone within seconds."""
+def test_the_pool_dies_with_its_server(pool, tmp_path):
+    """SIGKILL of the server mid-run: its zygote, store and ranks are gone within seconds.
+    (The run's directory cannot be removed by a killed server: it goes to this test's own
+    temporary directory, not the machine's.)"""
     mark = uuid.uuid4().hex
     script = (
         "import sys, threading\n"
@@ -309,7 +311,8 @@ def test_the_pool_dies_with_its_server(pool):
         "    if e.event == 'rank_done' and e.values['done'] == 2: print('running', flush=True)\n"
         f"launcher.launch({LOOP!r}, 2, ['--seconds', '120'], timeout_s=200, progress=say)\n"
     )
-    env = dict(os.environ, **{MARK_ENV: mark, settings.ENV_NAMES["warm_pool"]: "1"})
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    env.update({MARK_ENV: mark, settings.ENV_NAMES["warm_pool"]: "1"})
     server = subprocess.Popen(
         [sys.executable, "-c", script], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
     )
