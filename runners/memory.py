@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable
 
 # What a launch adds to the tree, by PSS, measured on the Transformer (the largest ranks) on
 # the 2-core box (BENCHMARKS.md, "Memory"), rounded up: a rank forked from a zygote adds
@@ -92,15 +93,24 @@ def fd_count(pid: int) -> int | None:
         return None
 
 
+# Who started processes for the lab: the warm pool (its zygotes) and the cold path (live
+# torchrun launches) register here when imported, so this module imports neither of them.
+_ROOT_SOURCES: list[Callable[[], Iterable[int]]] = []
+
+
+def count_processes_of(source: Callable[[], Iterable[int]]) -> None:
+    """Count the processes `source()` names (and their descendants) as the lab's."""
+    _ROOT_SOURCES.append(source)
+
+
 def lab_pids() -> list[int]:
     """This process and every process the lab started from it: the warm pool's zygotes (and
     their spares, stores and ranks) and live torchrun launches (agents and ranks). Other
     children (a test's own subprocesses) are not the lab's and are not counted."""
-    from runners import processes, warm_pool  # the launching layer registers its processes
-
     pids = [os.getpid()]
-    for root in (*warm_pool.zygote_pids(), *processes.live_pids()):
-        pids += [root, *descendants(root)]
+    for source in _ROOT_SOURCES:
+        for root in source():
+            pids += [root, *descendants(root)]
     return list(dict.fromkeys(pids))
 
 

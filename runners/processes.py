@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from runners import memory
 from runners.diagnosis import rank_root_cause, summary_failure
 from runners.settings import PROJECT_ROOT
 
@@ -25,6 +26,9 @@ _LIVE: set[int] = set()  # pids of torchrun agents started and not yet stopped
 def live_pids() -> tuple[int, ...]:
     """The torchrun agents of this process's launches still in flight (runners.memory)."""
     return tuple(_LIVE)
+
+
+memory.count_processes_of(live_pids)  # the memory budget counts every live launch
 
 
 class Torchrun:

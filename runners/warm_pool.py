@@ -309,6 +309,9 @@ def zygote_pids() -> set[int]:
         return {zygote.proc.pid for zygote in _ALL}
 
 
+memory.count_processes_of(zygote_pids)  # the memory budget counts every zygote's tree
+
+
 def size() -> dict[str, int]:
     """How many zygotes exist, idle and starting (for tests and the benchmark)."""
     with _LOCK:

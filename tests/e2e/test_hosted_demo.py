@@ -75,7 +75,7 @@ def test_a_server_past_its_memory_budget_refuses_runs_with_a_clear_message(brows
         try:
             tab.goto(f"{url}/parameters")
             wait_for_app(tab)
-            tab.get_by_role("button", name=re.compile("Run the two-process check")).click()
+            tab.get_by_role("button", name=re.compile("Run the check on 2 processes")).click()
             said = i18n.text("en", "runs.busy_memory").split("{")[0].strip()
             tab.get_by_text(said).wait_for(timeout=60_000)
             wait_for_app(tab)
