@@ -175,20 +175,42 @@ def test_a_real_run_through_the_warm_pool_leaves_nothing_after_the_server(browse
     assert _processes_with(needle) == [], "a zygote or rank outlived the server"
 
 
-def test_a_stopped_run_says_so_instead_of_spinning(page, app_url):
+def test_a_stopped_run_says_so_instead_of_spinning(browser):
     """Stop pressed mid-run: the status can no longer be updated by the stopped script, so
-    while no script runs its spinner goes and it reads "stopped" (ui/browser.py)."""
-    page.goto(f"{app_url}/experiment")
-    wait_for_app(page)
-    page.get_by_role("button", name=re.compile("Run the experiment")).click()
-    spinner = page.locator('[data-testid="stExpanderIconSpinner"]')
-    spinner.wait_for(timeout=60_000)
-    page.get_by_role("button", name=re.compile("^Stop$")).first.click()
-    page.wait_for_function(
-        "() => document.querySelector('[data-testid=stApp]')"
-        ".getAttribute('data-test-script-state') === 'notRunning'"
-    )
-    assert not spinner.is_visible()
-    status = page.locator('summary:has([data-testid="stExpanderIconSpinner"])')
-    after = status.evaluate("e => getComputedStyle(e, '::after').content")
-    assert "stopped" in after
+    while no script runs its spinner goes and it reads "stopped" (ui/browser.py).
+
+    The run must still be going when Stop lands. A warm-pool run can finish within a second,
+    before a Playwright click (which waits for a stable element) gets there, so this server
+    launches cold 4-rank torchrun jobs (seconds of start-up) and the page clicks Stop itself
+    in the same frame that first shows the run's spinner."""
+    from tests.e2e.conftest import streamlit_server
+
+    with streamlit_server(env={"PCL_WARM_POOL": "0"}) as url:
+        tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            tab.goto(f"{url}/experiment?exp_world_size=4")
+            wait_for_app(tab)
+            tab.get_by_role("button", name=re.compile("Run the experiment")).click()
+            tab.wait_for_function(
+                """() => {
+                    const spinner = '[data-testid=stExpanderIconSpinner]';
+                    if (!document.querySelector(spinner)) return false;
+                    const stop = [...document.querySelectorAll('button')]
+                        .find(b => b.textContent.trim() === 'Stop');
+                    if (!stop) return false;
+                    stop.click();
+                    return true;
+                }""",
+                timeout=60_000,
+            )
+            tab.wait_for_function(
+                "() => document.querySelector('[data-testid=stApp]')"
+                ".getAttribute('data-test-script-state') === 'notRunning'"
+            )
+            spinner = tab.locator('[data-testid="stExpanderIconSpinner"]')
+            assert not spinner.is_visible()
+            status = tab.locator('summary:has([data-testid="stExpanderIconSpinner"])')
+            after = status.evaluate("e => getComputedStyle(e, '::after').content")
+            assert "stopped" in after
+        finally:
+            tab.close()
