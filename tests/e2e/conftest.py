@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from bench.cold_start import CHROMIUM, SETTLED, free_port, start_server, wait_healthy
+
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts" / "screenshots"
 ENABLE_HINT = (
     "browser tests need Debian's Chromium and Playwright for Python: "
@@ -46,52 +43,16 @@ def _missing(reason: str) -> None:
     pytest.skip(f"{reason}; {ENABLE_HINT}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def streamlit_server(env: dict | None = None):
     """`streamlit run app.py` on a free local port (with `env` added to its environment);
     yields its URL once healthy, and stops it (SIGTERM, as a host would) afterwards."""
-    port = _free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(ROOT / "app.py"),
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        cwd=ROOT,
-        env=dict(os.environ, **(env or {})),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    port = free_port()
+    server = start_server(port, env=env)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
     try:
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not become healthy on port {port}")
-            time.sleep(0.3)
+        if not wait_healthy(server, url, timeout_s=60):
+            pytest.fail(f"streamlit did not become healthy on port {port}")
         yield url
     finally:
         os.killpg(server.pid, 15)
@@ -143,12 +104,8 @@ def wait_for_app(tab) -> None:
     """Wait until Streamlit has finished the script run and drawn every element: no
     running indicator and no element skeletons (lazy widgets paint a frame later)."""
     tab.wait_for_selector('[data-testid="stAppViewContainer"] h1')
-    settled = """() => document.querySelectorAll(
-        '[data-testid=stStatusWidgetRunningIcon], [data-testid=stAppRunningIcon],'
-        + ' [data-testid*=keleton]'
-    ).length === 0"""
     for _ in range(2):  # settled twice in a row, 250 ms apart: not just between two reruns
-        tab.wait_for_function(settled, timeout=60_000)
+        tab.wait_for_function(SETTLED, timeout=60_000)
         tab.wait_for_timeout(250)
 
 

@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.cold_start import free_port
 from runners import memory
-from tests.e2e.conftest import ROOT, _free_port, wait_for_app
+from tests.e2e.conftest import ROOT, wait_for_app
 from ui.pages import HOME, PAGES
 
 pytestmark = pytest.mark.e2e
@@ -100,7 +101,7 @@ def test_an_unprivileged_user_serves_every_page_and_a_run_from_a_read_only_check
     assert "PermissionError" in refused.stderr, "the server's user could write the checkout"
     before = _snapshot(checkout)
 
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = home / "server.log"
     command = [
