@@ -61,10 +61,10 @@ def _scenario(per_rank: list[dict], tolerance: float) -> ScenarioResult:
     counts = first_rank["counts"]
     n = sum(map(sum, counts))
     weights = first_rank["weights"]
-    matching = []
+    matching, scheme = [], ("other" if n else None)  # N = 0: no weight is defined
     if n and weights is not None:
         matching = list(update_weights.matching_schemes(weights, counts))
-    scheme = (matching or ["other"])[0] if n else None
+        scheme = update_weights.closest_scheme(weights, counts)
     notes = []
     if all(s["unchanged"] for s in per_rank) and first_rank["reference_changed"]:
         notes.append("no_step")
