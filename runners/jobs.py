@@ -225,9 +225,12 @@ def submit(
         or TIMEOUT for this request alone.
     """
     cancel = _CANCEL.get() if cancel is None else cancel
-    start = time.monotonic()
     mine: queue.SimpleQueue = queue.SimpleQueue()
     with _LOCK:
+        # The request's clock starts under the lock: a joiner then never starts before the
+        # job it joins, so an equal limit always defers to the job's own (plus its cleanup)
+        # and identical requests share one result.
+        start = time.monotonic()
         job = _JOBS.get(key)
         joined = job is not None
         if joined:

@@ -382,6 +382,34 @@ def fake_work(gate: threading.Event, calls: list):
     return work
 
 
+def test_identical_requests_arriving_together_share_a_result_that_ends_past_their_limit(stats):
+    """Two identical requests with the same limit reach the registry while it is busy, so
+    both read the clock before either creates the job. The joiner still waits for the job's
+    own ending (its limit plus cleanup), which here comes after the limit, as a timeout's
+    does: it must not leave at its own limit with a result of its own (CI saw this once in
+    the real hung-rank test above)."""
+
+    def work(job: jobs.Job) -> RunResult:
+        time.sleep(job.timeout_s + 0.4)  # stopping the processes outlives the limit itself
+        return RunResult.ended(Outcome.TIMEOUT, "timed out after 0.5 s", 0.9, "f")
+
+    results: dict[int, RunResult] = {}
+
+    def request(i: int) -> None:
+        results[i] = jobs.submit("arrive-together", work, timeout_s=0.5, worker_hash="f")
+
+    threads = [threading.Thread(target=request, args=(i,)) for i in range(2)]
+    with jobs._LOCK:  # both requests wait here, after their first line
+        for thread in threads:
+            thread.start()
+        time.sleep(0.2)
+    for thread in threads:
+        thread.join(10)
+    assert results[0] is results[1], (results[0].message, results[1].message)
+    assert results[0].message == "timed out after 0.5 s"
+    assert stats()["launched"] == 1 and stats()["shared"] == 1
+
+
 def submit_in_thread(key, work, out, name=None, **kwargs):
     """jobs.submit(key, work) in a new thread; its RunResult lands in out[name or key]."""
 
