@@ -9,10 +9,10 @@ import os
 
 import streamlit as st
 
-from experiments import registry
-from ui import preload, serving
-from ui.page import link_notice, t
-from ui.pages import HOME, PAGES
+from pclab.experiments import registry
+from pclab.ui import preload, serving
+from pclab.ui.page import link_notice, t
+from pclab.ui.pages import HOME, PAGES
 
 # One intra-op thread per torch computation: the pages' tensors are tiny, and on a small
 # shared box (2 cores, several visitors) extra threads only contend - measured 25x slower.

@@ -43,8 +43,8 @@ from bench.cold_start import (
     wait_healthy,
 )
 from bench.report import Goal, Section, duration, megabytes, now, spread
-from runners import memory
-from ui import i18n
+from pclab.runners import memory
+from pclab.ui import i18n
 
 GOALS_S = {"parameters": 0.5, "clipping": 0.5, "experiment": 1.5}
 STRETCH_S = {"experiment": 1.0}

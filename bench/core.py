@@ -51,7 +51,7 @@ def _clip_large(rng: random.Random, scale: float = 8.0) -> tuple[dict, dict]:
 
 def cases(quick: bool) -> list[tuple[str, str, Callable[[], object]]]:
     """(entry point, input label, zero-argument call) for every measured case."""
-    from core import clipping, infonce, ledger
+    from pclab.core import clipping, infonce, ledger
 
     seed = infonce.SEED
     out = [

@@ -48,8 +48,8 @@ from bench.cold_start import (
     wait_healthy,
 )
 from bench.report import Goal, Section, duration, megabytes, now
-from runners import memory
-from ui import i18n
+from pclab.runners import memory
+from pclab.ui import i18n
 
 MARK_ENV = "PCL_BENCH_MARK"
 LOAD_P95_GOAL_S = 30.0  # everyone answered within the 8-deep line's worst case on 2 cores
@@ -129,7 +129,7 @@ class Server:
         """The server's zygotes (its children running runners.zygote; the ranks they fork
         carry the same command line one level further down)."""
         children = memory.children(self.proc.pid)
-        return [pid for pid in children if "runners.zygote" in _cmdline(pid)]
+        return [pid for pid in children if "pclab.runners.zygote" in _cmdline(pid)]
 
     def wait_for_pool(self, timeout_s: float = 240.0) -> bool:
         """Open the home page once (app.py starts the pool on its first script run), then

@@ -10,7 +10,7 @@ nothing the lab needs, but it makes torch import torch._dynamo (DistributedDataP
 constructor and every optimizer do), the fixed cost every experiment pays on top of the
 bare job.
 
-    python -c "from runners.launcher import launch; print(launch('bench.noop_worker', 2))"
+    python -c "from pclab.runners.launcher import launch; print(launch('bench.noop_worker', 2))"
     torchrun --standalone --nproc-per-node 2 -m bench.noop_worker --out-dir /tmp/noop
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from runners.worker import write_rank_output
+from pclab.runners.worker import write_rank_output
 
 
 def main(argv: list[str] | None = None) -> None:

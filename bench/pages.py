@@ -27,12 +27,16 @@ from bench.report import Goal, Section, duration, now, spread
 
 GOAL_MS = 100.0
 # Pages whose figures are torch computations (core.limits, core.coverage_checks, the model).
-NEEDS_TORCH = {"sections/04_limits.py", "sections/07_validation.py"}
+NEEDS_TORCH = {"pclab/sections/04_limits.py", "pclab/sections/07_validation.py"}
 HEAVY = ("torch", "torch._dynamo", "pandas", "altair", "numpy", "tokenizers", "safetensors")
-QUICK_PAGES = ("sections/home.py", "sections/02_ledger.py")
+QUICK_PAGES = ("pclab/sections/home.py", "pclab/sections/02_ledger.py")
 # Extra rows at large inputs: (page, widget values set before it renders, label).
 LARGE_INPUTS = (
-    ("sections/02_ledger.py", {"ledger_n_a": 5000, "ledger_n_b": 5000}, "5,000 + 5,000 tokens"),
+    (
+        "pclab/sections/02_ledger.py",
+        {"ledger_n_a": 5000, "ledger_n_b": 5000},
+        "5,000 + 5,000 tokens",
+    ),
 )
 
 

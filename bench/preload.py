@@ -23,8 +23,8 @@ from bench import child_json, loadavg, stats
 from bench.report import Section, duration, now, spread
 
 CASES = (
-    (8.0, ("sections/04_limits.py", "sections/07_validation.py")),
-    (3.2, ("sections/01_denominator.py",)),
+    (8.0, ("pclab/sections/04_limits.py", "pclab/sections/07_validation.py")),
+    (3.2, ("pclab/sections/01_denominator.py",)),
 )
 
 

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 
 from bench import ROOT, child_json, loadavg, stats, vm_kb
 from bench.report import Goal, Section, duration, megabytes, now, spread
-from experiments import registry
-from experiments.base import Experiment
+from pclab.experiments import registry
+from pclab.experiments.base import Experiment
 
 RATIO_GOAL, CACHED_GOAL_S, POOL_GOAL_S = 1.3, 0.050, 0.200
 # Jobs run with the arguments a page's run panel passes (the experiment's checked() keywords),
@@ -53,7 +53,7 @@ PAGE_PARAMS = {
         {"trainer": str(ROOT / "examples" / "trainers" / "hf_trainer.py"), "world_size": 2},
     ),
 }
-LABELS = {"trainer_check_hf": "`runners.check examples/trainers/hf_trainer.py`"}
+LABELS = {"trainer_check_hf": "`pclab check examples/trainers/hf_trainer.py`"}
 NO_GOAL = {"trainer_check_hf"}  # the goals are for the lab's own jobs; this one times Trainer
 EXPERIMENTS = (*registry.names(), "trainer_check_hf")  # every registered one, and the HF check
 JOBS = ("noop", "noop_ddp", *EXPERIMENTS)
@@ -102,7 +102,7 @@ CACHED_SCRIPT = """
 import time
 import streamlit as st
 from bench.runs import job_experiment
-from ui import runs
+from pclab.ui import runs
 
 experiment, params = job_experiment(st.session_state["bench_job"])
 began = time.perf_counter()
@@ -181,7 +181,7 @@ def child(job: str) -> dict:
 def pooled(repeats: int, jobs=("noop", *EXPERIMENTS)) -> dict:
     """The opt-in warm pool (PCL_WARM_POOL=1): its start-up, then each job's runs through the
     same `run()` calls as the cold rows, and the zygote's memory."""
-    from runners import settings, warm_pool
+    from pclab.runners import settings, warm_pool
 
     settings.configure(warm_pool=True)
     began = time.perf_counter()
@@ -383,7 +383,7 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
     extra = _extra_rank_kb(ok("trainer_check"), ok("trainer_check_hf"))
     if extra is not None:
         section.notes.append(
-            "`runners.check examples/trainers/hf_trainer.py` is the trainer check driving the real "
+            "`pclab check examples/trainers/hf_trainer.py` is the trainer check driving the real "
             "transformers.Trainer (P = 2, K = 2): every rank imports transformers and accelerate, "
             f"{megabytes(extra)} more peak RSS per rank than the check of the bundled DDP example; "
             "it has no goal (the goals are for the lab's own jobs)."

@@ -14,17 +14,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "runners", "experiments", "ui", "sections", "bench", "tests", "examples")
+PACKAGES = ("pclab", "bench", "tests", "examples")
+APP = ("pclab.ui", "pclab.sections")  # the Streamlit side
 FORBIDDEN_IN_CORE = ("streamlit", "subprocess", "torch.distributed", "multiprocessing", "os.system")
-# The published `python -m runners.<name>` commands: alias modules that run an experiment
-# package by name (runners/alias.py), so the launching layer never imports one.
-README_ALIASES = {
-    "runners.negatives": "experiments.negatives",
-    "runners.clipping": "experiments.clipping",
-    "runners.transformer": "experiments.transformer",
-    "runners.pretrain": "experiments.transformer.pretrain",
-    "runners.check": "experiments.trainer_check",
-}
 
 
 # Deliberately broken files the trainer-check tests feed to the checker.
@@ -107,8 +99,10 @@ def test_the_cycle_finder_finds_a_planted_circle():
 
 def test_the_graph_sees_imports_inside_functions(tmp_path):
     source = tmp_path / "m.py"
-    source.write_text("def f():\n    from runners import jobs\n    import core.ledger\n")
-    assert {"runners.jobs", "core.ledger"} <= imported_names(source)
+    source.write_text(
+        "def f():\n    from pclab.runners import jobs\n    import pclab.core.ledger\n"
+    )
+    assert {"pclab.runners.jobs", "pclab.core.ledger"} <= imported_names(source)
 
 
 def test_no_import_cycle_anywhere():
@@ -125,28 +119,28 @@ def _in(module: str, package: str) -> bool:
 
 def test_runners_import_no_experiment_and_no_page():
     bad = {
-        m: sorted(d for d in deps if _in(d, "experiments") or _in(d, "ui") or _in(d, "sections"))
-        for m, deps in _imports("runners").items()
+        m: sorted(
+            d
+            for d in deps
+            if _in(d, "pclab.experiments") or _in(d, "pclab.ui") or _in(d, "pclab.sections")
+        )
+        for m, deps in _imports("pclab.runners").items()
     }
     assert {m: d for m, d in bad.items() if d} == {}
 
 
-def test_the_readme_aliases_forward_by_name_only():
-    for name, package in README_ALIASES.items():
-        path = ROOT / (name.replace(".", "/") + ".py")
-        assert GRAPH[name] <= {"runners.alias"}, name
-        assert f'forward("{package}")' in path.read_text()
-
-
 def test_core_imports_neither_runners_nor_experiments_nor_the_ui():
-    bad = {m: sorted(d for d in deps if not _in(d, "core")) for m, deps in _imports("core").items()}
+    bad = {
+        m: sorted(d for d in deps if not _in(d, "pclab.core"))
+        for m, deps in _imports("pclab.core").items()
+    }
     assert {m: d for m, d in bad.items() if d} == {}
 
 
 def test_experiments_import_no_page():
     bad = {
-        m: sorted(d for d in deps if _in(d, "ui") or _in(d, "sections"))
-        for m, deps in _imports("experiments").items()
+        m: sorted(d for d in deps if _in(d, "pclab.ui") or _in(d, "pclab.sections"))
+        for m, deps in _imports("pclab.experiments").items()
     }
     assert {m: d for m, d in bad.items() if d} == {}
 
@@ -155,12 +149,12 @@ def test_sections_reach_runs_only_through_the_ui():
     """A page may compute with an experiment's plan (its params, report checks), but it starts
     and reads runs only through ui.run_panel: never the launcher, the registry or a worker."""
     bad = {}
-    for m, deps in _imports("sections").items():
+    for m, deps in _imports("pclab.sections").items():
         wrong = [
             d
             for d in deps
-            if _in(d, "runners")
-            or d in ("experiments.registry", "experiments.base")
+            if _in(d, "pclab.runners")
+            or d in ("pclab.experiments.registry", "pclab.experiments.base")
             or d.endswith(".worker")
         ]
         if wrong:
@@ -168,7 +162,7 @@ def test_sections_reach_runs_only_through_the_ui():
     assert bad == {}
 
 
-@pytest.mark.parametrize("path", sorted(ROOT.glob("core/*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(ROOT.glob("pclab/core/*.py")), ids=lambda p: p.name)
 def test_core_is_pure(path):
     bad = [
         m
@@ -180,7 +174,7 @@ def test_core_is_pure(path):
 
 @pytest.mark.parametrize(
     "path",
-    sorted([*ROOT.glob("runners/**/*.py"), *ROOT.glob("experiments/**/*.py")]),
+    sorted([*ROOT.glob("pclab/runners/**/*.py"), *ROOT.glob("pclab/experiments/**/*.py")]),
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_runners_and_experiments_never_import_streamlit(path):
@@ -188,7 +182,9 @@ def test_runners_and_experiments_never_import_streamlit(path):
 
 
 @pytest.mark.parametrize(
-    "path", sorted([*ROOT.glob("core/*.py"), *ROOT.glob("sections/*.py")]), ids=lambda p: p.name
+    "path",
+    sorted([*ROOT.glob("pclab/core/*.py"), *ROOT.glob("pclab/sections/*.py")]),
+    ids=lambda p: p.name,
 )
 def test_small_files(path):
     limit = 300 if path.parent.name == "core" else 150
@@ -206,12 +202,12 @@ def test_no_shell_anywhere():
 
 
 def test_every_experiment_is_registered_and_shaped_alike():
-    from experiments import registry
+    from pclab.experiments import registry
 
-    on_disk = {p.parent.name for p in (ROOT / "experiments").glob("*/__init__.py")}
+    on_disk = {p.parent.name for p in (ROOT / "pclab" / "experiments").glob("*/__init__.py")}
     assert on_disk == set(registry.names())
     for name in registry.names():
-        package = ROOT / "experiments" / name
+        package = ROOT / "pclab" / "experiments" / name
         for part in ("params.py", "worker.py", "report.py", "cli.py", "__main__.py"):
             assert (package / part).is_file(), f"experiments/{name}/{part}"
         assert registry.get(name).name == name

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.validation import RULES
-from ui import i18n
+from pclab.core.validation import RULES
+from pclab.ui import i18n
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,7 +58,7 @@ def literal_keys(path: Path) -> list[str]:
 
 def test_every_literal_key_used_in_code_exists():
     keys = set(i18n.catalogue("en"))
-    sources = [*ROOT.glob("sections/*.py"), *ROOT.glob("ui/*.py"), ROOT / "app.py"]
+    sources = [*ROOT.glob("pclab/sections/*.py"), *ROOT.glob("pclab/ui/*.py"), ROOT / "app.py"]
     missing = [
         f"{path.name}: {key}" for path in sources for key in literal_keys(path) if key not in keys
     ]

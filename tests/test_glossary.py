@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from ui import i18n
+from pclab.ui import i18n
 
 GLOSSARY = i18n.LOCALES / "glossary.toml"
 

@@ -1,7 +1,7 @@
 """The real Hugging Face `transformers.Trainer`, checked as it ships: one optimizer update over
 this rank's K microbatches, with `average_tokens_across_devices=True` (the default).
 
-    python -m runners.check examples/trainers/hf_trainer.py --json
+    pclab check examples/trainers/hf_trainer.py --json
 
 The model is a tiny Llama causal LM built from a config (no download): random weights from a
 fixed seed, float64, CPU. `train_step` hands the lab's optimizer to a real `Trainer` with a

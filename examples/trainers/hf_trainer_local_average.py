@@ -1,7 +1,7 @@
 """The real Hugging Face `transformers.Trainer` with `average_tokens_across_devices=False`: each
 rank normalises by its own label count. Everything else is hf_trainer.py's.
 
-    python -m runners.check examples/trainers/hf_trainer_local_average.py --json
+    pclab check examples/trainers/hf_trainer_local_average.py --json
 """
 
 from hf_trainer import BATCH_SIZE, SEQ_LEN, VOCAB_SIZE, build_model, token_losses

@@ -7,7 +7,7 @@ too many per labelled first position, and its weights would be off 1 for that re
 Here every label the check hands over is a term, so the two counts agree and the weights
 answer only the averaging question.
 
-    python -m runners.check examples/trainers/hf_trainer_no_first_label.py --json
+    pclab check examples/trainers/hf_trainer_no_first_label.py --json
 """
 
 from hf_trainer import BATCH_SIZE, SEQ_LEN, VOCAB_SIZE, build_model, token_losses, train_step

@@ -18,14 +18,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from core import update_weights
-from experiments.trainer_check import hf_recorded
+from pclab.core import update_weights
+from pclab.experiments.trainer_check import hf_recorded
+from pclab.ui import i18n
+from pclab.ui import trainer_views as views
 from tests.app.sections_helper import open_section
-from ui import i18n
-from ui import trainer_views as views
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = "sections/check_trainer.py"
+PAGE = "pclab/sections/check_trainer.py"
 RECORDED = hf_recorded.load()
 
 

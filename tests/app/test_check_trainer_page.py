@@ -22,24 +22,24 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from core import update_weights
-from experiments.trainer_check import EXPERIMENT
-from experiments.trainer_check.report import build_report
-from experiments.trainer_check.scenarios import scenario_counts
-from runners.results import RunResult
+from pclab.core import update_weights
+from pclab.experiments.trainer_check import EXPERIMENT
+from pclab.experiments.trainer_check.report import build_report
+from pclab.experiments.trainer_check.scenarios import scenario_counts
+from pclab.runners.results import RunResult
+from pclab.ui import i18n
+from pclab.ui import trainer_views as views
 from tests.app.sections_helper import open_section
-from ui import i18n
-from ui import trainer_views as views
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = "sections/check_trainer.py"
+PAGE = "pclab/sections/check_trainer.py"
 FIXTURE = Path(__file__).parent / "fixtures" / "trainer_check_microbatch_means_p2k2.json"
 RECORDED = tuple(json.loads(FIXTURE.read_text())["ranks"])
 
 
 def hand_made_ranks(world_size: int, accum: int, example: str) -> tuple[dict, ...]:
     """Rank outputs of the worker's shape for an example that applies its known scheme
-    exactly (weights from core.update_weights); only rank 0 carries the solved weights."""
+    exactly (weights from pclab.core.update_weights); only rank 0 carries the solved weights."""
     scheme = views.EXAMPLES[example]
     grids, skipped = scenario_counts(world_size, accum, views.CAPACITY)
     ranks = []
@@ -90,8 +90,8 @@ class Launches(list):
 @pytest.fixture
 def launches(monkeypatch):
     """Replace the trainer check in the registry with a stand-in; yields its Launches."""
-    from experiments import registry
-    from ui import runs
+    from pclab.experiments import registry
+    from pclab.ui import runs
 
     calls = Launches()
 
@@ -264,7 +264,7 @@ def test_a_tampered_url_falls_back_to_a_bundled_example(launches):
 
 def test_a_value_outside_the_list_never_reaches_the_run(launches, monkeypatch):
     """Even if the example widget handed back something else, no path is built from it."""
-    from ui import deeplink
+    from pclab.ui import deeplink
 
     real_choice = deeplink.choice
 
@@ -293,7 +293,7 @@ def test_bundled_path_builds_only_example_files():
 def test_the_page_takes_no_typed_text_or_upload():
     """The page's only inputs are a fixed list, P and K: nothing a visitor types is code."""
     text_widgets = {"file_uploader", "text_input", "text_area", "chat_input", "data_editor"}
-    for path in (ROOT / PAGE, ROOT / "ui" / "trainer_views.py"):
+    for path in (ROOT / PAGE, ROOT / "pclab" / "ui" / "trainer_views.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 assert node.func.attr not in text_widgets, f"{path.name}: {node.func.attr}"

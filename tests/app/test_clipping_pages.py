@@ -3,8 +3,8 @@
 The figures on screen must be the seed's, must follow the widgets and deep links, a skipped
 step must read "skipped" (never NaN), and a stored two-process run must be shown beside
 core's prediction. The real torchrun launch itself is tested in tests/runners/; here the
-stored run is a report built by runners.clipping.build_report from rank outputs shaped like
-the worker's. Rendering must never import torch.
+stored run is a report built by pclab.experiments.clipping.build_report from rank outputs
+shaped like the worker's. Rendering must never import torch.
 """
 
 from pathlib import Path
@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core import clipping
+from pclab.core import clipping
 from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
-CLIP, STEP = "sections/08_clipping.py", "sections/09_coordinated_step.py"
+CLIP, STEP = "pclab/sections/08_clipping.py", "pclab/sections/09_coordinated_step.py"
 
 
 def open_page(page: str, lang: str = "en", workshop: bool = False, **query) -> AppTest:
@@ -212,7 +212,7 @@ def test_step_linked_local_skip_splits_the_ranks():
 
 def rank_payloads(inject_rank, fsdp2_supported=True):
     """Rank outputs shaped like the clipping experiment's worker, with core's numbers."""
-    from experiments.clipping.params import scenario_grads
+    from pclab.experiments.clipping.params import scenario_grads
 
     ranks = []
     for rank in (0, 1):
@@ -255,8 +255,8 @@ def rank_payloads(inject_rank, fsdp2_supported=True):
 
 
 def stored(page_key, params, ranks):
-    from experiments.clipping.report import build_report
-    from runners.results import RunResult
+    from pclab.experiments.clipping.report import build_report
+    from pclab.runners.results import RunResult
 
     report = build_report(tuple(ranks))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
@@ -271,7 +271,7 @@ def stored(page_key, params, ranks):
     [(CLIP, "clip_run_result", "clipping"), (STEP, "step_run_result", "coordinated-step")],
 )
 def test_stored_run_is_shown_beside_core(monkeypatch, page, key, experiment, drift, agrees):
-    from ui import downloads
+    from pclab.ui import downloads
 
     records = []
     record = downloads.run_record
@@ -327,11 +327,11 @@ def test_run_button_launches_with_the_page_parameters(monkeypatch, page, button,
     """The button hands the page's scenario to the clipping experiment (replaced in the registry
     by a stand-in returning a report built from core-shaped rank outputs; the real launch is in
     tests/runners/)."""
-    from experiments import registry
-    from experiments.clipping import EXPERIMENT
-    from experiments.clipping.report import build_report
-    from runners.results import RunResult
-    from ui import runs
+    from pclab.experiments import registry
+    from pclab.experiments.clipping import EXPERIMENT
+    from pclab.experiments.clipping.report import build_report
+    from pclab.runners.results import RunResult
+    from pclab.ui import runs
 
     calls = []
 

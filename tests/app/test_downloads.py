@@ -7,8 +7,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from runners.results import RunResult
-from ui.downloads import run_record
+from pclab.runners.results import RunResult
+from pclab.ui.downloads import run_record
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ def test_run_record_holds_parameters_hashes_and_versions():
 def test_every_ledger_table_offers_csv_and_json():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
-    at.switch_page("sections/01_denominator.py").run()
+    at.switch_page("pclab/sections/01_denominator.py").run()
     buttons = at.get("download_button")
     labels = sorted(b.proto.label for b in buttons)
     assert labels == ["CSV", "CSV", "JSON", "JSON"]

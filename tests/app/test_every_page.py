@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-import ui.pages
+import pclab.ui.pages
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-PAGES = [page.file for page in ui.pages.PAGES]  # what app.py registers
+PAGES = [page.file for page in pclab.ui.pages.PAGES]  # what app.py registers
 
 
 def test_every_page_file_is_registered():
-    on_disk = {f"sections/{p.name}" for p in (ROOT / "sections").glob("*.py")}
+    on_disk = {f"pclab/sections/{p.name}" for p in (ROOT / "pclab" / "sections").glob("*.py")}
     assert on_disk == set(PAGES)
 
 
@@ -27,7 +27,7 @@ def test_the_home_page_walks_the_navigation_in_order():
     at.run()
     assert not at.exception
     links = [link.proto.page for link in at.get("page_link")]
-    workshop = [page.url for page in ui.pages.WORKSHOP]
+    workshop = [page.url for page in pclab.ui.pages.WORKSHOP]
     assert links == ["denominator", *workshop]  # "where to start", then the path in order
 
 
@@ -48,7 +48,7 @@ def test_page_renders_without_exception(page, lang):
 def test_language_switch_keeps_widget_values():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
-    at.switch_page("sections/02_ledger.py").run()
+    at.switch_page("pclab/sections/02_ledger.py").run()
     at.number_input(key="ledger_n_a").set_value(5).run()
     before = [m.value for m in at.metric]
     at.session_state["lang"] = "zh"
@@ -60,7 +60,7 @@ def test_language_switch_keeps_widget_values():
 
 # Sections whose figures are torch computations; every other section must render without it,
 # so a visitor never pays torch's import for arithmetic.
-NEEDS_TORCH = {"sections/04_limits.py", "sections/07_validation.py"}
+NEEDS_TORCH = {"pclab/sections/04_limits.py", "pclab/sections/07_validation.py"}
 
 
 def test_sections_that_do_not_compute_with_torch_never_import_it():
@@ -70,7 +70,7 @@ import json, sys
 sys.path.insert(0, {str(ROOT)!r})
 from streamlit.testing.v1 import AppTest
 
-import ui.pages
+import pclab.ui.pages
 out = {{}}
 for page in {pages!r}:
     at = AppTest.from_file({str(ROOT / "app.py")!r}, default_timeout=60)
@@ -93,8 +93,8 @@ import sys
 sys.path.insert(0, {str(ROOT)!r})
 from streamlit.testing.v1 import AppTest
 
-import ui.pages
-from ui import preload
+import pclab.ui.pages
+from pclab.ui import preload
 AppTest.from_file({str(ROOT / "app.py")!r}, default_timeout=60).run()
 started_by_app = list(preload._THREAD)  # app.py starts it after the page
 for thread in started_by_app:

@@ -18,7 +18,7 @@ def open_page(page: str, workshop: bool, lang: str = "en") -> AppTest:
 
 
 def test_workshop_mode_hides_figures_until_revealed():
-    at = open_page("sections/02_ledger.py", workshop=True)
+    at = open_page("pclab/sections/02_ledger.py", workshop=True)
     assert len(at.metric) == 0
     at.number_input(key="ledger_ex_guess").set_value(-0.5).run()
     assert len(at.metric) == 0  # typing a guess reveals nothing
@@ -31,7 +31,7 @@ def test_workshop_mode_hides_figures_until_revealed():
 
 
 def test_wrong_guess_explains_the_gap():
-    at = open_page("sections/02_ledger.py", workshop=False, lang="zh")
+    at = open_page("pclab/sections/02_ledger.py", workshop=False, lang="zh")
     assert len(at.metric) == 4  # outside workshop mode the figures are always shown
     at.number_input(key="ledger_ex_guess").set_value(0.4).run()
     at.button(key="ledger_ex_reveal").click().run()
@@ -39,18 +39,18 @@ def test_wrong_guess_explains_the_gap():
 
 
 def test_undefined_answer_expects_no_number():
-    at = open_page("sections/02_ledger.py", workshop=True)
+    at = open_page("pclab/sections/02_ledger.py", workshop=True)
     at.number_input(key="ledger_n_a").set_value(0).run()
     at.button(key="ledger_ex_reveal").click().run()
     assert any("undefined" in s.value for s in at.success)
 
 
 def test_denominator_exercise_is_exact_and_framework_follows_the_scenario():
-    at = open_page("sections/01_denominator.py", workshop=True)
+    at = open_page("pclab/sections/01_denominator.py", workshop=True)
     at.number_input(key="den_ex_guess").set_value(139).run()
     at.button(key="den_ex_reveal").click().run()
     assert any("140" in w.value for w in at.warning)
-    fw = open_page("sections/03_framework.py", workshop=True)
+    fw = open_page("pclab/sections/03_framework.py", workshop=True)
     fw.checkbox(key="fw_double").check().run()
     fw.number_input(key="fw_ex_guess").set_value(0.115).run()
     fw.button(key="fw_ex_reveal").click().run()

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from experiments.transformer import params as transformer
-from experiments.transformer.lm import data
-from runners.results import RunResult
+from pclab.experiments.transformer import params as transformer
+from pclab.experiments.transformer.lm import data
+from pclab.runners.results import RunResult
 from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = "sections/experiment.py"
+PAGE = "pclab/sections/experiment.py"
 
 
 def open_page(lang: str = "en", workshop: bool = False, **query) -> AppTest:
@@ -45,8 +45,9 @@ def test_renders_without_starting_anything(lang):
 def test_rendering_needs_no_torch():
     """Everything the page imports to render stays light: torch only loads in the workers."""
     code = (
-        "import sys; from experiments.transformer import params as transformer; "
-        "from experiments.transformer.lm import artifacts, data; import ui.transformer_views; "
+        "import sys; from pclab.experiments.transformer import params as transformer; "
+        "from pclab.experiments.transformer.lm import artifacts, data; "
+        "import pclab.ui.transformer_views; "
         "data.experiment_windows(data.committed_tokenizer()); "
         "transformer.predictions((40, 7, 0, 23)); "
         "print('torch' in sys.modules)"
@@ -158,7 +159,7 @@ def test_deep_link_sets_the_scenario():
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_stored_run_renders_its_results(monkeypatch, lang):
-    from ui import downloads
+    from pclab.ui import downloads
 
     records = []
     record = downloads.run_record

@@ -22,10 +22,10 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui import i18n
+from pclab.ui import i18n
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = sorted(f"sections/{p.name}" for p in (ROOT / "sections").glob("*.py"))
+PAGES = sorted(f"pclab/sections/{p.name}" for p in (ROOT / "pclab" / "sections").glob("*.py"))
 BAD_FIGURE = re.compile(r"(?i)(?<![a-z])(nan|[+-]?inf(inity)?)(?![a-z])")
 PROFILES = ("high", "low", "tiny", "zero")
 pytestmark = pytest.mark.timeout(240)
@@ -154,45 +154,50 @@ def test_hostile_deep_links_are_ignored_or_refused(page):
 # the table row it must name or None). A cleared cell is called empty, never nan.
 BAD = [
     (
-        "sections/01_denominator.py",
+        "pclab/sections/01_denominator.py",
         {"den_windows": {"edited_rows": {0: {"positions": None}}}},
         "denominator.col_positions",
         "r0·k0",
     ),
     (
-        "sections/01_denominator.py",
+        "pclab/sections/01_denominator.py",
         {"den_windows": {"edited_rows": {1: {"prompt": -5}}}},
         "denominator.col_prompt",
         "r0·k1",
     ),
     (
-        "sections/01_denominator.py",
+        "pclab/sections/01_denominator.py",
         {"den_windows": {"edited_rows": {2: {"loss_sum": None}}}},
         "denominator.col_loss_sum",
         "r1·k0",
     ),
     (
-        "sections/03_framework.py",
+        "pclab/sections/03_framework.py",
         {"fw_table": {"edited_rows": {0: {"n": -1}}}},
         "framework.col_count",
         "r0·k0",
     ),
     (
-        "sections/03_framework.py",
+        "pclab/sections/03_framework.py",
         {"fw_table": {"edited_rows": {1: {"grad_sum": None}}}},
         "framework.col_grad_sum",
         "r0·k1",
     ),
     (
-        "sections/03_framework.py",
+        "pclab/sections/03_framework.py",
         {"fw_table": {"edited_rows": {0: {"weight_sum": -3.0}}}},
         "framework.col_weight_sum",
         "r0·k0",
     ),
-    ("sections/08_clipping.py", {"clip_threshold": -1.0}, "clipping.threshold", None),
-    ("sections/08_clipping.py", {"clip_scale": 0.0}, "clipping.scale", None),
-    ("sections/09_coordinated_step.py", {"step_threshold": -1e308}, "clipping.threshold", None),
-    ("sections/09_coordinated_step.py", {"step_scale": -2.0}, "clipping.scale", None),
+    ("pclab/sections/08_clipping.py", {"clip_threshold": -1.0}, "clipping.threshold", None),
+    ("pclab/sections/08_clipping.py", {"clip_scale": 0.0}, "clipping.scale", None),
+    (
+        "pclab/sections/09_coordinated_step.py",
+        {"step_threshold": -1e308},
+        "clipping.threshold",
+        None,
+    ),
+    ("pclab/sections/09_coordinated_step.py", {"step_scale": -2.0}, "clipping.scale", None),
 ]
 
 

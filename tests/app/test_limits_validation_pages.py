@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
-LIMITS, VALIDATION = "sections/04_limits.py", "sections/07_validation.py"
+LIMITS, VALIDATION = "pclab/sections/04_limits.py", "pclab/sections/07_validation.py"
 
 
 def open_page(page: str, lang: str = "en", workshop: bool = False, **query) -> AppTest:

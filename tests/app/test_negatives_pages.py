@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
-NEGATIVES, PARAMETERS = "sections/05_negatives.py", "sections/06_parameters.py"
+NEGATIVES, PARAMETERS = "pclab/sections/05_negatives.py", "pclab/sections/06_parameters.py"
 
 
 def open_page(page: str, lang: str = "en", workshop: bool = False, **query) -> AppTest:
@@ -89,15 +89,15 @@ def test_parameters_scheme_switch_shows_the_full_loss_factor():
 
 
 def stored_run(report: dict):
-    from runners.results import RunResult
+    from pclab.runners.results import RunResult
 
     return RunResult.finished((), 1.0, "x").with_report(report)
 
 
 def seed_report(perturb: float = 0.0) -> dict:
-    """A report shaped like runners.negatives' at the seed (numbers from the core: this test
-    checks the page's display, the real run's numbers are checked in tests/runners/)."""
-    from core import infonce
+    """A report shaped like pclab.experiments.negatives' at the seed (numbers from the core:
+    this test checks the page's display, the real run's numbers are checked in tests/runners/)."""
+    from pclab.core import infonce
 
     schemes = {}
     for s in infonce.SCHEMES:
@@ -121,7 +121,7 @@ def seed_report(perturb: float = 0.0) -> dict:
 
 @pytest.mark.parametrize("perturb, agrees", [(0.0, True), (1e-6, False)])
 def test_stored_run_is_shown_beside_the_prediction(monkeypatch, perturb, agrees):
-    from ui import downloads
+    from pclab.ui import downloads
 
     records = []
     record = downloads.run_record

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ui import page
+from pclab.ui import page
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from tests.runners.workers import fake_runner
 def script():
     import streamlit as st
 
-    from ui.run_panel import run_panel
+    from pclab.ui.run_panel import run_panel
 
     world_size = st.number_input("P", value=2, key="world_size")
     result = run_panel("fake", {"world_size": world_size}, key="demo", button="Run", label="demo")
@@ -22,8 +22,8 @@ def script():
 
 @pytest.fixture
 def app(monkeypatch):
-    from experiments import registry
-    from ui import runs
+    from pclab.experiments import registry
+    from pclab.ui import runs
 
     monkeypatch.setattr(registry, "get", lambda name: fake_runner.FAKE)  # asked by name
     runs.clear()

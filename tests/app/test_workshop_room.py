@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from pclab.ui import downloads, i18n
 from tests.app.sections_helper import ROOT, open_section
-from ui import downloads, i18n
 
-LEDGER = "sections/02_ledger.py"
+LEDGER = "pclab/sections/02_ledger.py"
 
 
 def open_link(page: str, **query: str) -> AppTest:
@@ -58,7 +58,7 @@ def test_a_usable_link_gets_no_notice():
 
 
 def test_a_table_link_that_does_not_fit_says_the_preset_is_shown():
-    at = open_link("sections/01_denominator.py", den_table="1~2~3")
+    at = open_link("pclab/sections/01_denominator.py", den_table="1~2~3")
     (notice,) = link_notices(at, "en")
     assert "`den_table=1~2~3`" in notice and i18n.text("en", "common.link.preset") in notice
 
@@ -102,7 +102,7 @@ def exported(monkeypatch) -> dict[str, pd.DataFrame]:
 
 
 def test_downloads_are_labelled_data(exported):
-    open_section("sections/06_parameters.py", "zh")
+    open_section("pclab/sections/06_parameters.py", "zh")
     gwq, correction = (
         i18n.text("zh", k) for k in ("parameters.owner.gwq", "parameters.compare.correction_wq")
     )
@@ -115,7 +115,7 @@ def test_downloads_are_labelled_data(exported):
     assert pd.api.types.is_numeric_dtype(recipes[correction])
 
     exported.clear()
-    open_section("sections/08_clipping.py")
+    open_section("pclab/sections/08_clipping.py")
     ranks = next(f for f in exported.values() if "scaled gradient" in f.columns)
     assert ranks["scaled gradient"].tolist() == [24.0, 32.0]  # the seed's 3 and 4, scaled by 8
     assert ranks["unscaled gradient"].tolist() == [3.0, 4.0]  # numbers, not "+24 → +3"
@@ -123,7 +123,7 @@ def test_downloads_are_labelled_data(exported):
 
 
 def test_home_says_where_to_start_and_has_no_copy_button():
-    at = open_section("sections/home.py")
+    at = open_section("pclab/sections/home.py")
     assert 'class="pcl-share"' not in html_bodies(at)
     assert any(i18n.text("en", "home.start_workshop")[:40] in m.value for m in at.markdown)
     ledger = open_section(LEDGER)

@@ -14,8 +14,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import clipping
-from core.validation import InvalidInput
+from pclab.core import clipping
+from pclab.core.validation import InvalidInput
 
 torch.set_default_dtype(torch.float64)
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

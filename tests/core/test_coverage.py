@@ -13,10 +13,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import coverage, coverage_checks, ledger, sampler
-from core.coverage import Evidence
-from core.validation import InvalidInput
-from experiments.transformer import coverage as transformer_coverage
+from pclab.core import coverage, coverage_checks, ledger, sampler
+from pclab.core.coverage import Evidence
+from pclab.core.validation import InvalidInput
+from pclab.experiments.transformer import coverage as transformer_coverage
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -122,7 +122,7 @@ def test_matrix_rejects_bad_records():
 
 
 def transformer_report(labels=(40, 7, 0, 23), padding=(0, 0, 0, 19)):
-    """The shape of a runners.transformer report (numbers from a real two-process run)."""
+    """The shape of a pclab.experiments.transformer report (numbers from a real two-process run)."""
     losses = {
         "full_batch": 1.6736100670857244,
         "accum_global_n": 1.6736100670857241,

@@ -11,7 +11,7 @@ import itertools
 import pytest
 import torch
 
-from core import denominator, framework, ledger
+from pclab.core import denominator, framework, ledger
 
 torch.set_default_dtype(torch.float64)
 LAMBDA = 0.05  # regulariser lambda * theta^2, so lambda R' = 2 * lambda * theta

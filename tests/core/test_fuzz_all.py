@@ -29,7 +29,7 @@ import torch
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from core import (
+from pclab.core import (
     clipping,
     coverage,
     coverage_checks,
@@ -43,9 +43,9 @@ from core import (
     scenarios,
     trajectory,
 )
-from core import validation as v
-from experiments.negatives import report as negatives_report
-from experiments.transformer import coverage as transformer_coverage
+from pclab.core import validation as v
+from pclab.experiments.negatives import report as negatives_report
+from pclab.experiments.transformer import coverage as transformer_coverage
 
 EXAMPLES = 500
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))

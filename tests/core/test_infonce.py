@@ -16,9 +16,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import infonce
-from core.validation import InvalidInput
-from experiments.negatives import report as negatives_report
+from pclab.core import infonce
+from pclab.core.validation import InvalidInput
+from pclab.experiments.negatives import report as negatives_report
 
 torch.set_default_dtype(torch.float64)
 TOL = 1e-12
@@ -380,7 +380,7 @@ def test_fuzz_encoder_grads_only_value_or_type_errors(a, b, wq, wd, tau, scheme)
 
 
 def test_core_does_not_import_torch():
-    code = "import sys, core.infonce; assert 'torch' not in sys.modules"
+    code = "import sys, pclab.core.infonce; assert 'torch' not in sys.modules"
     subprocess.run(
         [sys.executable, "-c", code],
         check=True,

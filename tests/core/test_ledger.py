@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import ledger
+from pclab.core import ledger
 
 torch.set_default_dtype(torch.float64)
 

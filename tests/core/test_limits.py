@@ -14,8 +14,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import gradcache, limits, limits_clip, trajectory
-from core.validation import InvalidInput
+from pclab.core import gradcache, limits, limits_clip, trajectory
+from pclab.core.validation import InvalidInput
 
 
 @pytest.fixture(autouse=True, scope="module")

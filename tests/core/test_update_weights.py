@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from core import update_weights as uw
-from core.validation import InvalidInput
+from pclab.core import update_weights as uw
+from pclab.core.validation import InvalidInput
 
 
 def flat(grid):

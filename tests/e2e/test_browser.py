@@ -82,7 +82,7 @@ def test_copy_link_button_copies_the_scenario(browser, app_url):
 
 def registered_url_paths() -> list[str]:
     """URL paths of the registered pages (ui.pages; home is the root)."""
-    from ui.pages import HOME, PAGES
+    from pclab.ui.pages import HOME, PAGES
 
     return ["" if page is HOME else page.url for page in PAGES]
 

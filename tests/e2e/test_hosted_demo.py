@@ -67,8 +67,8 @@ def test_a_server_past_its_memory_budget_refuses_runs_with_a_clear_message(brows
     memory message (nothing is started), the page works on, and the server keeps serving."""
     import re
 
+    from pclab.ui import i18n
     from tests.e2e.conftest import streamlit_server, wait_for_app
-    from ui import i18n
 
     with streamlit_server(env={"PCL_MEMORY_BUDGET_MB": "64"}) as url:
         tab = browser.new_page(viewport={"width": 1400, "height": 1000}, locale="en-US")

@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 
 from bench.cold_start import free_port
-from runners import memory
+from pclab.runners import memory
+from pclab.ui.pages import HOME, PAGES
 from tests.e2e.conftest import ROOT, wait_for_app
-from ui.pages import HOME, PAGES
 
 pytestmark = pytest.mark.e2e
 NOBODY = 65534
@@ -46,7 +46,7 @@ def _works(command: list[str], env: dict) -> subprocess.CompletedProcess:
 def _runs_zygote(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"runners.zygote" in f.read()
+            return b"pclab.runners.zygote" in f.read()
     except OSError:
         return False
 

@@ -14,9 +14,9 @@ import re
 
 import pytest
 
+from pclab.ui import i18n
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, screenshot, wait_for_app
 from tests.e2e.test_browser import registered_url_paths
-from ui import i18n
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 from runner_support import MARK_ENV, NEGATIVES_ARGS, ROOT, marked
 
-import experiments.clipping as clipping_runner
+import pclab.experiments.clipping as clipping_runner
 
 
 @pytest.fixture
@@ -28,12 +28,12 @@ def process_mark(monkeypatch) -> str:
 
 @pytest.fixture(scope="session")
 def negatives_cli(tmp_path_factory) -> SimpleNamespace:
-    """The session's one real launch: `python -m runners.negatives --json` on 3 processes."""
+    """The session's one real launch: `pclab run negatives --json` on 3 processes."""
     tmp = tmp_path_factory.mktemp("negatives_tmp")
     mark = uuid.uuid4().hex
     env = dict(os.environ, TMPDIR=str(tmp), **{MARK_ENV: mark})
     done = subprocess.run(
-        [sys.executable, "-m", "runners.negatives", "--json", *NEGATIVES_ARGS],
+        [sys.executable, "-m", "pclab", "run", "negatives", "--json", *NEGATIVES_ARGS],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -73,7 +73,7 @@ def experiment() -> SimpleNamespace:
     defaults."""
     began, mark = time.monotonic(), uuid.uuid4().hex
     done = subprocess.run(
-        [sys.executable, "-m", "runners.transformer", "--json"],
+        [sys.executable, "-m", "pclab", "run", "transformer", "--json"],
         cwd=ROOT,
         env=dict(os.environ, **{MARK_ENV: mark}),
         capture_output=True,

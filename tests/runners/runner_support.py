@@ -54,6 +54,6 @@ def use_settings(monkeypatch, **changes) -> None:
     """These runners.settings for the rest of the test (undone with the monkeypatch)."""
     from dataclasses import replace
 
-    from runners import settings
+    from pclab.runners import settings
 
     monkeypatch.setattr(settings, "_CURRENT", [replace(settings.current(), **changes)])

@@ -16,8 +16,8 @@ import struct
 
 import pytest
 
-from core.validation import InvalidInput
-from experiments.transformer.lm import artifacts, data
+from pclab.core.validation import InvalidInput
+from pclab.experiments.transformer.lm import artifacts, data
 
 ROOT = data.ROOT
 FILES = {
@@ -78,7 +78,7 @@ def test_tokenizer_has_387_entries_and_round_trips():
 
 def test_weights_and_adamw_state_load():
     torch = pytest.importorskip("torch")
-    from experiments.transformer.lm.model import TinyLM
+    from pclab.experiments.transformer.lm.model import TinyLM
 
     model = TinyLM()
     assert model.num_parameters() == 298_176
@@ -145,7 +145,7 @@ def copy_root(tmp_path):
 
 def _load_weights(root):
     pytest.importorskip("torch")
-    from experiments.transformer.lm.model import TinyLM
+    from pclab.experiments.transformer.lm.model import TinyLM
 
     artifacts.weights(TinyLM(), root=root)
 
@@ -171,7 +171,7 @@ def test_damaged_weights_are_refused(copy_root, damage):
 
 def test_damaged_adamw_state_is_refused(copy_root):
     pytest.importorskip("torch")
-    from experiments.transformer.lm.model import TinyLM
+    from pclab.experiments.transformer.lm.model import TinyLM
 
     path = copy_root / artifacts.ADAMW_STATE
     path.write_bytes(path.read_bytes()[:-1] + b"\x00")
@@ -202,7 +202,7 @@ def test_broken_manifest_is_refused(copy_root, content):
 
 @pytest.mark.slow
 def test_pretraining_reproduces_the_start_of_the_curve(manifest):
-    from experiments.transformer import pretrain
+    from pclab.experiments.transformer import pretrain
 
     result = pretrain.pretrain(steps=4)
     assert result.tokenizer_json == (ROOT / artifacts.TOKENIZER).read_text(encoding="utf-8")

@@ -1,6 +1,6 @@
 """The coordinated clipped step run for real, once: two Gloo processes, finite then overflow.
 
-One launch (`runners.clipping.run(inject_overflow=1)`) serves every test here. The test
+One launch (`pclab.experiments.clipping.run(inject_overflow=1)`) serves every test here. The test
 checks the raw per-rank outputs itself - against closed forms (the seed's n = 13), against
 core.clipping, and against the worker's torch references (clip_grad_norm_ on one process,
 FSDP2 over the CPU mesh) - rather than trusting the report's own agree flags; then it checks
@@ -19,13 +19,13 @@ import pytest
 import torch
 from runner_support import ROOT
 
-import experiments.clipping as runner
-from core import clipping
-from core.validation import InvalidInput
-from experiments.clipping import cli as clipping_cli
-from experiments.clipping.params import scenario_grads
-from experiments.clipping.report import build_report
-from ui.clipping_run_view import clipping_summary_rows
+import pclab.experiments.clipping as runner
+from pclab.core import clipping
+from pclab.core.validation import InvalidInput
+from pclab.experiments.clipping import cli as clipping_cli
+from pclab.experiments.clipping.params import scenario_grads
+from pclab.experiments.clipping.report import build_report
+from pclab.ui.clipping_run_view import clipping_summary_rows
 
 SCALE, TAU, LR, MOMENTUM = 8.0, 1.0, 0.1, 0.9
 IDS = ("w0", "shared", "w1")
@@ -173,7 +173,7 @@ def test_cli_prints_the_report_as_json(real_run, monkeypatch, capsys):
 )
 def test_cli_rejects_bad_arguments_in_one_line(args):
     done = subprocess.run(
-        [sys.executable, "-m", "runners.clipping", "--json", *args],
+        [sys.executable, "-m", "pclab", "run", "clipping", "--json", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -28,9 +28,9 @@ import pytest
 from runner_support import ROOT, children, marked, use_settings
 from streamlit.testing.v1 import AppTest
 
-from runners import jobs, launcher, settings
-from runners.processes import GRACE_S, TOKEN_ENV
-from runners.results import Outcome, RunResult
+from pclab.runners import jobs, launcher, settings
+from pclab.runners.processes import GRACE_S, TOKEN_ENV
+from pclab.runners.results import Outcome, RunResult
 
 SLEEPS = "tests.runners.workers.sleeps"
 LOOP = "tests.runners.workers.collective_loop"
@@ -255,8 +255,8 @@ def test_stop_flag_ends_the_run_and_leaves_nothing(process_mark, private_tmp, st
 
 
 def streamlit_page():
+    from pclab.ui.runs import run_with_status
     from tests.runners.workers import sleepy_runner
-    from ui.runs import run_with_status
 
     run_with_status("sleepy", sleepy_runner.EXPERIMENT, seconds=120.0)
 
@@ -265,7 +265,7 @@ def streamlit_page():
 def test_streamlit_stop_mid_run_leaves_no_orphans(process_mark, private_tmp):
     """AppTest stops a script that overruns its timeout with Streamlit's own stop request
     and waits for the script thread: only the page's heartbeat lets the stop reach a run."""
-    from ui import runs
+    from pclab.ui import runs
 
     runs.clear()
     before = set(children())
@@ -287,8 +287,8 @@ def test_streamlit_stop_mid_run_leaves_no_orphans(process_mark, private_tmp):
 def visitor_page():
     import streamlit as st
 
+    from pclab.ui.runs import run_with_status
     from tests.runners.workers import fake_runner
-    from ui.runs import run_with_status
 
     busy = st.checkbox("busy", key="busy")
     result = run_with_status("demo", fake_runner.FAKE, busy=busy, position=2)
@@ -297,8 +297,8 @@ def visitor_page():
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_visitor_sees_the_place_in_line_and_a_busy_answer(lang):
+    from pclab.ui import i18n, runs
     from tests.runners.workers import fake_runner
-    from ui import i18n, runs
 
     runs.clear()
     fake_runner.CALLS.clear()
@@ -322,7 +322,7 @@ def test_a_visitor_sees_the_place_in_line_and_a_busy_answer(lang):
 def test_tampered_artifact_shows_an_error_and_the_page_recovers(tmp_path, monkeypatch):
     import streamlit as st
 
-    from experiments.transformer.lm import artifacts, data
+    from pclab.experiments.transformer.lm import artifacts, data
 
     for name in (
         "artifacts/manifest.json",
@@ -331,7 +331,7 @@ def test_tampered_artifact_shows_an_error_and_the_page_recovers(tmp_path, monkey
         "corpus/zh.md",
     ):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ROOT / name, tmp_path / name)
+        shutil.copyfile(ROOT / "pclab" / name, tmp_path / name)
     tokenizer = tmp_path / "artifacts" / "tokenizer.json"
     tokenizer.write_bytes(tokenizer.read_bytes()[:-100])  # truncated
     verified = artifacts.verified_bytes
@@ -347,7 +347,7 @@ def test_tampered_artifact_shows_an_error_and_the_page_recovers(tmp_path, monkey
         monkeypatch.setattr(
             artifacts, "verified_bytes", lambda name, root=None: verified(name, tmp_path)
         )
-        at.switch_page("sections/experiment.py").run()
+        at.switch_page("pclab/sections/experiment.py").run()
         assert not at.exception, at.exception
         errors = " ".join(e.value for e in at.error)
         assert "artifacts/tokenizer.json" in errors and "does not match" in errors

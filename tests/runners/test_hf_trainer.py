@@ -5,7 +5,7 @@ K = 2; transformers as pinned in requirements.txt). One launch per setting:
                                          AdamW variant (tests/trainers/hf_trainer_adamw.py),
                                          through EXPERIMENT.run
     average_tokens_across_devices=False  hf_trainer_local_average.py, through the README's
-                                         command `python -m runners.check ... --json`
+                                         command `pclab check ... --json`
 
 What they measured with transformers 5.24.0, pinned here against core.update_weights' closed
 forms (to 1e-6, the float32 of transformers' causal-LM loss is well inside it):
@@ -44,9 +44,9 @@ from types import SimpleNamespace
 import pytest
 from runner_support import MARK_ENV, ROOT, marked
 
-from core import update_weights
-from experiments.trainer_check import EXPERIMENT
-from experiments.trainer_check.params import Params
+from pclab.core import update_weights
+from pclab.experiments.trainer_check import EXPERIMENT
+from pclab.experiments.trainer_check.params import Params
 
 EXAMPLES = ROOT / "examples" / "trainers"
 RECORD_ENV = "PCL_HF_TRAINER_RECORD"  # examples/trainers/hf_trainer.py writes it
@@ -109,7 +109,7 @@ def hf_local(tmp_path_factory):
     rank_tmp.mkdir()
     env = dict(os.environ, **{RECORD_ENV: str(record), "TMPDIR": str(rank_tmp)})
     done = subprocess.run(
-        [sys.executable, "-m", "runners.check", "examples/trainers/hf_trainer_local_average.py"]
+        [sys.executable, "-m", "pclab", "check", "examples/trainers/hf_trainer_local_average.py"]
         + ["--json"],
         cwd=ROOT,
         env=env,
@@ -236,7 +236,7 @@ def test_nothing_is_left_behind(hf_global, hf_local):
 def test_checking_the_contract_does_not_import_transformers():
     """The command imports the trainer file in its own process before launching: the HF files
     import transformers only inside their functions, so only the ranks pay for it."""
-    from experiments.trainer_check.trainer_file import load
+    from pclab.experiments.trainer_check.trainer_file import load
 
     imported_before = "transformers" in sys.modules
     files = [EXAMPLES / f"{name}.py" for name in ("hf_trainer", "hf_trainer_local_average")]

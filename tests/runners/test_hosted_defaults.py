@@ -12,8 +12,8 @@ import pytest
 from runner_support import ROOT, use_settings
 from streamlit.testing.v1 import AppTest
 
-from runners import jobs, launcher, memory, settings, warm_pool
-from runners.results import Outcome, RunResult
+from pclab.runners import jobs, launcher, memory, settings, warm_pool
+from pclab.runners.results import Outcome, RunResult
 
 ROOT_APP = str(ROOT / "app.py")
 

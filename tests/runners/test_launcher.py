@@ -12,10 +12,10 @@ import time
 import pytest
 from runner_support import ROOT, children, marked
 
-from core.validation import InvalidInput
-from runners import diagnosis, launcher
-from runners.processes import GRACE_S
-from runners.worker import payload_sha256, write_rank_output
+from pclab.core.validation import InvalidInput
+from pclab.runners import diagnosis, launcher
+from pclab.runners.processes import GRACE_S
+from pclab.runners.worker import payload_sha256, write_rank_output
 
 
 @pytest.fixture
@@ -111,13 +111,13 @@ def test_invalid_arguments_raise_before_launching(kwargs, error, process_mark):
 
 
 def test_worker_code_hash_covers_the_worker_package():
-    package = ROOT / "experiments" / "negatives"
+    package = ROOT / "pclab" / "experiments" / "negatives"
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
         digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
-    assert launcher.worker_code_hash("experiments.negatives") == digest.hexdigest()
-    clipping = launcher.worker_code_hash("experiments.clipping")
-    assert launcher.worker_code_hash("experiments.negatives") != clipping
+    assert launcher.worker_code_hash("pclab.experiments.negatives") == digest.hexdigest()
+    clipping = launcher.worker_code_hash("pclab.experiments.clipping")
+    assert launcher.worker_code_hash("pclab.experiments.negatives") != clipping
 
 
 def test_rank_output_is_signed_and_checked(tmp_path):

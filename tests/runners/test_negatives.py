@@ -15,12 +15,12 @@ import sys
 import pytest
 from runner_support import NEGATIVES_ARGS, ROOT
 
-import experiments.negatives as negatives
-from core import infonce
-from core.validation import InvalidInput
-from experiments.negatives import report as negatives_report
-from experiments.negatives import worker as negatives_worker
-from experiments.negatives.params import default_pairs
+import pclab.experiments.negatives as negatives
+from pclab.core import infonce
+from pclab.core.validation import InvalidInput
+from pclab.experiments.negatives import report as negatives_report
+from pclab.experiments.negatives import worker as negatives_worker
+from pclab.experiments.negatives.params import default_pairs
 
 TOL = 1e-12
 
@@ -124,7 +124,7 @@ def test_default_pairs_extend_the_seed():
 )
 def test_cli_rejects_bad_arguments_in_one_line(args):
     done = subprocess.run(
-        [sys.executable, "-m", "runners.negatives", "--json", *args],
+        [sys.executable, "-m", "pclab", "run", "negatives", "--json", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -9,15 +9,15 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from pclab.ui import i18n
 from tests.runners.workers import fake_runner
-from ui import i18n
 
 
 def script():
     import streamlit as st
 
+    from pclab.ui.runs import run_with_status
     from tests.runners.workers import fake_runner
-    from ui.runs import run_with_status
 
     world_size = st.number_input("P", value=2, key="world_size")
     fail = st.checkbox("fail", key="fail")
@@ -27,7 +27,7 @@ def script():
 
 @pytest.fixture
 def app():
-    from ui import runs
+    from pclab.ui import runs
 
     runs.clear()
     fake_runner.CALLS.clear()
@@ -98,8 +98,8 @@ def test_catalogues_have_the_same_keys():
 def slow_page():
     import streamlit as st
 
+    from pclab.ui.runs import run_with_status
     from tests.runners.workers import fake_runner
-    from ui.runs import run_with_status
 
     seconds = st.number_input("seconds", value=0.0, key="seconds")
     fallback = st.checkbox("fallback", key="fallback")
@@ -117,7 +117,7 @@ def slow_page():
 
 @pytest.fixture
 def slow_app():
-    from ui import runs
+    from pclab.ui import runs
 
     runs.clear()
     fake_runner.CALLS.clear()
@@ -128,7 +128,7 @@ def slow_app():
 
 
 def test_a_run_past_the_threshold_gets_a_live_status(slow_app):
-    from ui import runs
+    from pclab.ui import runs
 
     slow_app.number_input(key="seconds").set_value(runs.SHOW_AFTER_S + 0.6).run()
     assert not slow_app.exception

@@ -14,9 +14,9 @@ import uuid
 import pytest
 from runner_support import MARK_ENV, ROOT, marked
 
-from core import update_weights
-from experiments.trainer_check import EXPERIMENT, assert_same_update
-from experiments.trainer_check.params import Params
+from pclab.core import update_weights
+from pclab.experiments.trainer_check import EXPERIMENT, assert_same_update
+from pclab.experiments.trainer_check.params import Params
 
 EXAMPLES = ROOT / "examples" / "trainers"
 BROKEN = ROOT / "tests" / "trainers"
@@ -107,7 +107,7 @@ def test_wrong_schemes_are_named_and_fail_where_counts_differ(shape_run):
 def cli(*args: str, timeout: float = 240, mark: str | None = None):
     env = dict(os.environ, **({MARK_ENV: mark} if mark else {}))
     return subprocess.run(
-        [sys.executable, "-m", "runners.check", *args],
+        [sys.executable, "-m", "pclab", "check", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -140,7 +140,7 @@ def test_cli_json_and_a_hand_typed_torchrun_agree(tmp_path):
     }
     assert all(fields <= set(s) for s in report["scenarios"])
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    worker = ["-m", "experiments.trainer_check", "--out-dir", str(tmp_path)]
+    worker = ["-m", "pclab.experiments.trainer_check", "--out-dir", str(tmp_path)]
     trainer = ["--trainer", str(EXAMPLES / "correct_manual.py")]
     by_hand = subprocess.run(
         [*torchrun, "--nproc-per-node", "2", *worker, *trainer],
@@ -238,8 +238,8 @@ def _contract_file(tmp_path, name: str, extra: str) -> str:
 def test_first_position_labelled_false_never_labels_position_zero(tmp_path):
     """The contract's optional FIRST_POSITION_LABELLED: False moves every counted label off a
     sequence's position 0 (capacity BATCH_SIZE x (SEQ_LEN - 1)); the default is unchanged."""
-    from experiments.trainer_check import probe
-    from experiments.trainer_check.trainer_file import TrainerFileError, load
+    from pclab.experiments.trainer_check import probe
+    from pclab.experiments.trainer_check.trainer_file import TrainerFileError, load
 
     free = load(_contract_file(tmp_path, "free", "FIRST_POSITION_LABELLED = False"))
     default = load(_contract_file(tmp_path, "default", ""))

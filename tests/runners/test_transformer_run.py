@@ -1,6 +1,6 @@
 """The full-Transformer experiment, run for real once per session (2 Gloo processes, DDP).
 
-One launch of `python -m runners.transformer --json` with the default labels (40, 7, 0, 23)
+One launch of `pclab run transformer --json` with the default labels (40, 7, 0, 23)
 and both optimizers also runs the equal-count control and the N = 0 case. The checks:
 correct branches within 2e-10, wrong branches fail where the theory says so, the control
 passes, N = 0 skips bit-identically while the naive step changes AdamW's state, and the
@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import experiments.transformer
-from core.validation import InvalidInput
-from experiments.transformer import params as transformer
-from experiments.transformer.lm import data
+import pclab.experiments.transformer
+from pclab.core.validation import InvalidInput
+from pclab.experiments.transformer import params as transformer
+from pclab.experiments.transformer.lm import data
 
 ROOT = data.ROOT
 TOL = 2e-10
@@ -144,8 +144,8 @@ def test_losses_match_an_independent_forward(experiment):
     """Each branch's objective value from the worker vs per-window loss sums computed here
     with an explicit log-softmax (not the worker's cross_entropy call)."""
     torch = pytest.importorskip("torch")
-    from experiments.transformer.lm import artifacts
-    from experiments.transformer.lm.model import TinyLM
+    from pclab.experiments.transformer.lm import artifacts
+    from pclab.experiments.transformer.lm.model import TinyLM
 
     model = TinyLM()
     artifacts.weights(model)
@@ -182,7 +182,7 @@ def test_losses_match_an_independent_forward(experiment):
 )
 def test_bad_labels_exit_2_with_one_line(labels, needle):
     done = subprocess.run(
-        [sys.executable, "-m", "runners.transformer", "--json", "--labels", labels],
+        [sys.executable, "-m", "pclab", "run", "transformer", "--json", "--labels", labels],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -205,7 +205,7 @@ def test_bad_labels_exit_2_with_one_line(labels, needle):
 )
 def test_run_refuses_bad_parameters_before_launching(kwargs):
     with pytest.raises(InvalidInput):
-        experiments.transformer.run(**{"labels": data.DEFAULT_LABELS, **kwargs})
+        pclab.experiments.transformer.run(**{"labels": data.DEFAULT_LABELS, **kwargs})
 
 
 @given(st.lists(st.integers(0, 60), min_size=4, max_size=4))

@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 from runner_support import MARK_ENV, NEGATIVES_ARGS, ROOT, marked
 
-import experiments.clipping as clipping_runner
-import experiments.negatives as negatives
-import experiments.transformer as transformer
-from experiments import registry
-from runners import jobs, launcher, settings, warm_pool
-from runners.zygote import SPARE_RANKS
+import pclab.experiments.clipping as clipping_runner
+import pclab.experiments.negatives as negatives
+import pclab.experiments.transformer as transformer
+from pclab.experiments import registry
+from pclab.runners import jobs, launcher, settings, warm_pool
+from pclab.runners.zygote import SPARE_RANKS
 
 LOOP = "tests.runners.workers.collective_loop"
 SLEEPS = "tests.runners.workers.sleeps"
@@ -136,7 +136,8 @@ def test_ranks_reuse_preloaded_modules_until_a_project_file_changes(pool):
     first = launcher.launch(worker, 2)
     assert first.ok, first.message
     assert [r["preloaded"] for r in first.ranks] == [True, True]
-    edited = ROOT / "experiments" / "negatives" / "params.py"  # imported by a preloaded worker
+    # imported by a preloaded worker
+    edited = ROOT / "pclab" / "experiments" / "negatives" / "params.py"
     before = edited.stat()
     try:
         os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
@@ -306,7 +307,7 @@ def test_the_pool_dies_with_its_server(pool, tmp_path):
     mark = uuid.uuid4().hex
     script = (
         "import sys, threading\n"
-        "from runners import launcher\n"
+        "from pclab.runners import launcher\n"
         "def say(e):\n"
         "    if e.event == 'rank_done' and e.values['done'] == 2: print('running', flush=True)\n"
         f"launcher.launch({LOOP!r}, 2, ['--seconds', '120'], timeout_s=200, progress=say)\n"

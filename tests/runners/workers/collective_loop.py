@@ -9,7 +9,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from runners.worker import init_worker, write_rank_output
+from pclab.runners.worker import init_worker, write_rank_output
 
 
 def main() -> None:

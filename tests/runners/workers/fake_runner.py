@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core import validation as v
-from runners.results import Outcome, ProgressEvent, RunResult
+from pclab.core import validation as v
+from pclab.runners.results import Outcome, ProgressEvent, RunResult
 
 CALLS: list[dict] = []
 
@@ -87,7 +87,7 @@ class FakeExperiment:
         requester polls, forwards events and calls the page's heartbeat as a launch would."""
         import time
 
-        from runners import jobs
+        from pclab.runners import jobs
 
         def work(job):
             job.say("start", "starting", world_size=params.world_size, worker=self.worker)

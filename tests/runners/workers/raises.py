@@ -7,7 +7,7 @@ import argparse
 import torch
 import torch.distributed as dist
 
-from runners.worker import init_worker
+from pclab.runners.worker import init_worker
 
 
 def main() -> None:

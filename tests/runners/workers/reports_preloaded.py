@@ -6,8 +6,10 @@ import os
 import sys
 
 if __name__ == "__main__":
-    preloaded = "experiments.negatives.worker" in sys.modules  # before this worker imports anything
-    from runners.worker import write_rank_output
+    preloaded = (
+        "pclab.experiments.negatives.worker" in sys.modules
+    )  # before this worker imports anything
+    from pclab.runners.worker import write_rank_output
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--out-dir", required=True)

@@ -5,7 +5,7 @@ import argparse
 import os
 import time
 
-from runners.worker import write_rank_output
+from pclab.runners.worker import write_rank_output
 
 
 def main() -> None:

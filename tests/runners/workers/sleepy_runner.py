@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core import validation as v
-from experiments.base import Experiment
+from pclab.core import validation as v
+from pclab.experiments.base import Experiment
 
 
 @dataclass(frozen=True)

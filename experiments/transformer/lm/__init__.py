@@ -1,4 +1,0 @@
-"""The lab's tiny language model: corpus and windows (data), the Transformer (model), the
-committed pre-training artifacts (artifacts) and one update under each averaging rule
-(branches). Pre-train with `python -m runners.pretrain`; run the experiment with
-`python -m runners.transformer --json`."""

@@ -1,0 +1,151 @@
+"""Which weight each microbatch really got: a measured update, solved for its weights.
+
+A training step over P replicas x K microsteps that applies sum_rk w_rk G_rk with plain SGD
+at learning rate 1 moves the parameters by
+
+    delta = - sum_rk w_rk g_rk,
+
+where g_rk is the gradient of microbatch (r, k)'s summed token losses at the initial
+weights. Given the measured delta and every g_rk, least squares recovers w; the lab reports
+w_rk x N, which is 1 in every cell for the global token mean (the objective
+sum of all token losses / N). Named schemes predict other grids (core.ledger's, plus the
+unnormalised sum):
+
+    global_token      1
+    replica_mean      N / (P n_r)       DDP's mean of local means
+    microbatch_mean   N / (P K n_rk)    every microbatch counted equally
+    double_scaled     1 / K             global N, then / K again
+    unnormalised_sum  N / P             token sums, averaged over replicas
+
+A microbatch without labels has g_rk = 0: its weight is undefined (None), never 0.
+
+    >>> scheme_weights_times_n([[2, 8]], "microbatch_mean")
+    ((2.5, 0.625),)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pclab.core import ledger
+from pclab.core import validation as v
+
+NAMED_SCHEMES = (*ledger.SCHEMES, "unnormalised_sum")
+SCHEME_RTOL = 1e-6  # a measured grid matches a named scheme within this relative gap
+
+WeightGrid = ledger.WeightGrid
+
+
+def scheme_weights_times_n(counts, scheme: str) -> WeightGrid:
+    """The w_rk x N grid `scheme` predicts for these counts (None where undefined: an empty
+    microbatch, a mean over an empty replica, or N = 0)."""
+    grid = v.count_grid(counts)
+    scheme = v.choice(scheme, "scheme", NAMED_SCHEMES)
+    n = sum(map(sum, grid))
+    if scheme == "unnormalised_sum":
+        weights = tuple(tuple(1 / len(grid) for _ in row) for row in grid)
+    else:
+        weights = ledger.microbatch_weights(grid, scheme)
+    return tuple(
+        tuple(None if w is None or c == 0 or n == 0 else w * n for w, c in zip(w_row, c_row))
+        for w_row, c_row in zip(weights, grid)
+    )
+
+
+@dataclass(frozen=True)
+class WeightSolve:
+    """weights_times_n: the P x K grid of w_rk x N (None: no labels, or not identifiable);
+    residual: |delta + sum w g| / |delta| (None when delta = 0); identifiable: the non-empty
+    microbatches' gradients are linearly independent, so the weights are unique."""
+
+    weights_times_n: WeightGrid
+    residual: float | None
+    identifiable: bool
+
+
+def solve_weights(grads, delta, counts) -> WeightSolve:
+    """Solve delta = - sum_rk w_rk g_rk for w by least squares.
+
+    Args:
+        grads: P x K nested list of flat gradient vectors g_rk (all of length D), the
+            gradient of microbatch (r, k)'s summed token losses at the initial weights.
+        delta: the flat parameter change (length D) of one SGD step at learning rate 1.
+        counts: P x K valid-label counts n_rk (whole numbers >= 0).
+    Returns:
+        WeightSolve. Cells of microbatches without labels are None; so is every cell when
+        the non-empty microbatches' gradients are linearly dependent (not identifiable).
+    Raises:
+        ValueError naming the value for ragged shapes, non-finite numbers or bad counts.
+    """
+    grid = v.count_grid(counts)
+    shape = (len(grid), len(grid[0]))
+    if not isinstance(grads, list | tuple) or len(grads) != shape[0]:
+        raise v.InvalidInput("grads", grads, "same_shape", f"{shape[0]} rows of {shape[1]}")
+    change = _vector(delta, "delta")
+    cells = [(r, k) for r in range(shape[0]) for k in range(shape[1]) if grid[r][k] > 0]
+    columns = []
+    for r, row in enumerate(grads):
+        if not isinstance(row, list | tuple) or len(row) != shape[1]:
+            raise v.InvalidInput(f"grads[{r}]", row, "same_shape", f"{shape[1]} vectors")
+        for k, g in enumerate(row):
+            vector = _vector(g, f"grads[{r}][{k}]")
+            if vector.shape != change.shape:
+                raise v.InvalidInput(f"grads[{r}][{k}]", len(vector), "same_shape", len(change))
+            if (r, k) in cells:
+                columns.append(vector)
+    n = sum(map(sum, grid))
+    empty = tuple(tuple(None for _ in row) for row in grid)
+    size = float(np.linalg.norm(change))
+    if not cells:
+        return WeightSolve(empty, None if size == 0 else 1.0, True)
+    matrix = -np.stack(columns, axis=1)  # D x M: delta = matrix @ w
+    w, _, rank, _ = np.linalg.lstsq(matrix, change, rcond=None)
+    identifiable = int(rank) == len(cells)
+    misfit = float(np.linalg.norm(matrix @ w - change))
+    residual = None if size == 0 else misfit / size
+    if not identifiable:
+        return WeightSolve(empty, residual, False)
+    solved = {cell: float(x) * n for cell, x in zip(cells, w)}
+    weights = tuple(tuple(solved.get((r, k)) for k in range(shape[1])) for r in range(shape[0]))
+    return WeightSolve(weights, residual, True)
+
+
+def matching_schemes(weights_times_n, counts, rtol: float = SCHEME_RTOL) -> tuple[str, ...]:
+    """Every named scheme (in NAMED_SCHEMES order: the correct one first) whose predicted grid
+    matches each measured cell within `rtol` (None where the prediction is None). Some counts
+    cannot tell schemes apart: equal counts make them all 1."""
+    grid = v.count_grid(counts)
+    rtol = v.non_negative(rtol, "rtol")
+    measured = [x for row in weights_times_n for x in row]
+    if len(weights_times_n) != len(grid) or len(measured) != len(grid) * len(grid[0]):
+        raise v.InvalidInput("weights_times_n", weights_times_n, "same_shape", "counts' shape")
+    if all(x is None for x in measured):
+        return ()
+    found = []
+    for scheme in NAMED_SCHEMES:
+        predicted = [x for row in scheme_weights_times_n(grid, scheme) for x in row]
+        if all(
+            (got is None) == (want is None)
+            and (got is None or math.isclose(got, want, rel_tol=rtol, abs_tol=rtol))
+            for got, want in zip(measured, predicted)
+        ):
+            found.append(scheme)
+    return tuple(found)
+
+
+def closest_scheme(weights_times_n, counts, rtol: float = SCHEME_RTOL) -> str:
+    """The first of `matching_schemes` (the correct one when it matches), else "other"."""
+    return (matching_schemes(weights_times_n, counts, rtol) or ("other",))[0]
+
+
+def _vector(values, field: str) -> np.ndarray:
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise v.InvalidInput(field, values, "finite") from None
+    if array.ndim != 1 or not np.isfinite(array).all():
+        raise v.InvalidInput(field, values, "finite")
+    return array

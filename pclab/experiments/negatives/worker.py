@@ -1,0 +1,148 @@
+"""One rank of the negatives experiment: every scheme of gathering documents, then DDP + SGD.
+
+torchrun --standalone --nproc-per-node 4 -m pclab.experiments.negatives --out-dir /tmp/neg
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+
+from pclab.experiments.negatives.params import DEFAULTS, LR, default_pairs
+from pclab.runners.worker import finish_worker, init_worker, worker_device, write_rank_output
+
+SCHEMES = ("gather", "detach", "local", "full_loss_each_rank")
+
+
+def _query_loss(q, docs, tau: float, positive: int):
+    """Un-divided InfoNCE loss of one query against its candidate documents."""
+    import torch
+
+    logits = q * docs / tau
+    return torch.logsumexp(logits, dim=0) - logits[positive]
+
+
+def _gathered(x, world_size: int) -> list:
+    """Every rank's value of x, detached (a plain all_gather carries no gradient)."""
+    import torch
+    import torch.distributed as dist
+
+    out = [torch.empty_like(x) for _ in range(world_size)]
+    dist.all_gather(out, x.detach().contiguous())
+    return out
+
+
+def _scheme_loss(scheme: str, q, d, rank: int, world_size: int, tau: float):
+    import torch
+    import torch.distributed.nn.functional as dist_nn
+
+    if scheme == "gather":
+        # The autograd-aware all-gather: its backward sums every rank's part into the owner.
+        # (torch 2.13 flags it deprecated in favour of a functional collective; it is the
+        # one open_clip-style code uses, so the lab runs it and mutes the notice.)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            gathered = dist_nn.all_gather(d)
+        docs = torch.cat(gathered)
+        return _query_loss(q, docs, tau, rank)
+    if scheme == "detach":
+        docs = _gathered(d, world_size)
+        docs[rank] = d  # only the rank's own document keeps its graph
+        return _query_loss(q, torch.cat(docs), tau, rank)
+    if scheme == "local":
+        return _query_loss(q, d, tau, 0)
+    queries, docs = _gathered(q, world_size), _gathered(d, world_size)
+    queries[rank], docs[rank] = q, d  # open_clip / GradCache: own features re-inserted
+    logits = torch.cat(queries)[:, None] * torch.cat(docs)[None, :] / tau
+    return (torch.logsumexp(logits, dim=1) - torch.diagonal(logits)).mean()
+
+
+def _reference(a, b, wq: float, wd: float, tau: float, lr: float) -> dict:
+    """Single process, whole batch, plain autograd: the objective's own gradient."""
+    import torch
+    import torch.nn.functional as F
+
+    w_q = torch.tensor(wq, requires_grad=True)
+    w_d = torch.tensor(wd, requires_grad=True)
+    logits = (w_q * torch.tensor(a))[:, None] * (w_d * torch.tensor(b))[None, :] / tau
+    loss = F.cross_entropy(logits, torch.arange(len(a)))  # mean over queries of -log p_ii
+    loss.backward()
+    return {
+        "loss": loss.item(),
+        "grad_wq": w_q.grad.item(),
+        "grad_wd": w_d.grad.item(),
+        "params_after_sgd": {"wq": wq - lr * w_q.grad.item(), "wd": wd - lr * w_d.grad.item()},
+    }
+
+
+def _run_scheme(scheme: str, a_r: float, b_r: float, args, rank: int, world_size: int) -> dict:
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    device = worker_device()
+
+    class Encoders(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wq = torch.nn.Parameter(torch.tensor(args.wq))
+            self.wd = torch.nn.Parameter(torch.tensor(args.wd))
+
+        def forward(self, a, b):
+            return self.wq * a, self.wd * b
+
+    model = Encoders().to(device)
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    inputs = (torch.tensor([a_r], device=device), torch.tensor([b_r], device=device))
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+
+    with ddp.no_sync():  # this rank's own gradient, before DDP averages it
+        q, d = ddp(*inputs)
+        _scheme_loss(scheme, q, d, rank, world_size, args.tau).backward()
+    grad_local = (model.wq.grad.item(), model.wd.grad.item())
+    optimizer.zero_grad(set_to_none=True)
+
+    q, d = ddp(*inputs)
+    loss = _scheme_loss(scheme, q, d, rank, world_size, args.tau)
+    loss.backward()  # DDP all-reduces and averages the gradient here
+    grad = (model.wq.grad.item(), model.wd.grad.item())
+    optimizer.step()
+    return {
+        "local_loss": loss.item(),
+        "grad_wq_local": grad_local[0],
+        "grad_wd_local": grad_local[1],
+        "grad_wq": grad[0],
+        "grad_wd": grad[1],
+        "params_after_sgd": {"wq": model.wq.item(), "wd": model.wd.item()},
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """torchrun entry point: one pair per rank, every scheme, rank<RANK>.json in --out-dir."""
+    import torch.distributed as dist
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    @record  # a raising rank leaves torchrun an error file: the launcher's root cause
+    def main() -> None:
+        parser = argparse.ArgumentParser(prog="pclab.experiments.negatives")
+        parser.add_argument("--out-dir", required=True)
+        for name, default in (*DEFAULTS.items(), ("lr", LR)):
+            parser.add_argument(f"--{name}", type=float, default=default)
+        args = parser.parse_args(argv)
+        rank, world_size = init_worker()
+        a, b = default_pairs(world_size)
+        payload = {
+            "rank": rank,
+            "world_size": world_size,
+            "backend": dist.get_backend(),
+            "a": a,
+            "b": b,
+            **{name: getattr(args, name) for name in (*DEFAULTS, "lr")},
+            "schemes": {
+                s: _run_scheme(s, a[rank], b[rank], args, rank, world_size) for s in SCHEMES
+            },
+            "reference": _reference(a, b, args.wq, args.wd, args.tau, args.lr),
+        }
+        write_rank_output(args.out_dir, rank, payload)
+        finish_worker()
+
+    main()

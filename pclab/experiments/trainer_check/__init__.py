@@ -1,0 +1,56 @@
+"""Check your own trainer: one command that proves a training step is the same update as the
+single-process reference on the global token mean, or says which weight each microbatch
+really got. The seed page's section 07 recipe (fixed weights, a single-process reference,
+uneven supervision, empty replicas, compare the parameters after one update) as one launch.
+
+    pclab check my_trainer.py --json
+    torchrun --standalone --nproc-per-node 4 -m pclab.experiments.trainer_check --out-dir /tmp/c \\
+        --trainer my_trainer.py
+
+In a test suite:
+
+    from pclab.experiments.trainer_check import assert_same_update
+    assert_same_update("trainer.py", world_size=2, accum=2)
+"""
+
+from __future__ import annotations
+
+import json
+
+from pclab.experiments.base import Experiment
+from pclab.experiments.trainer_check.params import Params
+from pclab.experiments.trainer_check.report import build_report
+
+EXPERIMENT = Experiment(
+    name="trainer_check",
+    worker="pclab.experiments.trainer_check",
+    params=Params.checked,
+    build_report=build_report,
+    timeout_s=600.0,
+)
+
+
+run = EXPERIMENT.launch  # raw parameters in: validated, then run (notebooks, tests)
+
+
+def assert_same_update(trainer: str, world_size: int = 2, accum: int = 2, **options) -> dict:
+    """Run the check; return the report, or raise AssertionError carrying it (for pytest).
+
+    `options`: counts ("3,8;8,16"), tolerance, timeout_s.
+    """
+    from pclab.experiments.trainer_check.trainer_file import load
+
+    load(trainer)  # a file that can't be used raises TrainerFileError (a ValueError) here
+    timeout_s = options.pop("timeout_s", None)
+    result = run(
+        trainer=trainer, world_size=world_size, accum=accum, timeout_s=timeout_s, **options
+    )
+    if not result.ok:
+        raise AssertionError(f"the trainer check did not finish: {result.message}")
+    check = result.report["checks"][0]
+    if not check["passed"]:
+        failed = [s["name"] for s in check["scenarios"] if not s["passed"]]
+        raise AssertionError(
+            f"{trainer}: not the same update in {', '.join(failed)}\n{json.dumps(check, indent=2)}"
+        )
+    return check

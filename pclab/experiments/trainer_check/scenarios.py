@@ -1,0 +1,58 @@
+"""The label-count patterns one check runs: n_rk valid labels for rank r, microstep k.
+
+    uneven            every cell its own count, one microbatch full, ranks' totals differ
+    empty_microbatch  uneven, with rank 0's last microbatch empty        (needs K >= 2)
+    empty_rank        uneven, with the last rank holding no label at all (needs P >= 2)
+    equal_counts      every microbatch half full: the control, which wrong schemes pass too
+    no_labels         N = 0: the correct step changes nothing, on every rank
+
+`--counts "3,8;8,16"` replaces them with one pattern named "custom" (ranks split by ";",
+microsteps by ",").
+"""
+
+from __future__ import annotations
+
+from pclab.core import validation as v
+
+NAMES = ("uneven", "empty_microbatch", "empty_rank", "equal_counts", "no_labels")
+Grid = tuple[tuple[int, ...], ...]
+
+
+def uneven(world_size: int, accum_steps: int, capacity: int) -> Grid:
+    """1 + 7 i mod capacity along the cells (rank-major), the first cell full."""
+    cells = [1 + (7 * i) % capacity for i in range(world_size * accum_steps)]
+    cells[0] = capacity
+    return tuple(tuple(cells[r * accum_steps : (r + 1) * accum_steps]) for r in range(world_size))
+
+
+def scenario_counts(world_size: int, accum_steps: int, capacity: int) -> tuple[dict, list[dict]]:
+    """({name: counts grid}, [{"name", "reason"} for the scenarios this shape cannot hold])."""
+    base = uneven(world_size, accum_steps, capacity)
+    grids, skipped = {"uneven": base}, []
+    if accum_steps >= 2:
+        grids["empty_microbatch"] = ((*base[0][:-1], 0), *base[1:])
+    else:
+        skipped.append({"name": "empty_microbatch", "reason": "needs at least 2 microsteps"})
+    if world_size >= 2:
+        grids["empty_rank"] = (*base[:-1], (0,) * accum_steps)
+    else:
+        skipped.append({"name": "empty_rank", "reason": "needs at least 2 ranks"})
+    half = max(1, capacity // 2)
+    grids["equal_counts"] = tuple((half,) * accum_steps for _ in range(world_size))
+    grids["no_labels"] = tuple((0,) * accum_steps for _ in range(world_size))
+    return grids, skipped
+
+
+def parse_counts(text: str) -> Grid:
+    """'3,8;8,16' -> ((3, 8), (8, 16)): ranks split by ';', microsteps by ','."""
+    if not isinstance(text, str) or not text.strip():
+        raise v.InvalidInput("counts", text, "non_empty")
+    rows = []
+    for part in text.split(";"):
+        try:
+            rows.append([int(x) for x in part.split(",")])
+        except ValueError:
+            raise v.InvalidInput(
+                "counts", text, "same_shape", "whole numbers like 3,8;8,16"
+            ) from None
+    return v.count_grid(rows)

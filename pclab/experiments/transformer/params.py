@@ -1,0 +1,95 @@
+"""The Transformer experiment's parameters and its plan: which windows each rank holds, the
+counts each rule divides by, and what the theory (core.ledger) predicts for every branch."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pclab.core import ledger
+from pclab.core import validation as v
+from pclab.experiments.transformer.lm import data
+
+TOLERANCE, BRANCHES, MICROBATCHES = data.TOLERANCE, data.BRANCHES, data.MICROBATCHES
+OPTIMIZER_CHOICES = {"sgd": ("sgd",), "adamw": ("adamw",), "both": ("sgd", "adamw")}
+WORLD_SIZES = (1, 2, 4)  # each rank holds 4 / P whole windows
+ZERO_LABELS = (0, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class Params:
+    labels: tuple[int, ...] = data.DEFAULT_LABELS
+    world_size: int = 2
+    optimizer: str = "both"
+
+    @classmethod
+    def checked(
+        cls, labels=data.DEFAULT_LABELS, world_size: int = 2, optimizer: str = "both"
+    ) -> Params:
+        """Validated launch parameters; labels are checked against each window's capacity
+        (a string "40,7,0,23" is parsed)."""
+        world_size = v.count(world_size, "world_size", minimum=1)
+        if world_size not in WORLD_SIZES:
+            allowed = ", ".join(map(str, WORLD_SIZES))
+            raise v.InvalidInput("world_size", world_size, "one_of", allowed)
+        optimizer = v.choice(optimizer, "optimizer", tuple(OPTIMIZER_CHOICES))
+        capacity = data.capacities(data.experiment_windows())
+        if isinstance(labels, str):
+            counts = data.parse_labels(labels, capacity)
+        else:
+            counts = data.validate_labels(labels, capacity)
+        return cls(labels=tuple(counts), world_size=world_size, optimizer=optimizer)
+
+    def worker_args(self) -> list[str]:
+        return ["--labels", ",".join(map(str, self.labels)), "--optimizer", self.optimizer]
+
+
+def control_labels(world_size: int) -> tuple[int, ...]:
+    """Equal counts per microbatch (40 and 40) AND per rank, though the windows differ."""
+    return (24, 24, 24, 24) if world_size == 4 else (30, 10, 25, 15)
+
+
+def rank_windows(world_size: int) -> list[list[int]]:
+    per_rank = 4 // world_size
+    return [list(range(r * per_rank, (r + 1) * per_rank)) for r in range(world_size)]
+
+
+def label_counts(labels, world_size: int = 2) -> dict:
+    """N, the two microbatches' counts and each rank's count for per-window `labels`."""
+    return {
+        "num_valid_labels": sum(labels),
+        "microbatches": [sum(labels[w] for w in group) for group in MICROBATCHES],
+        "ranks": [sum(labels[w] for w in rows) for rows in rank_windows(world_size)],
+    }
+
+
+def expected_correct(branch: str, labels, world_size: int) -> bool | None:
+    """What the theory (core.ledger) predicts: True when the branch's weight per label
+    equals 1 / N for every label, False when it differs, None when its mean is undefined."""
+    if branch in ("full_batch", "accum_global_n", "ddp_pn_scale"):
+        return True  # global-N rules: the same objective (and the same skip when N = 0)
+    if branch == "accum_microbatch_mean":
+        grid = [[sum(labels[w] for w in mb) for mb in MICROBATCHES]]
+        scheme = "microbatch_mean"
+    else:
+        grid = [[sum(labels[w] for w in rows)] for rows in rank_windows(world_size)]
+        scheme = "replica_mean"
+    shares = ledger.update_shares(grid, scheme)
+    correct = ledger.update_shares(grid, ledger.CORRECT_SCHEME)
+    cells = [
+        (s, c)
+        for s_row, c_row in zip(shares, correct, strict=True)
+        for s, c in zip(s_row, c_row, strict=True)
+    ]
+    if any(s is None for s, _ in cells):
+        return None
+    return all(math.isclose(s, c, rel_tol=1e-12) for s, c in cells)
+
+
+def predictions(labels, world_size: int = 2, optimizer: str = "both") -> list[dict]:
+    """Every branch's `expected_correct` for these labels, before anything runs."""
+    return [
+        {"name": b, "optimizer": o, "expected_correct": expected_correct(b, labels, world_size)}
+        for o in OPTIMIZER_CHOICES[optimizer]
+        for b in BRANCHES
+    ]

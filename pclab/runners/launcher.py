@@ -1,0 +1,278 @@
+"""Launch a worker on P processes and collect each rank's JSON - without ever hanging a page.
+
+`launch` validates its arguments, then hands the run to `runners.jobs` (identical requests
+share one run, at most `max_concurrent_runs` hold processes, the others wait in line or hear
+"busy", a run nobody waits for is stopped). The run's processes come from torchrun
+(`runners.processes`) or, when the warm pool is on, from a pre-imported zygote
+(`runners.warm_pool`); either way this module polls them against a wall-clock timeout and
+always ends with no process and no temporary directory left behind. A failed or timed-out
+run is a `RunResult` with a one-line message naming the failing rank and its root cause -
+never an exception.
+
+    python -c "from pclab.runners.launcher import launch; print(launch('bench.noop_worker', 2))"
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pclab.core.validation import InvalidInput, count, positive
+from pclab.paths import IMPORT_ROOT
+from pclab.runners import jobs, memory, warm_pool
+from pclab.runners.diagnosis import one_line
+from pclab.runners.processes import TOKEN_ENV, Torchrun
+from pclab.runners.results import Outcome, ProgressEvent, RunResult
+from pclab.runners.settings import current
+from pclab.runners.worker import PG_TIMEOUT_ENV, payload_sha256
+
+MAX_WORLD_SIZE = 64
+MAX_TIMEOUT_S = 3600.0  # no request may hold processes for more than an hour
+MAX_ARGS, MAX_ARG_CHARS = 256, 4096  # far beyond any worker's needs; keeps argv sane
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
+
+
+def worker_code_hash(worker: str) -> str:
+    """sha256 (hex) over the source of the worker's package (every .py file below the folder
+    that holds the worker module, in path order): the cache key for its results, so an edit
+    to any module the worker imports from its own package re-runs it."""
+    folder = _worker_file(worker).parent
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*.py")):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def launch(
+    worker: str,
+    world_size: int,
+    args: Sequence[str] = (),
+    *,
+    timeout_s: float = 120.0,
+    pg_timeout_s: float | None = None,
+    progress: Callable[[ProgressEvent], None] | None = None,
+    cancel: threading.Event | Callable[[], object] | None = None,
+) -> RunResult:
+    """Run `worker` on `world_size` local processes under torchrun and gather their JSON.
+
+    Args:
+        worker: module path of a torchrun entry point, e.g. "pclab.experiments.negatives".
+        world_size: number of processes P (1..64).
+        args: extra worker arguments (at most 256 strings); "--out-dir <tmp>" is appended.
+        timeout_s: wall-clock limit of the whole launch, time in line included (at most
+            3600 s); on expiry every process is killed.
+        pg_timeout_s: process-group timeout the workers pass to init_process_group
+            (default: the `pg_timeout_s` setting, PCL_PG_TIMEOUT_S).
+        progress: called with a `ProgressEvent` (a str) as the run advances, in this thread;
+            if it raises, the run is stopped (unless an identical request still waits for it)
+            and the exception propagates after the cleanup.
+        cancel: a threading.Event or a zero-argument callable, polled every 0.1 s; when it
+            fires this request ends with Outcome.CANCELLED. Default: `jobs.cancel_when`'s.
+    Returns:
+        RunResult: ok with every rank's JSON ordered by rank, or ok=False with a message.
+    Raises:
+        ValueError / TypeError only for invalid arguments (never for a failed run).
+    """
+    if not isinstance(worker, str) or not _MODULE.match(worker):
+        raise InvalidInput("worker", worker, "one_of", "a dotted module name")
+    world_size = count(world_size, "world_size", minimum=1)
+    if world_size > MAX_WORLD_SIZE:
+        raise InvalidInput("world_size", world_size, "in_range", f"1..{MAX_WORLD_SIZE}")
+    if isinstance(args, str | bytes) or not isinstance(args, Sequence):
+        raise TypeError(f"args={args!r} is not a sequence of strings")
+    if any(not isinstance(a, str) for a in args):
+        raise TypeError(f"args={args!r} is not a sequence of strings")
+    args = tuple(args)
+    if len(args) > MAX_ARGS or any(len(a) > MAX_ARG_CHARS or "\0" in a for a in args):
+        detail = f"at most {MAX_ARGS} strings of at most {MAX_ARG_CHARS} characters, no NUL"
+        raise InvalidInput("args", args, "in_range", detail)
+    timeout_s = _seconds(timeout_s, "timeout_s")
+    if pg_timeout_s is None:
+        pg_timeout_s = current().pg_timeout_s
+    pg_timeout_s = _seconds(pg_timeout_s, "pg_timeout_s")
+    worker_hash = worker_code_hash(worker)
+
+    def work(job: jobs.Job) -> RunResult:
+        return _launch(job, worker, world_size, args, pg_timeout_s, worker_hash)
+
+    key = (worker, world_size, args, worker_hash)
+    warm = warm_pool.enabled() and warm_pool.broken() is None
+    zygote_needed = warm and warm_pool.size()["zygotes"] + warm_pool.size()["starting"] == 0
+    return jobs.submit(
+        key,
+        work,
+        timeout_s=timeout_s,
+        worker_hash=worker_hash,
+        progress=progress,
+        cancel=cancel,
+        memory_mb=memory.launch_estimate_mb(world_size, warm, zygote_needed),
+    )
+
+
+def _seconds(value: object, field: str) -> float:
+    seconds = positive(value, field)
+    if seconds > MAX_TIMEOUT_S:
+        raise InvalidInput(field, value, "in_range", f"0 < {field} <= {MAX_TIMEOUT_S:g}")
+    return seconds
+
+
+def _launch(job: jobs.Job, worker, world_size, args, pg_timeout_s, worker_hash) -> RunResult:
+    """One job's processes, run in its `runners.jobs.Job` thread; `job.say` reaches every
+    requester. The ranks come from torchrun, or from the warm pool when it is on."""
+    start, timeout_s, say = job.start, job.timeout_s, job.say
+
+    def ended(outcome: Outcome, message: str) -> RunResult:
+        return RunResult.ended(outcome, message, time.monotonic() - start, worker_hash)
+
+    if job.cancelled():  # everyone left before it began
+        return ended(Outcome.CANCELLED, "stopped on request before it started")
+    tmp = Path(tempfile.mkdtemp(prefix="pcl-run-"))
+    out_dir, log_dir = tmp / "out", tmp / "logs"
+    out_dir.mkdir()
+    log_dir.mkdir()
+    token = uuid.uuid4().hex
+    env = dict(os.environ)
+    env.update(
+        {
+            "OMP_NUM_THREADS": "1",  # P processes share a small CPU; threads would fight
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (str(IMPORT_ROOT), env.get("PYTHONPATH", "")) if p
+            ),
+            "PYTHONUNBUFFERED": "1",
+            PG_TIMEOUT_ENV: repr(pg_timeout_s),
+            TOKEN_ENV: token,
+        }
+    )
+    argv = [*args, "--out-dir", str(out_dir)]
+    procs = None
+    try:
+        warm = warm_pool.enabled()
+        say(
+            "start",
+            f"starting {world_size} processes of {worker}"
+            + (" from the warm pool" if warm else " under torchrun"),
+            world_size=world_size,
+            worker=worker,
+            path="pool" if warm else "torchrun",
+        )
+        if warm:
+            request = {
+                "worker": worker,
+                "world_size": world_size,
+                "args": argv,
+                "log_dir": str(log_dir),
+                "env": env,
+            }
+            try:
+                started = warm_pool.start_ranks(request, start + timeout_s, job.cancelled)
+            except warm_pool.PoolUnavailable as exc:  # the cold path still works: use it
+                text = f"the warm pool is unavailable ({exc}); starting torchrun instead"
+                say("pool_fallback", text, reason=str(exc))
+            else:
+                if isinstance(started, str):  # no free zygote before the deadline, or cancelled
+                    if job.cancelled():
+                        return ended(Outcome.CANCELLED, "stopped on request before it started")
+                    say("failed", started, message=started)
+                    return ended(Outcome.FAILED, started)
+                procs = started
+        if procs is None:
+            procs = Torchrun(worker, world_size, argv, tmp, env, token)
+        returncode, stopped_by, finished = _watch(procs, job, out_dir, world_size)
+        if stopped_by is Outcome.CANCELLED:
+            procs.stop()
+            message = f"stopped on request; all {world_size} processes were ended"
+            say("cancelled", message, seconds=time.monotonic() - start)
+            return ended(Outcome.CANCELLED, message)
+        if stopped_by is Outcome.TIMEOUT:
+            procs.stop()
+            missing = [str(r) for r in range(world_size) if r not in finished]
+            which = f"rank{'s' if len(missing) > 1 else ''} {', '.join(missing)} unfinished"
+            message = (
+                f"timed out after {timeout_s:g} s ({which}); stopped all {world_size} processes"
+            )
+            say("timeout", message, seconds=time.monotonic() - start, timeout_s=timeout_s)
+            return ended(Outcome.TIMEOUT, message)
+        if returncode != 0:
+            message = procs.root_cause(log_dir, returncode)
+        else:
+            ranks, message = _read_ranks(out_dir, world_size)
+            if not message:
+                seconds = time.monotonic() - start
+                say(
+                    "finished",
+                    f"all {world_size} ranks finished in {seconds:.1f} s",
+                    seconds=seconds,
+                )
+                return RunResult.finished(ranks, seconds, worker_hash)
+        say("failed", message, message=message)
+        return ended(Outcome.FAILED, message)
+    finally:
+        # Also runs on any error in this thread; a requester that leaves cancels the job above.
+        if procs is not None:
+            procs.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _watch(procs, job: jobs.Job, out_dir: Path, world_size: int):
+    """Poll until the processes exit, every requester left, or time ran out; report each rank
+    as its output appears. Returns (exit code or None, what stopped it or None, ranks done)."""
+    finished: set[int] = set()
+    while True:
+        returncode = procs.poll()
+        for rank in range(world_size):
+            if rank not in finished and (out_dir / f"rank{rank}.json").exists():
+                finished.add(rank)
+                done = len(finished)
+                text = f"rank {rank} reported ({done}/{world_size})"
+                job.say("rank_done", text, rank=rank, done=done, world_size=world_size)
+        if returncode is not None:
+            return returncode, None, finished
+        if job.cancelled():  # every requester left: Stop, rerun, closed tab
+            return None, Outcome.CANCELLED, finished
+        if time.monotonic() - job.start >= job.timeout_s:
+            return None, Outcome.TIMEOUT, finished
+
+
+def _worker_file(worker: str) -> Path:
+    if not isinstance(worker, str) or not _MODULE.match(worker):
+        raise InvalidInput("worker", worker, "one_of", "a dotted module name")
+    base = IMPORT_ROOT.joinpath(*worker.split("."))
+    for path in (base.with_suffix(".py"), base / "__main__.py", base / "__init__.py"):
+        if path.is_file():
+            return path
+    try:
+        spec = importlib.util.find_spec(worker)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin or not Path(spec.origin).is_file():
+        raise InvalidInput("worker", worker, "one_of", "an importable module with a source file")
+    return Path(spec.origin)
+
+
+def _read_ranks(out_dir: Path, world_size: int) -> tuple[tuple[dict, ...], str]:
+    ranks = []
+    for rank in range(world_size):
+        path = out_dir / f"rank{rank}.json"
+        try:
+            payload = json.loads(path.read_text())
+        except FileNotFoundError:
+            return (), f"rank {rank}: wrote no output"
+        except (OSError, ValueError) as exc:
+            return (), one_line(f"rank {rank}: unreadable output ({exc})")
+        if not isinstance(payload, dict):
+            return (), f"rank {rank}: output is not a JSON object"
+        body = {k: v for k, v in payload.items() if k != "sha256"}
+        if payload.get("sha256") != payload_sha256(body):
+            return (), f"rank {rank}: output checksum mismatch"
+        ranks.append(payload)
+    return tuple(ranks), ""

@@ -1,0 +1,137 @@
+"""Memory of a process tree, read from /proc: what the memory budget (PCL_MEMORY_BUDGET_MB)
+is checked against, and what the benchmark samples.
+
+A process's share is its PSS (proportional set size, /proc/<pid>/smaps_rollup): a page that
+n processes share counts 1/n in each, so the PSS of a tree adds up to the memory the tree
+really holds. RSS would count a warm-pool zygote's ~300 MB once more in every rank and spare
+it forks (they share those pages copy-on-write). Where smaps_rollup cannot be read (an old
+kernel, another user's process), VmRSS stands in: larger, never smaller.
+
+    python -m pclab.runners.memory [PID]     # a tree's memory now, per process (default: this one)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+
+# What a launch adds to the tree, by PSS, measured on the Transformer (the largest ranks) on
+# the 2-core box (BENCHMARKS.md, "Memory"), rounded up: a rank forked from a zygote adds
+# ~90 MB of its own pages; a cold rank ~325 MB and torchrun's agent ~170 MB; a zygote (with
+# its spare store and ranks) ~300 MB.
+WARM_RANK_MB, COLD_RANK_MB, COLD_AGENT_MB, ZYGOTE_MB = 100, 350, 200, 320
+
+
+def launch_estimate_mb(world_size: int, warm: bool, zygote_needed: bool = False) -> float:
+    """What one launch of `world_size` ranks is expected to add to the server's tree."""
+    if warm:
+        return world_size * WARM_RANK_MB + (ZYGOTE_MB if zygote_needed else 0)
+    return COLD_AGENT_MB + world_size * COLD_RANK_MB
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of `pid` (every thread's), [] once it is gone."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                found += [int(x) for x in f.read().split()]
+        except OSError:
+            continue
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, depth first (not `pid` itself)."""
+    out, frontier = [], children(pid)
+    while frontier:
+        child = frontier.pop()
+        out.append(child)
+        frontier += children(child)
+    return out
+
+
+def _field_kb(path: str, name: str) -> int | None:
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(name + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def rss_kb(pid: int) -> int | None:
+    """Resident set size in kB (None once the process is gone)."""
+    return _field_kb(f"/proc/{pid}/status", "VmRSS")
+
+
+def pss_kb(pid: int) -> int | None:
+    """Proportional set size in kB; VmRSS where smaps_rollup cannot be read."""
+    pss = _field_kb(f"/proc/{pid}/smaps_rollup", "Pss")
+    return rss_kb(pid) if pss is None else pss
+
+
+def tree_kb(pids: list[int], kind: str = "pss") -> int:
+    """The summed PSS (or RSS) of these processes in kB; gone ones count 0."""
+    read = pss_kb if kind == "pss" else rss_kb
+    return sum(read(pid) or 0 for pid in pids)
+
+
+def fd_count(pid: int) -> int | None:
+    """Open file descriptors of a process (None once it is gone)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+
+
+# Who started processes for the lab: the warm pool (its zygotes) and the cold path (live
+# torchrun launches) register here when imported, so this module imports neither of them.
+_ROOT_SOURCES: list[Callable[[], Iterable[int]]] = []
+
+
+def count_processes_of(source: Callable[[], Iterable[int]]) -> None:
+    """Count the processes `source()` names (and their descendants) as the lab's."""
+    _ROOT_SOURCES.append(source)
+
+
+def lab_pids() -> list[int]:
+    """This process and every process the lab started from it: the warm pool's zygotes (and
+    their spares, stores and ranks) and live torchrun launches (agents and ranks). Other
+    children (a test's own subprocesses) are not the lab's and are not counted."""
+    pids = [os.getpid()]
+    for source in _ROOT_SOURCES:
+        for root in source():
+            pids += [root, *descendants(root)]
+    return list(dict.fromkeys(pids))
+
+
+_LAST: list[tuple[float, float]] = []  # (monotonic time, MB) of the last lab_mb reading
+
+
+def lab_mb(max_age_s: float = 0.0) -> float:
+    """What the lab's process tree holds, in MB (PSS): measured now (~20 ms for a server,
+    a zygote and its spares), or the last reading when it is at most `max_age_s` old."""
+    if _LAST and time.monotonic() - _LAST[0][0] <= max_age_s:
+        return _LAST[0][1]
+    used = tree_kb(lab_pids()) / 1024
+    _LAST[:] = [(time.monotonic(), used)]
+    return used
+
+
+if __name__ == "__main__":
+    root = int(sys.argv[1]) if len(sys.argv) > 1 else os.getpid()
+    tree = [root, *descendants(root)]
+    for pid in tree:
+        pss, rss = (pss_kb(pid) or 0) / 1024, (rss_kb(pid) or 0) / 1024
+        print(f"{pid:>8}  pss {pss:8.1f} MB  rss {rss:8.1f} MB")
+    pss, rss = tree_kb(tree) / 1024, tree_kb(tree, "rss") / 1024
+    print(f"{'tree':>8}  pss {pss:8.1f} MB  rss {rss:8.1f} MB")

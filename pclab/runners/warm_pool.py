@@ -1,0 +1,330 @@
+"""The warm pool, server side: launches whose ranks are forked from a pre-imported zygote.
+
+On in the Streamlit server unless PCL_WARM_POOL=0 (ui.serving), off for the CLIs unless
+PCL_WARM_POOL=1; when no zygote can start, `start_ranks` raises PoolUnavailable and the
+launcher starts torchrun instead (for RETRY_S). A cold launch starts torchrun's agent
+and P fresh interpreters, and each imports torch (about 1.5 s on a 2-core box) and, as soon
+as it builds a DDP model or an optimizer, torch._dynamo (about 2.3 s more). The pool pays
+those imports once per server, in a zygote process (`runners.zygote`, which forks the ranks).
+
+`runners.launcher` sends a launch here (`start_ranks`) inside the job `runners.jobs` gave it,
+so sharing, the line, the concurrency limit, timeouts and cancellation are exactly the cold
+path's. The guarantees of the pool itself:
+
+    bounded      at most `max_concurrent_runs` zygotes, each serving one launch at a time
+    restarted    a rank that dies is reported like under torchrun and the zygote goes on; a
+                 zygote that dies (or misses a reply) is dropped and a new one is started
+    no orphans   every rank and store dies with its zygote (PR_SET_PDEATHSIG); a zygote
+                 exits when the server closes its pipe or dies; `shutdown` runs at exit
+
+The pool knows no experiment: the server names the modules a zygote should import ahead
+(`prestart(preload=...)`, from the experiment registry).
+
+    PCL_WARM_POOL=1 python -m bench.runs --pooled --repeats 1
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from pclab.paths import IMPORT_ROOT
+from pclab.runners import memory
+from pclab.runners.diagnosis import rank_root_cause
+from pclab.runners.settings import current
+from pclab.runners.zygote import READY
+
+START_TIMEOUT_S = 180.0  # a zygote's imports take ~4 s on a quiet 2-core box
+STOP_WAIT_S = 5.0  # after killing a launch's ranks, how long to wait for the zygote's reply
+RETRY_S = 300.0  # after a zygote failed to start, launches go to torchrun for this long
+_PRELOAD: list[tuple[str, ...]] = [()]  # project modules each new zygote imports ahead
+_BROKEN: list[tuple[float, str]] = []  # (when, why) the last zygote failed to start
+
+
+class PoolUnavailable(Exception):
+    """No zygote could be started (its reason is the message): launch with torchrun."""
+
+
+def enabled() -> bool:
+    """True when launches use the warm pool: PCL_WARM_POOL=1, or unset in the Streamlit
+    server (`runners.settings.serve_by_default`)."""
+    return current().warm_pool is True
+
+
+class Zygote:
+    """One zygote process and the reading end of its replies."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        path = os.pathsep.join(p for p in (str(IMPORT_ROOT), env.get("PYTHONPATH", "")) if p)
+        env.update(
+            {
+                "OMP_NUM_THREADS": "1",  # before the zygote imports torch: every rank inherits it
+                "PYTHONPATH": path,
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        preload = [part for name in _PRELOAD[0] for part in ("--preload", name)]
+        self._buffer = b""
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pclab.runners.zygote", "--serve", *preload],
+            cwd=IMPORT_ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            bufsize=0,
+            start_new_session=True,
+        )
+        if self.readline(time.monotonic() + START_TIMEOUT_S) != READY:
+            self.close()
+            raise RuntimeError("the warm pool's process did not start")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, request: dict) -> None:
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+
+    def readline(self, deadline: float) -> str | None:
+        """The zygote's next line, or None at the deadline or once it has gone."""
+        while b"\n" not in self._buffer:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or self.proc.stdout.closed:
+                return None
+            ready, _, _ = select.select([self.proc.stdout], [], [], min(0.1, wait))
+            if ready:
+                chunk = os.read(self.proc.stdout.fileno(), 65536)
+                if not chunk:
+                    return None
+                self._buffer += chunk
+            elif self.proc.poll() is not None:
+                return None
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode().strip()
+
+    def close(self) -> None:
+        """Stop the zygote; its ranks and stores die with it (PR_SET_PDEATHSIG)."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            stream.close()
+
+
+class ZygoteGone(Exception):
+    """The zygote did not take a request (it died since it was last used)."""
+
+
+class WarmRanks:
+    """One launch's ranks in a zygote: what `runners.launcher` polls, stops and asks why."""
+
+    def __init__(self, zygote: Zygote, request: dict, deadline: float) -> None:
+        self.zygote, self.world_size = zygote, request["world_size"]
+        self.codes: list[int] | None = None
+        self.gone = self.released = False
+        try:
+            zygote.send(request)
+        except OSError as exc:
+            raise ZygoteGone from exc
+        reply = json.loads(zygote.readline(deadline) or "{}")
+        if "pids" not in reply:
+            raise ZygoteGone
+        self.pids: list[int] = [*reply["pids"], reply["store"]]
+
+    def poll(self) -> int | None:
+        """None while ranks run; 0 once all exited 0; else the first failing rank's code."""
+        if self.codes is None:
+            line = self.zygote.readline(time.monotonic() + 0.1)
+            if line:
+                self.codes = json.loads(line)["exit"]
+            elif not self.zygote.alive():
+                self.gone = True  # and its ranks with it
+                self.codes = [-signal.SIGKILL] * self.world_size
+        if self.codes is None:
+            return None
+        return next((code for code in self.codes if code != 0), 0)
+
+    def root_cause(self, log_dir: Path, returncode: int) -> str:
+        """The failing rank and why: its logs first, else its exit code (a rank killed by a
+        signal before the others, whose failures are then only symptoms)."""
+        if self.gone:
+            return "the warm pool's process stopped during the run; a new one is starting"
+        failed = sorted(
+            (code > 0, rank, code) for rank, code in enumerate(self.codes or ()) if code
+        )
+        first = (failed[0][1], failed[0][2]) if failed else None
+        return rank_root_cause(log_dir, first, "", returncode)
+
+    def stop(self) -> None:
+        """Kill what still runs, collect the zygote's reply, and give the zygote back (once)."""
+        if self.released:
+            return
+        self.released = True
+        if self.codes is None:
+            for pid in self.pids:
+                try:
+                    os.killpg(pid, signal.SIGKILL)  # each leads its own session
+                except OSError:
+                    pass
+            deadline = time.monotonic() + STOP_WAIT_S
+            while self.poll() is None and time.monotonic() < deadline:
+                pass
+        _release(self.zygote, healthy=self.codes is not None and self.zygote.alive())
+
+
+# ---------------------------------------------------------------- the server's pool
+
+_LOCK = threading.Lock()
+_IDLE: list[Zygote] = []
+_ALL: set[Zygote] = set()
+_STARTING = [0]  # zygotes being started right now (counted against the bound)
+
+
+def _limit() -> int:
+    return current().max_concurrent_runs
+
+
+def broken() -> str | None:
+    """Why the pool cannot serve right now (a zygote failed to start less than RETRY_S
+    ago), or None."""
+    with _LOCK:
+        return broken_locked()
+
+
+def broken_locked() -> str | None:
+    """`broken()`, for a caller that holds _LOCK."""
+    if _BROKEN and time.monotonic() - _BROKEN[0][0] < RETRY_S:
+        return _BROKEN[0][1]
+    return None
+
+
+def start_ranks(request: dict, deadline: float, cancelled) -> WarmRanks | str:
+    """Send one launch to an idle zygote (starting one if fewer than the limit exist).
+
+    Returns its WarmRanks, or a one-line reason when no zygote could be had before the
+    deadline or the request was cancelled. Raises PoolUnavailable when no zygote can be
+    started (now, or less than RETRY_S ago): the launcher then starts torchrun instead.
+    """
+    while True:
+        if (reason := broken()) is not None:
+            raise PoolUnavailable(reason)
+        with _LOCK:
+            zygote = _IDLE.pop() if _IDLE else None
+            start_one = zygote is None and len(_ALL) + _STARTING[0] < _limit()
+            if start_one:
+                _STARTING[0] += 1
+        if zygote is not None and not zygote.alive():
+            _release(zygote, healthy=False)
+            continue
+        if zygote is None and start_one:
+            try:
+                zygote = _start()
+            except (RuntimeError, OSError) as exc:
+                raise PoolUnavailable(str(exc)) from None
+        if zygote is not None:
+            try:
+                return WarmRanks(zygote, request, deadline)
+            except ZygoteGone:
+                _release(zygote, healthy=False)  # then take (or start) another
+                continue
+        if cancelled() or time.monotonic() >= deadline:
+            return "the warm pool had no free process before the deadline"
+        time.sleep(0.05)  # another job is starting or using every zygote the bound allows
+
+
+def _start() -> Zygote:
+    """A new zygote, counted in _ALL (the caller has reserved its place in _STARTING); a
+    failure is remembered for RETRY_S (`broken`)."""
+    try:
+        zygote = Zygote()
+    except (RuntimeError, OSError) as exc:
+        with _LOCK:
+            _BROKEN[:] = [(time.monotonic(), str(exc) or type(exc).__name__)]
+        raise
+    finally:
+        with _LOCK:
+            _STARTING[0] -= 1
+    with _LOCK:
+        _ALL.add(zygote)
+        _BROKEN.clear()
+    return zygote
+
+
+def _release(zygote: Zygote, healthy: bool) -> None:
+    """Back to the idle list, or - when it died or missed a reply - replaced by a fresh one."""
+    with _LOCK:
+        if healthy and zygote in _ALL:
+            _IDLE.append(zygote)
+            return
+        _ALL.discard(zygote)
+        if zygote in _IDLE:
+            _IDLE.remove(zygote)
+    zygote.close()
+    prestart()
+
+
+def prestart(preload: tuple[str, ...] | None = None) -> None:
+    """Start one zygote in the background when the pool is on and has none: the first run
+    after the server starts (or after a zygote died) then needs no start-up of its own.
+    `preload` names the project modules every zygote started from now on imports ahead
+    (about 20 ms a rank otherwise); None keeps the list it has. A zygote that would take the
+    server's tree past its memory budget is not started: a launch then needs one, and the
+    job line's memory check counts it."""
+    with _LOCK:
+        if preload is not None:
+            _PRELOAD[0] = tuple(preload)
+        if not enabled() or _ALL or _STARTING[0] or broken_locked():
+            return
+    if memory.lab_mb(max_age_s=5.0) + memory.ZYGOTE_MB > current().memory_budget_mb:
+        return
+    with _LOCK:
+        if _ALL or _STARTING[0]:
+            return
+        _STARTING[0] += 1
+
+    def warm() -> None:
+        try:
+            zygote = _start()
+        except (RuntimeError, OSError):
+            return  # a launch will try again and report the reason
+        _release(zygote, healthy=True)
+
+    threading.Thread(target=warm, name="pcl-warm-pool", daemon=True).start()
+
+
+def zygote_pids() -> set[int]:
+    """The pids of the zygotes alive in this server (for tests and the benchmark)."""
+    with _LOCK:
+        return {zygote.proc.pid for zygote in _ALL}
+
+
+memory.count_processes_of(zygote_pids)  # the memory budget counts every zygote's tree
+
+
+def size() -> dict[str, int]:
+    """How many zygotes exist, idle and starting (for tests and the benchmark)."""
+    with _LOCK:
+        return {"zygotes": len(_ALL), "idle": len(_IDLE), "starting": _STARTING[0]}
+
+
+@atexit.register
+def shutdown() -> None:
+    """Stop every zygote (and so every rank and store they hold)."""
+    with _LOCK:
+        zygotes = list(_ALL)
+        _ALL.clear()
+        _IDLE.clear()
+    for zygote in zygotes:
+        zygote.close()

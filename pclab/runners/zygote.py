@@ -1,0 +1,341 @@
+"""The warm pool's zygote: a Python that has imported torch once and forks every rank from it.
+
+Started by `runners.warm_pool` (the server side) as
+
+    python -m pclab.runners.zygote --serve [--preload MODULE ...]
+
+it imports PRELOAD (and the project modules named with --preload: the experiments' workers,
+which the server reads from the experiment registry), starts no thread and runs no torch
+op, so forking it is safe, and then reads one request per line on its stdin (a pipe: nothing
+outside the server process can reach it):
+
+    spares   before each request it forks a store process, serving the rendezvous TCPStore
+             on a fresh 127.0.0.1 port (torchrun's agent serves it on every interface), and
+             two blank ranks waiting on a pipe: a launch pays no fork
+    a launch each rank gets torchrun's environment (RANK, WORLD_SIZE, MASTER_PORT,
+             TORCHELASTIC_USE_AGENT_STORE ...), runs the worker module as __main__, joins a
+             real Gloo group through env://, and writes its exit code back to the zygote
+    no orphans every rank and store dies with the zygote (PR_SET_PDEATHSIG); the zygote
+             exits when the server closes its pipe or dies
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import traceback
+from pathlib import Path
+
+from pclab.paths import CHECKOUT, PACKAGE_DIR
+
+READY = "ready"
+SPARE_RANKS = 2  # ranks forked ahead of time: the lab's experiments run on 2 processes
+# Third-party modules only here: the project's own are read fresh when a file changed.
+PRELOAD = (
+    "torch",
+    "torch.distributed",
+    "torch._dynamo",
+    "torch.nn.parallel",
+    "torch.distributed.nn.functional",
+    "torch.distributed.elastic.multiprocessing.errors",
+    "torch.distributed.fsdp",
+    "torch.distributed.device_mesh",
+    "safetensors.torch",
+    "tokenizers",
+)
+_PRELOADED: dict[str, tuple[str, int]] = {}  # module -> (file, mtime_ns) when the zygote loaded it
+
+
+def rank_log_dir(log_dir: Path, rank: int) -> Path:
+    """Where a pooled rank's stdout.log, stderr.log and error.json go: torchrun's own layout
+    (<log_dir>/<run>/attempt_0/<rank>/), so the launcher finds root causes the same way."""
+    return Path(log_dir) / "pool" / "attempt_0" / str(rank)
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this process when the process that forked it dies."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _fork(body, *args) -> int:
+    """Fork; the child runs `body(*args)` in its own session, dies with the zygote, and
+    never returns."""
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        os.setsid()  # its own process group: the launcher stops it and anything it starts
+        _die_with_parent()
+        code = body(*args)
+    except BaseException:  # noqa: BLE001 - reported through the exit code and stderr
+        traceback.print_exc()
+    finally:
+        os._exit(code)  # never the zygote's atexit handlers or its request loop
+
+
+def _detach_stdio() -> None:
+    """Let go of the zygote's request and reply pipes: only the zygote may use them."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+def _store_main(listener: socket.socket) -> int:
+    """Serve a launch's rendezvous store on the zygote's loopback socket until killed."""
+    import torch.distributed as dist
+
+    _detach_stdio()
+    host, port = listener.getsockname()
+    store = dist.TCPStore(  # noqa: F841 - alive while this process is
+        host, port, is_master=True, master_listen_fd=listener.fileno(), wait_for_workers=False
+    )
+    while True:
+        signal.pause()
+
+
+def _spare_store() -> tuple[int, int]:
+    """A store process already serving on a fresh 127.0.0.1 port: (pid, port)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(128)
+        return _fork(_store_main, listener), listener.getsockname()[1]
+
+
+def _spare_main(job_r: int, code_w: int) -> int:
+    """A forked child that waits for its part in a launch, plays it, and writes its exit code
+    to the zygote before exiting (so the reply does not wait for the address space to go)."""
+    _detach_stdio()
+    message = b""
+    while not message.endswith(b"\n"):
+        chunk = os.read(job_r, 1 << 16)
+        if not chunk:
+            return 0  # the zygote retired it, or is gone
+        message += chunk
+    os.close(job_r)
+    job = json.loads(message)
+    code = 1
+    try:
+        code = _rank_main(job["request"], job["rank"], job["port"], code_w)
+    except BaseException:  # noqa: BLE001 - the worker's crash, reported by its exit code
+        traceback.print_exc()
+    finally:
+        os.write(code_w, f"{code}\n".encode())
+    return code
+
+
+def _spare_rank() -> tuple[int, int, int]:
+    """A child forked in advance for some launch's rank: (pid, job pipe, exit-code pipe)."""
+    job_r, job_w = os.pipe()
+    code_r, code_w = os.pipe()
+    pid = _fork(_spare_main, job_r, code_w)
+    os.close(job_r)
+    os.close(code_w)
+    return pid, job_w, code_r
+
+
+def _alive(pid: int) -> bool:
+    """Still running (reaps it when it has died)."""
+    try:
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:
+        return False
+
+
+def _project_changed() -> bool:
+    """Has any project file the zygote loaded been edited (or removed) since?"""
+    for file, mtime_ns in _PRELOADED.values():
+        try:
+            if os.stat(file).st_mtime_ns != mtime_ns:
+                return True
+        except OSError:
+            return True
+    return False
+
+
+def _torchrun_env(rank: int, world_size: int, port: int, logs: Path) -> dict[str, str]:
+    """The variables torchrun would give this rank, with the store and Gloo on loopback."""
+    env = {name: str(rank) for name in ("RANK", "LOCAL_RANK", "ROLE_RANK")}
+    env |= {name: str(world_size) for name in ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "ROLE_WORLD_SIZE")}
+    return env | {
+        "GROUP_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "TORCHELASTIC_USE_AGENT_STORE": "True",  # the zygote's store process is the server
+        "TORCHELASTIC_RESTART_COUNT": "0",
+        "TORCHELASTIC_MAX_RESTARTS": "0",
+        "TORCHELASTIC_ERROR_FILE": str(logs / "error.json"),  # @record writes it
+        "GLOO_SOCKET_IFNAME": "lo",  # Gloo's pairs on loopback only
+    }
+
+
+def _rank_main(request: dict, rank: int, port: int, code_w: int) -> int:
+    """Become rank `rank` of the request, as torchrun would have started it, and run the worker."""
+    if _project_changed():
+        stale = [n for n, m in sys.modules.items() if n != "__main__" and _is_project_module(m)]
+        for name in stale:
+            del sys.modules[name]  # the worker, core and runners are read as they are now
+    from pclab.runners import worker
+
+    worker.EXIT_CODE_FD[:] = [code_w]  # finish_worker's os._exit says "0" here first
+    logs = rank_log_dir(Path(request["log_dir"]), rank)
+    logs.mkdir(parents=True, exist_ok=True)
+    for fd, name in ((1, "stdout.log"), (2, "stderr.log")):
+        target = os.open(logs / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(target, fd)
+        os.close(target)
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - the zygote's stdin is the request pipe
+    os.environ.clear()
+    os.environ.update(request["env"])  # the launcher's environment, as a cold launch gets it
+    os.environ.update(_torchrun_env(rank, request["world_size"], port, logs))
+    import runpy
+
+    sys.argv = [request["worker"], *request["args"]]
+    try:
+        runpy.run_module(request["worker"], run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return 0
+
+
+class _Spares:
+    """Children forked before a request arrives: one store and SPARE_RANKS ranks, so a launch
+    pays no fork (about 10 ms each for a zygote of ~300 MB) before its ranks start."""
+
+    def __init__(self) -> None:
+        self.store: tuple[int, int] | None = None
+        self.ranks: list[tuple[int, int, int]] = []
+
+    def refill(self) -> None:
+        if self.store is None or not _alive(self.store[0]):
+            self.store = _spare_store()
+        for spare in [r for r in self.ranks if not _alive(r[0])]:
+            self.ranks.remove(spare)  # killed while it waited: never hand it a rank
+            os.close(spare[1])
+            os.close(spare[2])
+        while len(self.ranks) < SPARE_RANKS:
+            self.ranks.append(_spare_rank())
+
+    def take(self, world_size: int) -> tuple[tuple[int, int], list[tuple[int, int, int]]]:
+        self.refill()
+        store, self.store = self.store, None
+        ranks = [self.ranks.pop(0) if self.ranks else _spare_rank() for _ in range(world_size)]
+        return store, ranks
+
+
+def _serve_one(request: dict, parent: int, out, spares: _Spares) -> None:
+    """One launch: hand the spare store and ranks their parts, reply their pids at once and
+    their exit codes when every rank has ended, then fork the next spares."""
+    (store, port), ranks = spares.take(request["world_size"])
+    for rank, (_, job_w, _) in enumerate(ranks):
+        job = (json.dumps({"request": request, "rank": rank, "port": port}) + "\n").encode()
+        try:
+            while job:
+                job = job[os.write(job_w, job) :]
+        except OSError:
+            pass  # it died meanwhile: its exit status says how
+        os.close(job_w)
+    print(json.dumps({"pids": [pid for pid, _, _ in ranks], "store": store}), file=out, flush=True)
+    codes: list[int | None] = [None] * len(ranks)
+    waiting = {code_r: i for i, (_, _, code_r) in enumerate(ranks)}
+    while waiting:
+        ready = select.select(list(waiting), [], [], 0.5)[0]
+        if os.getppid() != parent:
+            os._exit(1)  # the server is gone: so are the ranks (they die with this process)
+        for fd in ready:
+            i, said = waiting.pop(fd), os.read(fd, 64).strip()
+            os.close(fd)
+            # no word: killed (or crashed below Python) - its wait status names the signal
+            codes[i] = (
+                int(said) if said else os.waitstatus_to_exitcode(os.waitpid(ranks[i][0], 0)[1])
+            )
+    try:
+        os.kill(store, signal.SIGKILL)
+    except OSError:
+        pass
+    print(json.dumps({"exit": codes}), file=out, flush=True)
+    for pid in [store, *(pid for pid, _, _ in ranks)]:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass  # reaped above
+    spares.refill()
+
+
+def _is_project_module(module: object) -> bool:
+    """Loaded from a file of this project (some extension modules report a bare relative
+    name as their file: those are never the project's)."""
+    file = getattr(module, "__file__", None)
+    if not file or not os.path.isabs(file):
+        return False
+    path = Path(file).resolve()
+    return any(base is not None and path.is_relative_to(base) for base in (PACKAGE_DIR, CHECKOUT))
+
+
+def serve(project_preload: tuple[str, ...] = ()) -> None:
+    """The zygote: import PRELOAD and `project_preload`, say READY, then serve one launch per
+    request line."""
+    import importlib
+
+    parent = os.getppid()
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass  # an optional part (FSDP on an old torch): the rank imports it if it can
+    for name in project_preload:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a broken module fails in the rank, with its traceback
+            pass
+    for name, module in list(sys.modules.items()):
+        if name != "__main__" and _is_project_module(module):
+            _PRELOADED[name] = (module.__file__, os.stat(module.__file__).st_mtime_ns)
+    import gc
+
+    import torch
+
+    torch.set_num_threads(1)
+    # Everything imported so far lives as long as the zygote: out of the collector's reach,
+    # a rank's collections neither walk nor write to those shared pages (copy-on-write).
+    gc.collect()
+    gc.freeze()
+    out = sys.stdout
+    spares = _Spares()
+    spares.refill()
+    print(READY, file=out, flush=True)
+    pending = b""
+    while os.getppid() == parent:
+        if b"\n" not in pending:
+            if not select.select([0], [], [], 0.5)[0]:
+                continue
+            chunk = os.read(0, 65536)
+            if not chunk:
+                return  # the server closed the pipe
+            pending += chunk
+            continue
+        line, pending = pending.split(b"\n", 1)
+        _serve_one(json.loads(line), parent, out, spares)
+
+
+if __name__ == "__main__":
+    if "--serve" in sys.argv[1:]:
+        args = sys.argv[1:]
+        preload = tuple(args[i + 1] for i, a in enumerate(args[:-1]) if a == "--preload")
+        serve(preload)
+    else:
+        print(__doc__)

@@ -1,0 +1,32 @@
+"""Home: what the lab is, why it matters, and a workshop path through the sections."""
+
+import streamlit as st
+
+from pclab.ui.page import header, t
+from pclab.ui.pages import WORKSHOP
+
+header("home", share=False)
+# Where to start, before the why: a learner opens 01; an instructor learns workshop mode exists.
+with st.container(border=True):
+    st.markdown(f"**{t('home.start_title')}**")
+    st.page_link(
+        "pclab/sections/01_denominator.py", label=t("home.start_link"), icon=":material/play_arrow:"
+    )
+    st.markdown(t("home.start_workshop"))
+st.subheader(t("home.why_title"))
+st.markdown(t("home.why_body"))
+
+st.subheader(t("home.path_title"))
+st.caption(t("home.path_intro"))
+for page in WORKSHOP:  # in the order of the navigation
+    step = page.key
+    minutes, shows, ask = (t(f"home.steps.{step}.{field}") for field in ("minutes", "shows", "ask"))
+    with st.container(border=True):
+        left, right = st.columns([1, 4])
+        left.markdown(f"**{minutes}′**")
+        right.page_link(
+            page.file, label=f"**{t(page.title_key)}**", icon=":material/arrow_forward:"
+        )
+        right.markdown(shows)
+        right.markdown(f":material/help: {ask}")
+st.caption(t("home.language_hint"))

@@ -1,0 +1,51 @@
+"""The Full Transformer page's branch table: one row per branch and optimizer, the theory's
+verdict, and (after a real run) the measured gap, pass/fail, where it first diverged and
+each rank's output hash - short on the page, whole in the downloads."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from pclab.ui import downloads
+from pclab.ui.page import fmt, t
+
+VERDICTS = {True: "same", False: "different", None: "undefined"}  # expected_correct -> verdict code
+
+
+def verdict(code: str) -> str:
+    return t(f"experiment.verdict.{code}")
+
+
+def first(row: dict) -> str:
+    where = row["first_divergence"] or {"stage": "none", "tensor": None}
+    if where["stage"] == "undefined":
+        side = "microbatch" if row["name"].startswith("accum") else "rank"
+        return t(f"experiment.undefined.{side}")
+    tensor = f" · {where['tensor']}" if where["tensor"] else ""
+    return t(f"experiment.stage.{where['stage']}") + tensor
+
+
+def table(rows: list[dict], key: str, extra: tuple[str, ...] = ()) -> None:
+    """One row per branch; `extra` adds measured columns from a run's report."""
+    data = pd.DataFrame(
+        {
+            "branch": t(f"experiment.branch.{r['name']}"),
+            "optimizer": t(f"experiment.optimizer.{r['optimizer']}"),
+            "theory": verdict(VERDICTS[r["expected_correct"]]),
+            "max_abs_diff": r.get("max_abs_diff"),
+            "passed": bool(r.get("passed")),
+            "first": first(r) if extra else "",
+            "hashes": " / ".join(h or "—" for h in r.get("rank_hashes", ())),
+        }
+        for r in rows
+    )
+    shown = data.assign(
+        max_abs_diff=[fmt(None) if pd.isna(x) else f"{x:.2e}" for x in data["max_abs_diff"]],
+        passed=[t("common.yes") if x else t("common.no") for x in data["passed"]],
+        hashes=[" / ".join(h[:10] for h in x.split(" / ")) for x in data["hashes"]],
+    )
+    columns = ["branch", "optimizer", "theory", *extra]
+    config = {k: t(f"experiment.results.{k}") for k in columns}
+    name = key.removeprefix("exp_")
+    kwargs = {"hide_index": True, "key": key, "column_config": config}
+    downloads.table(shown[columns], name, data=data[columns], **kwargs)

@@ -1,0 +1,120 @@
+"""Download buttons: every table as CSV and JSON, every real run as a JSON record.
+
+A table downloads as data: the headers the page shows, numbers as numbers (not the text
+the page formats them into), and CSV in UTF-8 with a byte-order mark for Excel.
+
+A run record is what someone needs to trust (or re-run) a result elsewhere: the
+parameters, the sha256 of the worker code that produced it, each rank's output hash,
+and the torch and Python versions. Versions are read from package metadata, so a page
+that never ran torch does not import it just to say which version it would have used.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from importlib import metadata
+
+import pandas as pd
+import streamlit as st
+
+from pclab.ui.page import t
+
+
+def _plain(frame: pd.DataFrame | object) -> pd.DataFrame:
+    """The data behind a pandas Styler, or the frame itself."""
+    return getattr(frame, "data", frame)
+
+
+def _label(key: object, config: object) -> str:
+    """A column's header as the page shows it: a label string, or a column config's label."""
+    if isinstance(config, str):
+        return config
+    if isinstance(config, dict) and config.get("label"):
+        return config["label"]
+    return str(key)
+
+
+def export_frame(frame: pd.DataFrame | object, column_config: dict | None = None) -> pd.DataFrame:
+    """The rows to download: the page's column headers (so a Chinese page's CSV is headed in
+    Chinese, not with internal names), and the values as the frame holds them."""
+    data = _plain(frame)
+    labels = {c: _label(c, v) for c, v in (column_config or {}).items() if c in data.columns}
+    return data.rename(columns=labels)
+
+
+def csv_bytes(frame: pd.DataFrame) -> bytes:
+    """UTF-8 with a byte-order mark: Excel then reads 中文 headers and values correctly."""
+    return frame.to_csv(index=False).encode("utf-8-sig")
+
+
+def json_text(frame: pd.DataFrame) -> str:
+    return frame.to_json(orient="records", force_ascii=False, indent=2)
+
+
+def table(
+    frame: pd.DataFrame | object,
+    name: str,
+    *,
+    data: pd.DataFrame | None = None,
+    **dataframe_kwargs: object,
+) -> None:
+    """`st.dataframe` plus CSV and JSON downloads of the same rows.
+
+    `data`: the rows as data when `frame` holds display text (a figure formatted as
+    "+24 → +3", a shortened hash, "skipped"): the download then has one number per cell,
+    full hashes and empty cells for undefined values. Its columns take the same headers.
+    """
+    st.dataframe(frame, **dataframe_kwargs)
+    export = export_frame(frame if data is None else data, dataframe_kwargs.get("column_config"))
+    # Side by side at their own width, wrapping on a narrow screen (never cut to "C…").
+    row = st.container(horizontal=True, gap="small")
+    row.download_button(
+        t("downloads.csv"),
+        csv_bytes(export),
+        f"{name}.csv",
+        "text/csv",
+        key=f"dl_{name}_csv",
+        on_click="ignore",
+    )
+    row.download_button(
+        t("downloads.json"),
+        json_text(export),
+        f"{name}.json",
+        "application/json",
+        key=f"dl_{name}_json",
+        on_click="ignore",
+    )
+
+
+def run_record(result: object, params: dict, experiment: str) -> dict:
+    """The JSON record of one real run (a `runners.launcher.RunResult`)."""
+    return {
+        "experiment": experiment,
+        "parameters": params,
+        "ok": result.ok,
+        "message": result.message,
+        "seconds": round(result.seconds, 3),
+        "worker_sha256": result.worker_hash,
+        "rank_sha256": [rank.get("sha256") for rank in result.ranks],
+        "versions": {
+            "torch": metadata.version("torch"),
+            "python": platform.python_version(),
+            "streamlit": metadata.version("streamlit"),
+        },
+        "report": result.report,
+    }
+
+
+def run_download(result: object, params: dict, experiment: str) -> None:
+    """A JSON download of `run_record(...)` next to a run's results."""
+    record = run_record(result, params, experiment)
+    st.download_button(
+        t("downloads.run_record"),
+        json.dumps(record, ensure_ascii=False, indent=2, default=str),
+        f"{experiment}-run.json",
+        "application/json",
+        key=f"dl_{experiment}_run",
+        icon=":material/download:",
+        on_click="ignore",
+    )

@@ -1,0 +1,122 @@
+""" "Predict, then reveal": the learner commits to a figure before the page shows it.
+
+Each page asks one question about its current scenario; the answer is the figure core
+computed for that scenario, so the exercise follows whatever the learner (or the
+instructor's deep link) set up. In workshop mode (sidebar, `?workshop=true`) the page
+hides its figures until the answer for *this* scenario has been revealed; change the
+scenario and they hide again. Numbers are judged with a tolerance relative to their
+size; decisions exactly; an undefined figure expects no number at all. A prediction is
+graded as it stood when Reveal was pressed, and a new scenario starts with an empty one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import streamlit as st
+
+from pclab.ui.page import WORKSHOP_KEY, fmt, link_notice, t
+
+
+def _forget_old_guess(key: str, answer: object, scenario: object) -> str:
+    """Clear the guess when the scenario changed since the last run: a prediction belongs to
+    the scenario it was made for. Runs before the guess widget exists. Returns the marker
+    of the current scenario."""
+    current, seen = repr((answer, scenario)), f"{key}_scenario"
+    if st.session_state.get(seen, current) != current:
+        st.session_state[f"{key}_guess"] = None
+    st.session_state[seen] = current
+    return current
+
+
+def _revealed(key: str, current: str, guess: object) -> tuple[bool, object]:
+    """(revealed, the guess that was revealed): True once the answer for this scenario has
+    been revealed (until the scenario changes). A guess is graded as it stood when Reveal
+    was pressed, so changing it afterwards needs another press."""
+    marker, graded = f"{key}_revealed_for", f"{key}_revealed_guess"
+    if st.session_state.get(f"{key}_reveal"):
+        st.session_state[marker], st.session_state[graded] = current, guess
+    return st.session_state.get(marker) == current, st.session_state.get(graded)
+
+
+def _layout(question: str):
+    box = st.container(border=True)
+    box.markdown(f"**:material/psychology_alt: {t('exercise.title')}** — {question}")
+    left, right = box.columns([3, 1], vertical_alignment="bottom")
+    return box, left, right
+
+
+def _verdict(box, revealed: bool, explain: str) -> bool:
+    if revealed:
+        box.caption(explain)
+    elif st.session_state.get(WORKSHOP_KEY):
+        box.caption(t("exercise.hidden"))
+        link_notice()  # the page stops here: check the link's values now
+    return revealed or not st.session_state.get(WORKSHOP_KEY)
+
+
+def predict_number(
+    key: str,
+    question: str,
+    answer: float | None,
+    explain: str,
+    *,
+    scenario: object = None,
+    tolerance: float = 1e-3,
+) -> bool:
+    """Ask for a number; returns True when the page may show its figures.
+
+    `scenario`: the page's inputs, so changing any of them hides the figures again.
+    """
+    current = _forget_old_guess(key, answer, scenario)
+    box, left, right = _layout(question)
+    guess = left.number_input(
+        t("exercise.your_prediction"), value=None, format="%.6f", key=f"{key}_guess"
+    )
+    right.button(t("exercise.reveal"), key=f"{key}_reveal", width="stretch")
+    revealed, graded = _revealed(key, current, guess)
+    if revealed and graded != guess:
+        box.info(t("exercise.regrade", answer=fmt(answer)))
+    elif revealed:
+        if answer is None:
+            (box.success if guess is None else box.warning)(t("exercise.undefined_answer"))
+        elif guess is None:
+            box.info(t("exercise.no_guess", answer=fmt(answer)))
+        elif abs(guess - answer) <= tolerance * max(1.0, abs(answer)):
+            box.success(t("exercise.right", answer=fmt(answer)))
+        else:
+            box.warning(t("exercise.gap", answer=fmt(answer), gap=fmt(guess - answer)))
+    return _verdict(box, revealed, explain)
+
+
+def predict_choice(
+    key: str,
+    question: str,
+    options: Sequence[str],
+    answer: str,
+    explain: str,
+    format_func: Callable[[str], str],
+    *,
+    scenario: object = None,
+) -> bool:
+    """Ask for a decision (skip or step, pass or fail); returns True when figures may show."""
+    current = _forget_old_guess(key, answer, scenario)
+    box, left, right = _layout(question)
+    guess = left.radio(
+        t("exercise.your_prediction"),
+        options,
+        index=None,
+        format_func=format_func,
+        key=f"{key}_guess",
+        horizontal=True,
+    )
+    right.button(t("exercise.reveal"), key=f"{key}_reveal", width="stretch")
+    revealed, graded = _revealed(key, current, guess)
+    if revealed and graded != guess:
+        box.info(t("exercise.regrade", answer=format_func(answer)))
+    elif revealed:
+        if guess == answer:
+            box.success(t("exercise.right", answer=format_func(answer)))
+        else:
+            box.warning(t("exercise.wrong_choice", answer=format_func(answer)))
+    return _verdict(box, revealed, explain)

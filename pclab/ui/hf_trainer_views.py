@@ -1,0 +1,103 @@
+"""The Hugging Face Trainer on the "Check a trainer" page: the installed transformers version and
+what the check measured for the two settings of `average_tokens_across_devices`, side by side.
+
+The grids are a recorded real run (artifacts/hf_trainer_check.json, written by
+`python -m pclab.experiments.trainer_check.hf_recorded`), labelled with the transformers version
+that made it; the run panel above measures the installed one for real. Nothing here imports
+transformers: the server reads its version from the package metadata.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pclab.experiments.trainer_check import hf_recorded
+from pclab.ui import downloads
+from pclab.ui import trainer_views as views
+from pclab.ui.page import t
+
+ADVICE = ("global_token", "replica_mean")  # measured schemes with advice of their own
+
+
+def installed() -> str:
+    """The installed transformers version, or the words for "not installed"."""
+    return hf_recorded.installed_version("transformers") or t("check.hf.not_installed")
+
+
+def _scenario(check: dict, name: str) -> dict:
+    return next(s for s in check["scenarios"] if s["name"] == name)
+
+
+def _weights(weights) -> str:
+    """The distinct measured weights x N of a grid, to 3 significant digits."""
+    seen = dict.fromkeys(f"{w:.3g}" for row in weights or [] for w in row if w is not None)
+    return ", ".join(seen) or t("common.undefined")
+
+
+def setting(example: str) -> str:
+    value = hf_recorded.SETTINGS[example]
+    return f"`average_tokens_across_devices={value}`"
+
+
+def advice(example: str, check: dict) -> str:
+    """One sentence on what to set, chosen by the scheme the check measured (not assumed)."""
+    uneven, empty = _scenario(check, "uneven"), _scenario(check, "empty_rank")
+    scheme = uneven["scheme"] if uneven["scheme"] in ADVICE else "other"
+    return t(
+        f"check.hf.advice.{scheme}",
+        setting=setting(example),
+        scheme=views.scheme_name(uneven["scheme"]) if scheme == "other" else "",
+        weights=_weights(uneven["weights"]),
+        empty=_weights(empty["weights"]),
+    )
+
+
+def _table(check: dict) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "scenario": views.say("scenario", s["name"]),
+            "same_update": t("common.yes") if s["passed"] else t("common.no"),
+            "scheme": views.scheme_text(s),
+        }
+        for s in check["scenarios"]
+    )
+
+
+def measured() -> None:
+    """Both settings' weight grids (uneven counts) side by side, each with its verdicts and one
+    sentence on what to set, then what the label count shows."""
+    recorded = hf_recorded.load()
+    version = recorded["versions"]["transformers"]
+    st.subheader(t("check.hf.heading"))
+    st.caption(t("check.hf.caption", version=version, date=recorded["recorded"], now=installed()))
+    if hf_recorded.installed_version("transformers") != version:
+        st.info(t("check.hf.other_version", version=version), icon=":material/info:")
+    checks = recorded["checks"]
+    names = {example: setting(example).strip("`") for example in checks}
+    rows = [
+        row
+        for example, check in checks.items()
+        for row in views.weight_rows(
+            _scenario(check, "uneven")["counts"],
+            _scenario(check, "uneven")["weights"],
+            names[example],
+        )
+    ]
+    views.heat_map(rows, list(names.values()), "chk_hf_measured")
+    config = {c: t(f"check.results.{c}") for c in ("scenario", "same_update", "scheme")}
+    for column, (example, check) in zip(st.columns(len(checks)), checks.items(), strict=True):
+        with column:
+            st.markdown(advice(example, check))
+            downloads.table(_table(check), f"hf-{example}", hide_index=True, column_config=config)
+    default = _scenario(checks["hf_trainer"], "uneven")
+    placed, terms = sum(map(sum, default["label_positions"])), sum(map(sum, default["counts"]))
+    st.markdown(
+        t(
+            "check.hf.shift",
+            placed=placed,
+            terms=terms,
+            ratio=f"{terms / placed:.3g}",
+            weights=_weights(default["weights"]),
+        )
+    )

@@ -1,0 +1,288 @@
+"""How the "Check a trainer" page picks a bundled example and draws the trainer check's report.
+
+Page-side only (sections/check_trainer.py is the page): the fixed list of example trainers
+and the scheme each one applies (the exercise's answer key), the verdict table, the weights
+grids as heat maps, the notes and skipped scenarios, and the "your own trainer" section.
+
+The page never runs anything a visitor typed or uploaded: `bundled_path` builds a path only
+from an option code of EXAMPLES, so the run can only ever see examples/trainers/<code>.py.
+
+    python -c "from pclab.ui import trainer_views as v; print(v.bundled_path('correct_manual'))"
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pclab.core import update_weights
+from pclab.paths import EXAMPLES_DIR
+from pclab.ui import downloads, i18n
+from pclab.ui.page import fmt, lang, t
+
+EXAMPLES = {  # option code (= file stem) -> the scheme its train_step applies
+    "correct_manual": "global_token",
+    "correct_ddp_no_sync": "global_token",
+    "ddp_mean_of_local_means": "replica_mean",
+    "microbatch_means": "microbatch_mean",
+    "double_divide_by_k": "double_scaled",
+    "unnormalised_sum": "unnormalised_sum",
+    "adamw_steps_at_zero": "global_token",  # right weights; its slip is the step at N = 0
+    # the real transformers.Trainer (measured with 5.24.0; README, "The Hugging Face Trainer")
+    "hf_trainer": "global_token",  # average_tokens_across_devices=True, the default
+    "hf_trainer_local_average": "replica_mean",  # False: each rank divides by its own count
+    "hf_trainer_no_first_label": "global_token",  # True, no label at position 0
+}
+HF_EXAMPLES = ("hf_trainer", "hf_trainer_local_average", "hf_trainer_no_first_label")
+MODEL_FILE = EXAMPLES_DIR / "tiny_lm.py"  # the model every other example imports
+HF_MODEL_FILE = EXAMPLES_DIR / "hf_trainer.py"  # the Trainer adapter the other HF files import
+CAPACITY = 8 * 2  # tiny_lm's SEQ_LEN x BATCH_SIZE: the most labels a microbatch holds
+# hf_trainer_no_first_label sets FIRST_POSITION_LABELLED = False: (SEQ_LEN - 1) x BATCH_SIZE
+CAPACITIES = {"hf_trainer_no_first_label": 7 * 2}
+WORLD_SIZES, ACCUM_STEPS = (1, 2, 4), (1, 2, 3)
+SKIP_REASONS = {  # experiments.trainer_check.scenarios' reasons -> catalogue codes
+    "needs at least 2 microsteps": "needs_microsteps",
+    "needs at least 2 ranks": "needs_ranks",
+}
+CLI_COMMAND = "pclab check my_trainer.py --json"
+TORCHRUN_COMMAND = (
+    "torchrun --standalone --nproc-per-node 4 -m pclab.experiments.trainer_check \\\n"
+    "    --out-dir DIR --trainer my_trainer.py\ncat DIR/report.json"
+)
+PYTEST_SNIPPET = """from pclab.experiments.trainer_check import assert_same_update
+
+
+def test_my_trainer_is_the_same_update():
+    assert_same_update("my_trainer.py", world_size=2, accum=2)
+"""
+
+
+def bundled_path(code: str) -> Path:
+    """The absolute path of a bundled example trainer, from its option code alone."""
+    if code not in EXAMPLES:
+        raise ValueError(f"example={code!r} is not a bundled example: one of {', '.join(EXAMPLES)}")
+    return EXAMPLES_DIR / f"{code}.py"
+
+
+def capacity(code: str) -> int:
+    """The most labels one microbatch of this example holds."""
+    return CAPACITIES.get(code, CAPACITY)
+
+
+def shift_drops_labels(code: str) -> bool:
+    """True for an HF example whose labels may sit at position 0, which a causal LM never
+    predicts: its measured term counts can be smaller than the labels placed."""
+    return code in HF_EXAMPLES and code not in CAPACITIES
+
+
+def model_file(code: str) -> Path | None:
+    """The file this example imports its model from (None: the model is in the file itself)."""
+    if code == "hf_trainer":
+        return None
+    return HF_MODEL_FILE if code in HF_EXAMPLES else MODEL_FILE
+
+
+def example_code(code: str, installed_transformers: str) -> None:
+    """The example's own file, then the file its model comes from, in an expander."""
+    path = bundled_path(code)
+    st.subheader(t("check.code.heading"))
+    file = f"examples/trainers/{path.name}"
+    hf = code in HF_EXAMPLES
+    caption = t("check.code.caption_hf", file=file, version=installed_transformers)
+    st.caption(caption if hf else t("check.code.caption", file=file))
+    st.code(path.read_text(encoding="utf-8"), language="python", line_numbers=True)
+    if (model := model_file(code)) is not None:
+        label = t("check.code.model_hf") if hf else t("check.code.model")
+        with st.expander(label, icon=":material/code:"):
+            st.code(model.read_text(encoding="utf-8"), language="python")
+
+
+def say(group: str, code: str) -> str:
+    """The translation of a report's code (`check.<group>.<code>`), else the code as is."""
+    key = f"check.{group}.{code}"
+    return t(key) if key in i18n.catalogue(lang()) else code
+
+
+def scheme_name(scheme: str) -> str:
+    return t(f"schemes.{scheme}")
+
+
+def weight_rows(counts, weights, group: str) -> list[dict]:
+    """One row per microbatch (r, k): its labels, weight x N and the label drawn in the cell.
+    A cell without a weight (no labels, N = 0, not solvable) is `defined: False`, never 0."""
+    grid = weights or [[None] * len(row) for row in counts]
+    rows = []
+    for r, (row_n, row_w) in enumerate(zip(counts, grid, strict=True)):
+        for k, (n, w) in enumerate(zip(row_n, row_w, strict=True)):
+            defined = w is not None and math.isfinite(w)
+            text = f"{w:.3g}" if defined else t("common.undefined")
+            rows.append(
+                {
+                    "group": group,
+                    "rank": r,
+                    "microstep": k,
+                    "labels": n,
+                    "weight": w if defined else None,
+                }
+                | {"defined": defined, "text": text}
+            )
+    return rows
+
+
+def _colour_scale(weights: list[float]) -> alt.Scale:
+    """Diverging around 1 (the global token mean). When every weight is positive, a log scale
+    from 1/4 to 4 (a ratio reads the same both ways; beyond it the colour saturates and the
+    cell's label gives the number); linear otherwise."""
+    if weights and min(weights) > 0:
+        return alt.Scale(type="log", domain=[0.25, 4], domainMid=1, clamp=True, scheme="blueorange")
+    low, high = min([0.5, *weights]), max([2.0, *weights])
+    return alt.Scale(domain=[low, high], domainMid=1, scheme="blueorange")
+
+
+def heat_map(rows: list[dict], order: list[str], key: str) -> None:
+    """Weight x N grids, one panel per group: x = microstep k, y = rank r, coloured around 1.
+    Undefined cells get no colour at all: a dashed outline and the word "undefined"."""
+    frame = pd.DataFrame(rows)
+    weights = [w for w, ok in zip(frame["weight"], frame["defined"]) if ok]
+    tip = [
+        alt.Tooltip("group:N", title=t("check.chart.group")),
+        alt.Tooltip("rank:O", title=t("check.chart.rank")),
+        alt.Tooltip("microstep:O", title=t("check.chart.microstep")),
+        alt.Tooltip("labels:Q", title=t("check.chart.labels")),
+        alt.Tooltip("text:N", title=t("check.chart.weight")),
+    ]
+    base = alt.Chart().encode(
+        x=alt.X("microstep:O", title=t("check.chart.microstep"), axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("rank:O", title=t("check.chart.rank")),
+        tooltip=tip,
+    )
+    scale = _colour_scale(weights)
+    ticks = [0.25, 0.5, 1, 2, 4] if scale.type == "log" else alt.Undefined
+    legend = alt.Legend(values=ticks, gradientLength=120)
+    colour = alt.Color("weight:Q", scale=scale, title=t("check.chart.weight"), legend=legend)
+    cells = base.mark_rect(stroke="white").encode(color=colour).transform_filter("datum.defined")
+    empty = base.mark_rect(fill="white", stroke="#8a8a8a", strokeDash=[3, 3])
+    empty = empty.transform_filter("!datum.defined")
+    dark = "datum.defined && (datum.weight < 0.5 || datum.weight > 2)"  # a saturated cell
+    ink = alt.condition(dark, alt.value("white"), alt.value("black"))
+    text = base.mark_text(fontSize=11).encode(text="text:N", color=ink)
+    height = 34 * (int(frame["rank"].max()) + 1)
+    chart = (
+        alt.layer(cells, empty, text)
+        .properties(width=150, height=height)
+        .facet(
+            facet=alt.Facet("group:N", sort=order, title=None, header=alt.Header(labelLimit=0)),
+            data=frame,
+            columns=3,
+        )
+    )
+    st.altair_chart(chart, key=key)
+
+
+def predicted_maps(counts) -> None:
+    """The weight x N grid each named scheme predicts for `counts` (core.update_weights)."""
+    schemes = update_weights.NAMED_SCHEMES
+    names = [t(f"check.scheme_short.{s}") for s in schemes]
+    rows = [
+        row
+        for scheme, name in zip(schemes, names, strict=True)
+        for row in weight_rows(counts, update_weights.scheme_weights_times_n(counts, scheme), name)
+    ]
+    heat_map(rows, names, "chk_predicted")
+
+
+def _divergence(d: dict | None) -> str:
+    if d is None:
+        return t("check.results.none")
+    if d["rank"] is None:  # every rank matched the reference alone, but not each other
+        return t("check.results.ranks_differ")
+    where = t("check.results.divergence", rank=d["rank"], tensor=d["tensor"])
+    return where if d["why"] == "differs" else f"{where} ({say('divergence_why', d['why'])})"
+
+
+def scheme_text(s: dict) -> str:
+    """A scenario's measured scheme as the verdict table words it (ties and N = 0 included)."""
+    if s["scheme"] is None:
+        return t("check.results.scheme_undefined")
+    name = scheme_name(s["scheme"]) if s["scheme"] != "other" else t("check.results.other")
+    more = len(s["matching_schemes"]) - 1
+    return t("check.results.ties", scheme=name, more=more) if more > 0 else name
+
+
+def verdict_frame(check: dict) -> pd.DataFrame:
+    """One row per scenario, every cell text in the reader's language."""
+
+    def small(x: float | None, digits: int) -> str:
+        return fmt(None) if x is None else f"{x:.{digits}e}"
+
+    return pd.DataFrame(
+        {
+            "scenario": say("scenario", s["name"]),
+            "same_update": t("common.yes") if s["passed"] else t("common.no"),
+            "max_abs_diff": small(s["max_abs_diff"], 2),
+            "scheme": scheme_text(s),
+            "residual": small(s["residual"], 1),
+            "first_divergence": _divergence(s["first_divergence"]),
+            "notes": " ".join(say("note", n) for n in s["notes"]),
+        }
+        for s in check["scenarios"]
+    )
+
+
+def run_results(report: dict, example: str) -> None:
+    """Everything a finished check shows: the verdict, the table, skips, notes, weights."""
+    check = report["checks"][0]
+    shape = {"world_size": check["world_size"], "accum": check["accum_steps"]}
+    st.subheader(t("check.results.heading"))
+    tolerance = f"{check['tolerance']:.0e}"
+    st.caption(
+        t("check.results.caption", example=say("example", example), tolerance=tolerance, **shape)
+    )
+    failed = [say("scenario", s["name"]) for s in check["scenarios"] if not s["passed"]]
+    if failed:
+        st.warning(
+            t("check.results.failed", scenarios=", ".join(failed)), icon=":material/warning:"
+        )
+    else:
+        st.success(t("check.results.passed"), icon=":material/check:")
+    frame = verdict_frame(check)
+    config = {c: t(f"check.results.{c}") for c in frame.columns}
+    downloads.table(
+        frame, "trainer-check", hide_index=True, column_config=config, key="chk_verdicts"
+    )
+    noted = [(say("scenario", s["name"]), n) for s in check["scenarios"] for n in s["notes"]]
+    if noted:  # the table's notes column, readable at full length
+        st.markdown("\n".join(f"- **{name}**: {say('note', n)}" for name, n in noted))
+    for skipped in check["skipped_scenarios"]:
+        reason = SKIP_REASONS.get(skipped["reason"])
+        why = t(f"check.skipped.{reason}") if reason else skipped["reason"]
+        st.caption(t("check.skipped.item", scenario=say("scenario", skipped["name"]), reason=why))
+    st.subheader(t("check.results.weights_heading"))
+    st.caption(t("check.results.weights_caption"))
+    names = [say("scenario", s["name"]) for s in check["scenarios"]]
+    rows = [
+        row
+        for s, name in zip(check["scenarios"], names, strict=True)
+        for row in weight_rows(s["counts"], s["weights"], name)
+    ]
+    heat_map(rows, names, "chk_weights")
+
+
+def own_trainer() -> None:
+    """The command line for a visitor's own file: contract, command, exit codes, torchrun,
+    pytest. Nothing here runs; the page only ever runs the bundled examples."""
+    st.subheader(t("check.own.heading"))
+    st.info(t("check.own.safety"), icon=":material/shield:")
+    st.markdown(t("check.own.contract"))
+    st.markdown(t("check.own.command"))
+    st.code(CLI_COMMAND, language="bash")
+    st.markdown(t("check.own.options"))
+    st.markdown(t("check.own.exit_codes"))
+    st.markdown(t("check.own.torchrun"))
+    st.code(TORCHRUN_COMMAND, language="bash")
+    st.markdown(t("check.own.pytest"))
+    st.code(PYTEST_SNIPPET, language="python")

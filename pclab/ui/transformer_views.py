@@ -1,0 +1,98 @@
+"""How the Full Transformer page draws the experiment's plan and a real run's report.
+
+Page-side only (sections/experiment.py is the page): the branch tables, the |delta| chart,
+the equal-count control and the N = 0 metrics, all from the report's language-neutral values.
+"""
+
+from __future__ import annotations
+
+import re
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from pclab.runners.results import RunResult
+from pclab.ui.branch_table import table as branch_table
+from pclab.ui.page import t
+
+MEASURED = ("max_abs_diff", "passed", "first", "hashes")
+
+DIFF_FLOOR = 1e-20  # where an exact 0 is drawn on a log axis (which has no 0)
+
+
+def transformer_chart_rows(branches: list[dict], floor: float = DIFF_FLOOR) -> list[dict]:
+    """One row per (branch, optimizer, parameter tensor) with |delta| after the update, for a
+    log-scale chart: an exact 0 is plotted at `floor` and flagged `exact_zero`."""
+    return [
+        {
+            "branch": row["name"],
+            "optimizer": row["optimizer"],
+            "tensor": tensor,
+            "abs_diff": diff,
+            "plotted": max(diff, floor),
+            "exact_zero": diff == 0.0,
+        }
+        for row in branches
+        for tensor, diff in row["param_diffs"].items()
+    ]
+
+
+def md(text: str) -> str:
+    """Plain text for Markdown: special characters escaped, line breaks shown as ⏎."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|~<>$:])", r"\\\1", text).replace("\n", " ⏎ ")
+
+
+def _diff_chart(report: dict) -> None:
+    chart = pd.DataFrame(transformer_chart_rows(report["branches"]))
+    chart["branch"] = chart["branch"].map(lambda b: t(f"experiment.branch.{b}"))
+    points = (
+        alt.Chart(chart)
+        .mark_point(filled=True, opacity=0.8)
+        .encode(
+            x=alt.X("tensor:N", sort=None, title=t("experiment.chart.tensor")),
+            y=alt.Y("plotted:Q", scale=alt.Scale(type="log"), title=t("experiment.chart.diff")),
+            color=alt.Color("branch:N", title=t("experiment.results.branch")),
+            shape=alt.Shape("optimizer:N", title=t("experiment.results.optimizer")),
+            tooltip=[
+                alt.Tooltip("branch:N", title=t("experiment.results.branch")),
+                alt.Tooltip("optimizer:N", title=t("experiment.results.optimizer")),
+                alt.Tooltip("tensor:N", title=t("experiment.chart.tensor")),
+                alt.Tooltip("abs_diff:Q", format=".3e", title=t("experiment.chart.diff")),
+            ],
+        )
+    )
+    tolerance = pd.DataFrame({"y": [report["tolerance"]]})
+    rule = alt.Chart(tolerance).mark_rule(strokeDash=[4, 4]).encode(y=alt.Y("y:Q"))
+    st.subheader(t("experiment.chart.heading"))
+    st.altair_chart(points + rule, key="exp_chart")
+    st.caption(t("experiment.chart.caption", floor=f"{DIFF_FLOOR:.0e}"))
+
+
+def _zero_labels(report: dict) -> None:
+    zero, adamw = report["zero_labels"], report["zero_labels"]["by_optimizer"]["adamw"]
+    st.subheader(t("experiment.zero.heading"))
+    steps = {"before": int(adamw["steps_before"][0]), "after": int(adamw["steps_after_naive"][0])}
+    st.markdown(t("experiment.zero.body", **steps))
+    z1, z2, z3 = st.columns(3)
+    skipped = t("common.yes") if zero["skip_state_identical"] else t("common.no")
+    z1.metric(t("experiment.zero.skip"), skipped)
+    changed = ", ".join(t(f"experiment.zero.kind.{k}") for k in adamw["naive_changed"])
+    z2.metric(t("experiment.zero.changed"), changed or t("experiment.zero.none"))
+    z3.metric(t("experiment.zero.max_change"), f"{adamw['naive_max_weight_change']:.2e}")
+
+
+def run_results(result: RunResult) -> None:
+    """Everything a finished run shows: branches, chart, the equal-count control, N = 0."""
+    report = result.report
+    st.subheader(t("experiment.results.heading"))
+    tol, seconds = f"{report['tolerance']:.0e}", f"{result.seconds:.0f}"
+    n = report["num_valid_labels"]
+    st.caption(t("experiment.results.caption", n=n, seconds=seconds, tol=tol))
+    branch_table(report["branches"], "exp_results", MEASURED)
+    _diff_chart(report)
+    control = report["equal_count_control"]
+    st.subheader(t("experiment.control.heading"))
+    st.markdown(t("experiment.control.body", labels=", ".join(map(str, control["labels"]))))
+    branch_table(control["branches"], "exp_control", MEASURED)
+    _zero_labels(report)
