@@ -141,6 +141,64 @@ def closest_scheme(weights_times_n, counts, rtol: float = SCHEME_RTOL) -> str:
     return (matching_schemes(weights_times_n, counts, rtol) or ("other",))[0]
 
 
+def uniform_scale(weights_times_n, rtol: float = SCHEME_RTOL) -> float | None:
+    """The one value c every defined cell of a measured grid shares (within `rtol`), when
+    c != 1 (also within `rtol`); else None. A uniform c with a small residual is a right
+    normalisation scaled once: clipping, the learning rate or a factor in the loss.
+
+        >>> uniform_scale([[0.5, 0.5], [0.5, None]])
+        0.5
+    """
+    rtol = v.non_negative(rtol, "rtol")
+    cells = [x for row in weights_times_n for x in row if x is not None]
+    if not cells:
+        return None
+    c = sum(cells) / len(cells)
+    same = all(math.isclose(x, c, rel_tol=rtol, abs_tol=rtol) for x in cells)
+    return c if same and not math.isclose(c, 1.0, rel_tol=rtol, abs_tol=rtol) else None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What passing one count pattern proves. untold: the named schemes that give these
+    counts the global token mean's weights although they differ from it at this P x K (so
+    a pass cannot rule them out); split: P x K >= 2 (with one microbatch nothing is split,
+    and every splitting mistake is the global token mean); evidence: N > 0, split, and
+    nothing untold."""
+
+    untold: tuple[str, ...]
+    split: bool
+    evidence: bool
+
+
+def evidence(counts, rtol: float = SCHEME_RTOL) -> Evidence:
+    """Which named schemes these counts cannot tell from the global token mean.
+
+    A scheme that predicts weight x N = 1 on a probe grid of distinct counts 2, 3, ... of
+    the same shape is the global token mean itself at that shape (replica_mean at P = 1,
+    double_scaled at K = 1), not a scheme left untold.
+
+        >>> evidence([[8, 8], [8, 8]]).untold
+        ('replica_mean', 'microbatch_mean')
+    """
+    grid = v.count_grid(counts)
+    p, k = len(grid), len(grid[0])
+    probe = [[2 + r * k + j for j in range(k)] for r in range(p)]
+    alike = matching_schemes(scheme_weights_times_n(grid, "global_token"), grid, rtol)
+    untold = [
+        scheme
+        for scheme in NAMED_SCHEMES[1:]
+        if scheme in alike and not _all_ones(scheme_weights_times_n(probe, scheme), rtol)
+    ]
+    n = sum(map(sum, grid))
+    split = p * k >= 2
+    return Evidence(tuple(untold), split, bool(n) and split and not untold)
+
+
+def _all_ones(grid, rtol: float) -> bool:
+    return all(math.isclose(x, 1.0, rel_tol=rtol) for row in grid for x in row if x is not None)
+
+
 def _vector(values, field: str) -> np.ndarray:
     try:
         array = np.asarray(values, dtype=np.float64)

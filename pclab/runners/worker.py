@@ -31,11 +31,13 @@ def payload_sha256(payload: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def init_worker(pg_timeout_s: float | None = None) -> tuple[int, int]:
+def init_worker(pg_timeout_s: float | None = None, backend: str | None = None) -> tuple[int, int]:
     """Join the process group torchrun set up; returns (rank, world_size).
 
     Gloo on CPU, NCCL (one device per local rank) when CUDA is present; float64 by default.
-    `pg_timeout_s` defaults to the launcher's PCL_PG_TIMEOUT_S, else 60 s.
+    `backend` "gloo" or "nccl" chooses instead of CUDA's presence (the trainer check: Gloo
+    unless --device cuda). `pg_timeout_s` defaults to the launcher's PCL_PG_TIMEOUT_S, else
+    60 s.
     """
     import torch
     import torch.distributed as dist
@@ -44,9 +46,9 @@ def init_worker(pg_timeout_s: float | None = None) -> tuple[int, int]:
         pg_timeout_s = float(os.environ.get(PG_TIMEOUT_ENV, "60"))
     torch.set_default_dtype(torch.float64)
     torch.set_num_threads(1)
-    backend = "gloo"
-    if torch.cuda.is_available():
-        backend = "nccl"
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group(backend=backend, timeout=timedelta(seconds=pg_timeout_s))
     return dist.get_rank(), dist.get_world_size()
@@ -72,8 +74,9 @@ def write_rank_output(out_dir: str | os.PathLike, rank: int, payload: dict) -> N
     os.replace(partial, path)  # the launcher never sees a half-written file
 
 
-def finish_worker() -> None:
-    """End this rank: wait for every rank, leave the process group, and exit at once.
+def finish_worker(exit_code: int = 0) -> None:
+    """End this rank: wait for every rank, leave the process group, and exit at once (with
+    `exit_code`: a hand-typed torchrun's verdict).
 
     The barrier keeps a rank from tearing down a connection a peer still uses; exiting with
     os._exit skips interpreter finalisation, where Gloo's threads were seen to abort a rank
@@ -88,5 +91,5 @@ def finish_worker() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     for fd in EXIT_CODE_FD:
-        os.write(fd, b"0\n")
-    os._exit(0)
+        os.write(fd, f"{exit_code}\n".encode())
+    os._exit(exit_code)

@@ -139,3 +139,46 @@ def test_bad_input_names_the_value(grads, delta, field):
     with pytest.raises(InvalidInput) as caught:
         uw.solve_weights(grads, delta, [[1]])
     assert caught.value.field == field
+
+
+@pytest.mark.parametrize(
+    "counts, untold, evidence",
+    [
+        ([[8, 8], [8, 8]], ("replica_mean", "microbatch_mean"), False),  # the equal control
+        ([[7, 7], [7, 7]], ("replica_mean", "microbatch_mean"), False),
+        ([[16, 8], [7, 3]], (), True),  # uneven: every scheme's grid differs from 1
+        ([[8, 8]], ("microbatch_mean",), False),  # P = 1: replica_mean IS the global mean
+        ([[16, 8]], (), True),
+        ([[5], [5]], ("replica_mean", "microbatch_mean"), False),  # K = 1, equal ranks
+        ([[16], [8]], (), True),
+        ([[16]], (), False),  # P x K = 1: nothing split, nothing to tell
+        ([[0, 0], [0, 0]], (), False),  # N = 0: no weight defined, nothing to tell
+        ([[4, 4], [2, 6]], ("replica_mean",), False),  # equal rank totals, unequal cells
+    ],
+)
+def test_evidence_names_the_schemes_a_pass_cannot_rule_out(counts, untold, evidence):
+    # hand-derived: replica_mean = N / (P n_r) is 1 iff every rank total is N / P;
+    # microbatch_mean = N / (P K n_rk) is 1 iff every cell is N / (P K); double_scaled = 1 / K
+    # and unnormalised_sum = N / P are 1 only at K = 1 or N = P, which none of these reach.
+    got = uw.evidence(counts)
+    assert (got.untold, got.evidence) == (untold, evidence)
+    assert got.split == (len(counts) * len(counts[0]) >= 2)
+
+
+def test_evidence_at_n_equal_p_cannot_tell_the_unnormalised_sum():
+    assert "unnormalised_sum" in uw.evidence([[1], [1]]).untold  # N / P = 1: a sum is a mean
+
+
+@pytest.mark.parametrize(
+    "grid, scale",
+    [
+        ([[0.5, 0.5], [0.5, None]], 0.5),
+        ([[0.0235] * 3] * 2, 0.0235),
+        ([[1.0, 1.0]], None),  # the global token mean: no scale
+        ([[1.0, 2.0]], None),  # not uniform
+        ([[None, None]], None),  # nothing defined
+    ],
+)
+def test_uniform_scale(grid, scale):
+    got = uw.uniform_scale(grid)
+    assert got == (None if scale is None else pytest.approx(scale, rel=1e-12))

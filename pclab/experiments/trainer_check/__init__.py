@@ -33,11 +33,16 @@ EXPERIMENT = Experiment(
 run = EXPERIMENT.launch  # raw parameters in: validated, then run (notebooks, tests)
 
 
-def assert_same_update(trainer: str, world_size: int = 2, accum: int = 2, **options) -> dict:
-    """Run the check; return the report, or raise AssertionError carrying it (for pytest).
+def assert_same_update(
+    trainer: str, world_size: int | None = None, accum: int | None = None, **options
+) -> dict:
+    """Run the check; return the report, or raise AssertionError (for pytest) whose message
+    starts with the human summary (verdict, diagnoses, then scheme and weight grid of each
+    scenario that differs) and ends with the JSON. No evidence fails too.
 
-    `options`: counts ("3,8;8,16"), tolerance, timeout_s.
+    `options`: counts ("3,8;8,16"), tolerance, device, timeout_s. P and K default to 2.
     """
+    from pclab.experiments.trainer_check.summary import render
     from pclab.experiments.trainer_check.trainer_file import load
 
     load(trainer)  # a file that can't be used raises TrainerFileError (a ValueError) here
@@ -49,8 +54,10 @@ def assert_same_update(trainer: str, world_size: int = 2, accum: int = 2, **opti
         raise AssertionError(f"the trainer check did not finish: {result.message}")
     check = result.report["checks"][0]
     if not check["passed"]:
-        failed = [s["name"] for s in check["scenarios"] if not s["passed"]]
+        failed = [s["name"] for s in check["scenarios"] if s["verdict"] == "different"]
+        why = f"not the same update in {', '.join(failed)}" if failed else check["status"]
         raise AssertionError(
-            f"{trainer}: not the same update in {', '.join(failed)}\n{json.dumps(check, indent=2)}"
+            f"{trainer}: {why}\n{render(check, only_failing=True)}\n\n"
+            f"the report:\n{json.dumps(check, indent=2)}"
         )
     return check

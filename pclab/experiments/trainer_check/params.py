@@ -13,6 +13,7 @@ from pclab.paths import EXAMPLES_DIR
 
 MAX_RANKS, MAX_ACCUM = 8, 8
 DEFAULT_TOLERANCE = 1e-10
+DEVICES = ("cpu", "cuda")  # cpu: Gloo (the default, even where CUDA exists); cuda: NCCL
 # What a run with no trainer named checks (the benchmark's job): a bundled correct DDP trainer.
 DEFAULT_TRAINER = str(EXAMPLES_DIR / "correct_ddp_no_sync.py")
 
@@ -25,18 +26,21 @@ class Params:
     counts: tuple[tuple[int, ...], ...] | None = None
     tolerance: float = DEFAULT_TOLERANCE
     trainer_sha256: tuple[str, ...] = ()  # the files' contents: a cached result follows edits
+    device: str = "cpu"
 
     @classmethod
     def checked(
         cls,
         trainer: str | tuple[str, ...] | list[str] = DEFAULT_TRAINER,
-        world_size: int = 2,
-        accum: int = 2,
+        world_size: int | None = None,
+        accum: int | None = None,
         counts: str | None = None,
         tolerance: float = DEFAULT_TOLERANCE,
+        device: str = "cpu",
     ) -> Params:
-        """Validated parameters (ValueError / TypeError naming a bad value). With `counts`
-        ("3,8;8,16"), P and K are read from it and `world_size` / `accum` are ignored."""
+        """Validated parameters (ValueError / TypeError naming a bad value). P and K default
+        to 2; with `counts` ("3,8;8,16") they are read from it, and a `world_size` or
+        `accum` that contradicts it is an error."""
         names = [trainer] if isinstance(trainer, str | Path) else list(trainer)
         if not names:
             raise v.InvalidInput("trainer", trainer, "non_empty")
@@ -46,19 +50,26 @@ class Params:
             if not path.is_file():
                 raise v.InvalidInput("trainer", str(name), "one_of", "an existing .py file")
             paths.append(path)
+        grid = None
         if counts is not None:
             grid = parse_counts(counts)
+            shape = {"world_size": (world_size, len(grid)), "accum": (accum, len(grid[0]))}
+            for field, (given, read) in shape.items():
+                if given is not None and given != read:
+                    detail = f"{read}, as counts={counts!r} says"
+                    raise v.InvalidInput(field, given, "same_shape", detail)
             world_size, accum = len(grid), len(grid[0])
-        else:
-            grid = None
-        world_size = _in_range(world_size, "world_size", MAX_RANKS)
-        accum = _in_range(accum, "accum", MAX_ACCUM)
+        world_size = _in_range(2 if world_size is None else world_size, "world_size", MAX_RANKS)
+        accum = _in_range(2 if accum is None else accum, "accum", MAX_ACCUM)
         tolerance = v.non_negative(tolerance, "tolerance")
+        device = v.choice(device, "device", DEVICES)
         digests = tuple(hashlib.sha256(p.read_bytes()).hexdigest() for p in paths)
-        return cls(tuple(map(str, paths)), world_size, accum, grid, tolerance, digests)
+        return cls(tuple(map(str, paths)), world_size, accum, grid, tolerance, digests, device)
 
     def worker_args(self) -> list[str]:
         args = [f"--accum={self.accum_steps}", f"--tolerance={self.tolerance!r}"]
+        if self.device != "cpu":
+            args.append(f"--device={self.device}")
         if self.counts is not None:
             args.append("--counts=" + ";".join(",".join(map(str, row)) for row in self.counts))
         return [*args, *(f"--trainer={path}" for path in self.trainers)]

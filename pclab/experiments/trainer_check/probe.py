@@ -12,25 +12,53 @@ from pclab.experiments.trainer_check.trainer_file import Trainer
 IGNORE = -100  # a position that does not count (the Hugging Face convention)
 
 
-def microbatch(trainer: Trainer, scenario: str, rank: int, step: int, valid: int) -> dict:
-    """Deterministic random tokens with exactly `valid` counted label positions (never at
-    position 0 of a sequence when the file sets FIRST_POSITION_LABELLED = False)."""
+def microbatch(
+    trainer: Trainer, scenario: str, rank: int, step: int, valid: int, off_first: bool = False
+) -> dict:
+    """The file's make_microbatch(valid, generator) when it has one; else deterministic random
+    tokens with exactly `valid` counted label positions, never at position 0 of a sequence
+    when the file sets FIRST_POSITION_LABELLED = False or `off_first` asks (and it fits)."""
     seed = zlib.crc32(f"{scenario}:{rank}:{step}".encode())
     gen = torch.Generator().manual_seed(seed)
+    if trainer.has("make_microbatch"):
+        batch = trainer.call("make_microbatch", valid, gen)
+        if not isinstance(batch, dict):
+            raise ValueError(f"make_microbatch returned {type(batch).__name__}: it must be a dict")
+        return batch
     shape = (trainer.batch_size, trainer.seq_len)
     input_ids = torch.randint(0, trainer.vocab_size, shape, generator=gen)
     targets = torch.randint(0, trainer.vocab_size, shape, generator=gen)
-    counted = torch.randperm(trainer.capacity, generator=gen)[:valid]
-    skipped = trainer.seq_len - trainer.labelled_columns  # 1: column 0 never holds a label
-    counted = counted + skipped * (counted // trainer.labelled_columns + 1)
+    columns = trainer.labelled_columns
+    if off_first and trainer.seq_len >= 2 and valid <= trainer.batch_size * (trainer.seq_len - 1):
+        columns = trainer.seq_len - 1
+    counted = torch.randperm(trainer.batch_size * columns, generator=gen)[:valid]
+    skipped = trainer.seq_len - columns  # 1: column 0 never holds a label
+    counted = counted + skipped * (counted // columns + 1)
     labels = torch.full((trainer.batch_size * trainer.seq_len,), IGNORE, dtype=torch.long)
     labels[counted] = targets.flatten()[counted]
     return {"input_ids": input_ids, "labels": labels.view(shape)}
 
 
 def on_device(batch: dict, model: torch.nn.Module) -> dict:
+    """The microbatch's tensors on the model's device (anything else as it is)."""
     device = next(model.parameters()).device
-    return {k: t.to(device) for k, t in batch.items()}
+    return {k: t.to(device) if isinstance(t, torch.Tensor) else t for k, t in batch.items()}
+
+
+def build(trainer: Trainer, device: str = "cpu") -> torch.nn.Module:
+    """A fresh model from the file, on this rank's device (--device cuda: its local GPU)."""
+    model = trainer.call("build_model")
+    if device == "cuda":
+        model = model.to(torch.device("cuda", torch.cuda.current_device()))
+    return model
+
+
+def labels_at_first_position(batch: dict) -> int:
+    """Counted labels at position 0 of a sequence: a causal LM's shift drops exactly these."""
+    labels = batch.get("labels")
+    if not isinstance(labels, torch.Tensor) or labels.dim() != 2:
+        return 0
+    return int((labels[:, 0] != IGNORE).sum())
 
 
 def terms(trainer: Trainer, model, batch: dict) -> torch.Tensor:
@@ -48,14 +76,20 @@ def make_optimizer(trainer: Trainer, model) -> torch.optim.Optimizer:
     return torch.optim.SGD(model.parameters(), lr=0.1)
 
 
-def reference_step(trainer: Trainer, model, optimizer, batches) -> int:
-    """One update on the global token mean: sum of every microbatch's terms / N; no step at
-    N = 0 (nothing to average). Returns N, the number of terms."""
-    losses = [terms(trainer, model, b) for row in batches for b in row]
+def reference_step(trainer: Trainer, model, optimizer, batches, reverse: bool = False) -> int:
+    """One update on the global token mean: sum of every microbatch's terms / N, its global
+    gradient norm clipped once to MAX_GRAD_NORM when the file sets one (as
+    torch.nn.utils.clip_grad_norm_ does it: coefficient max / (norm + 1e-6), at most 1); no
+    step at N = 0 (nothing to average). `reverse`: the microbatches summed in the opposite
+    order (the precision floor). Returns N, the number of terms."""
+    cells = [b for row in batches for b in row]
+    losses = [terms(trainer, model, b) for b in (cells[::-1] if reverse else cells)]
     n = sum(len(x) for x in losses)
     if n:
         optimizer.zero_grad(set_to_none=True)
         (sum(x.sum() for x in losses) / n).backward()
+        if trainer.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), trainer.max_grad_norm)
         optimizer.step()
     return n
 
@@ -74,15 +108,29 @@ def flat_gradient(trainer: Trainer, model, batch: dict) -> list[float]:
     return torch.cat(parts).double().cpu().tolist()
 
 
-def flat_parameters(model) -> torch.Tensor:
-    return torch.cat([p.detach().flatten() for p in model.parameters()]).double()
+def parameters(trainer: Trainer, model, stepped_by_user: bool) -> dict[str, torch.Tensor]:
+    """The model's parameters by name: the file's full_parameters(model) for a model the
+    user's train_step ran on (sharded or wrapped), else its named_parameters()."""
+    if stepped_by_user and trainer.has("full_parameters"):
+        full = trainer.call("full_parameters", model)
+        if not isinstance(full, dict):
+            raise ValueError("full_parameters returned no dict of {name: tensor}")
+        return {n: torch.as_tensor(t).detach() for n, t in full.items()}
+    return {n: p.detach() for n, p in model.named_parameters()}
 
 
-def snapshot(model, optimizer) -> dict[str, torch.Tensor]:
-    """Every parameter and every optimizer-state tensor (step counts included), by name."""
+def flat_parameters(named: dict[str, torch.Tensor], order) -> torch.Tensor:
+    """The named parameters flattened in `order` (names), as float64."""
+    return torch.cat([named[n].flatten() for n in order]).double()
+
+
+def snapshot(model, optimizer, named=None, with_optimizer: bool = True) -> dict:
+    """Every parameter (`named`, default the model's) and every optimizer-state tensor (step
+    counts included; none when `with_optimizer` is False), by name, as float64."""
     names = {id(p): n for n, p in model.named_parameters()}
-    state = {f"parameter {n}": p.detach().double().clone() for n, p in model.named_parameters()}
-    for param, entries in optimizer.state.items():
+    named = {n: p.detach() for n, p in model.named_parameters()} if named is None else named
+    state = {f"parameter {n}": p.double().clone() for n, p in named.items()}
+    for param, entries in optimizer.state.items() if with_optimizer else ():
         for key, value in sorted(entries.items()):
             if isinstance(value, torch.Tensor):
                 value = value.detach().double().clone()
@@ -110,6 +158,39 @@ def compare(got: dict, want: dict, tolerance: float) -> tuple[float | None, dict
         if gap > tolerance and first is None:
             first = {"tensor": name, "abs_diff": gap, "why": "differs"}
     return worst, first
+
+
+def extra_state(got: dict, want: dict) -> dict:
+    """Optimizer state the user's step created that the reference has none of:
+    {"keys": sorted state keys, "parameters": how many parameters carry them}."""
+    extra = [n for n in got if n.startswith("optimizer ") and n not in want]
+    keys = sorted({n.split(" ")[1] for n in extra})
+    return {"keys": keys, "parameters": len({n.split(" of ", 1)[1] for n in extra})}
+
+
+def count_steps(optimizer) -> list[int] | None:
+    """A one-element list that counts the optimizer's step() calls from now on (None for an
+    optimizer that is no torch.optim.Optimizer: nothing to count with)."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        return None
+    steps = [0]
+
+    def hook(*_):
+        steps[0] += 1
+
+    optimizer.register_step_post_hook(hook)
+    return steps
+
+
+def floor(reordered: dict, want: dict, dtype: str) -> float | None:
+    """The reference's own precision floor in `dtype`: its largest gap to itself with the
+    microbatches summed in the other order, and at least one unit in the last place of its
+    largest parameter (None when either is not finite)."""
+    spread, _ = compare(reordered, want, float("inf"))
+    largest = max((float(t.abs().max()) for t in want.values() if t.numel()), default=0.0)
+    if spread is None or largest != largest or largest == float("inf"):
+        return None
+    return max(spread, torch.finfo(getattr(torch, dtype)).eps * largest)
 
 
 def same_state(a: dict, b: dict) -> bool:

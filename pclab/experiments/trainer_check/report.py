@@ -7,8 +7,20 @@ from __future__ import annotations
 from typing import TypedDict
 
 from pclab.core import update_weights
+from pclab.experiments.trainer_check.diagnoses import (
+    dtype_after,
+    extra_optimizer_state,
+    no_evidence_run,
+    no_evidence_scenario,
+    optimizer_not_stepped,
+    uniform_scale,
+)
 
-NOT_A_WEIGHTED_SUM = 1e-6  # relative residual above which the update is no weighted sum
+# Per DTYPE: the relative gap within which a solved weight matches a scheme, and the relative
+# residual above which the update is no weighted sum (a float64 step solves to ~1e-12).
+SOLVE_RTOL = {"float64": 1e-6, "float32": 1e-4, "bfloat16": 5e-2}
+NOT_A_WEIGHTED_SUM = SOLVE_RTOL["float64"]
+STATUS_EXIT = {"same_update": 0, "different": 1, "no_evidence": 2, "unusable": 2}
 
 
 class ScenarioResult(TypedDict):
@@ -24,6 +36,11 @@ class ScenarioResult(TypedDict):
     matching_schemes: list[str]  # every named scheme these counts cannot tell from it
     ranks_agree: bool
     notes: list[str]  # codes: no_step, ranks_differ, control, zero_must_skip, not_linear ...
+    verdict: str  # same_update, different, or no_evidence (matched, but so would a wrong scheme)
+    untold: list[str]  # the wrong schemes these counts give the global token mean's weights
+    tolerance: float  # this scenario's: max(--tolerance, 10 x floor)
+    floor: float | None  # the reference against itself, microbatches summed in reverse order
+    clip_coefficient: float | None  # the reference's, with MAX_GRAD_NORM (weights are over it)
 
 
 class TrainerReport(TypedDict):
@@ -31,14 +48,26 @@ class TrainerReport(TypedDict):
     world_size: int
     accum_steps: int
     tolerance: float
-    passed: bool
+    passed: bool  # status == "same_update"
+    status: str  # same_update (exit 0), different (1), no_evidence or unusable (2)
     scenarios: list[ScenarioResult]
     skipped_scenarios: list[dict]  # name, reason: scenarios this P x K cannot hold
     first_position_labelled: bool  # False: no counted label at a sequence's position 0
+    dtype: str  # the file's DTYPE
+    max_grad_norm: float | None
+    device: str  # cpu (Gloo) or cuda (NCCL)
+    diagnoses: list[dict]  # code, message, scenario (or None), details: diagnoses.py
 
 
-def _scenario(per_rank: list[dict], tolerance: float) -> ScenarioResult:
+def exit_code(check: dict) -> int:
+    """The command's exit code for one trainer's check."""
+    return STATUS_EXIT[check["status"]]
+
+
+def _scenario(per_rank: list[dict], tolerance: float, dtype: str = "float64") -> ScenarioResult:
     first_rank = per_rank[0]
+    tolerance = max(s.get("tolerance", tolerance) for s in per_rank)
+    rtol = SOLVE_RTOL[dtype]
     diffs = [s["max_abs_diff"] for s in per_rank]
     spreads = [s["spread"] for s in per_rank]
     agree = all(x is not None and x <= tolerance for x in spreads)
@@ -63,8 +92,11 @@ def _scenario(per_rank: list[dict], tolerance: float) -> ScenarioResult:
     weights = first_rank["weights"]
     matching, scheme = [], ("other" if n else None)  # N = 0: no weight is defined
     if n and weights is not None:
-        matching = list(update_weights.matching_schemes(weights, counts))
-        scheme = update_weights.closest_scheme(weights, counts)
+        matching = list(update_weights.matching_schemes(weights, counts, rtol))
+        scheme = update_weights.closest_scheme(weights, counts, rtol)
+    if dtype != "float64" and passed and n and weights and "global_token" not in matching:
+        passed = False  # below the precision a wrong scheme's update can hide; its weights can't
+    evidence = update_weights.evidence(counts)
     notes = []
     if all(s["unchanged"] for s in per_rank) and first_rank["reference_changed"]:
         notes.append("no_step")
@@ -72,12 +104,12 @@ def _scenario(per_rank: list[dict], tolerance: float) -> ScenarioResult:
         notes.append("ranks_differ")
     if n == 0 and not passed:
         notes.append("zero_must_skip")
-    if first_rank["name"] == "equal_counts":
+    if first_rank["name"] == "equal_counts" and evidence.untold:  # only when it is true
         notes.append("control")
     if n and weights is None:
         notes.append("not_finite")
     residual = first_rank["residual"]
-    if residual is not None and residual > NOT_A_WEIGHTED_SUM:
+    if residual is not None and residual > rtol:
         notes.append("not_linear")
     if first_rank["identifiable"] is False:
         notes.append("not_identifiable")
@@ -94,7 +126,64 @@ def _scenario(per_rank: list[dict], tolerance: float) -> ScenarioResult:
         "matching_schemes": matching,
         "ranks_agree": agree,
         "notes": notes,
+        "verdict": _verdict(passed, n, evidence.evidence),
+        "untold": list(evidence.untold),
+        "tolerance": tolerance,
+        "floor": first_rank.get("floor"),
+        "clip_coefficient": first_rank.get("clip_coefficient"),
     }
+
+
+def _verdict(passed: bool, n: int, evidence: bool) -> str:
+    if not passed:
+        return "different"  # a different update is evidence whatever the counts
+    return "same_update" if evidence or n == 0 else "no_evidence"
+
+
+def _scenario_diagnoses(s: ScenarioResult, per_rank: list[dict], dtype: str, k: int) -> list:
+    """What this scenario's ranks saw, as diagnoses (diagnoses.py)."""
+    found, name = [], s["name"]
+    recast = next((r["dtype_after"] for r in per_rank if r.get("dtype_after")), None)
+    if recast:
+        found.append(dtype_after(name, recast[0], recast[1], dtype))
+    extra = next(
+        (r["extra_state"] for r in per_rank if (r.get("extra_state") or {}).get("keys")), None
+    )
+    if extra:
+        n = sum(map(sum, s["counts"]))
+        found.append(extra_optimizer_state(name, extra["keys"], extra["parameters"], n))
+    small = s["residual"] is not None and s["residual"] <= SOLVE_RTOL[dtype]
+    scale = update_weights.uniform_scale(s["weights"], SOLVE_RTOL[dtype]) if s["weights"] else None
+    if not s["passed"] and small and scale is not None:
+        found.append(uniform_scale(name, scale, s["residual"], k))
+    if s["verdict"] == "no_evidence":
+        found.append(no_evidence_scenario(name, s["untold"]))
+    return found
+
+
+def _not_stepped(scenarios: list, per_scenario: list[list[dict]]) -> list[dict]:
+    """optimizer_not_stepped: scenarios with labels whose reference stepped, where no rank's
+    train_step stepped the optimizer it was given."""
+    idle = [
+        (s, ranks)
+        for s, ranks in zip(scenarios, per_scenario)
+        if sum(map(sum, s["counts"]))
+        and ranks[0].get("reference_changed")
+        and all(r.get("stepped") == 0 for r in ranks)
+    ]
+    if not idle:
+        return []
+    changed = any(not r["unchanged"] for _, ranks in idle for r in ranks)
+    return [optimizer_not_stepped([s["name"] for s, _ in idle], changed)]
+
+
+def _status(scenarios: list, unusable: bool) -> str:
+    if unusable:
+        return "unusable"
+    if any(s["verdict"] == "different" for s in scenarios):
+        return "different"
+    proven = [s for s in scenarios if s["verdict"] == "same_update" and sum(map(sum, s["counts"]))]
+    return "same_update" if proven else "no_evidence"
 
 
 def build_report(ranks: tuple[dict, ...]) -> dict:
@@ -109,20 +198,39 @@ def build_report(ranks: tuple[dict, ...]) -> dict:
         names = [s["name"] for s in check["scenarios"]]
         if any([s["name"] for s in r["checks"][i]["scenarios"]] != names for r in ranks):
             raise ValueError("ranks ran different scenarios")
-        scenarios = [
-            _scenario([r["checks"][i]["scenarios"][j] for r in ranks], first["tolerance"])
-            for j in range(len(names))
-        ]
+        dtype = check.get("dtype", "float64")
+        per_scenario = [[r["checks"][i]["scenarios"][j] for r in ranks] for j in range(len(names))]
+        scenarios = [_scenario(ranks_j, first["tolerance"], dtype) for ranks_j in per_scenario]
+        found = next(
+            (
+                r["checks"][i]["diagnoses"]
+                for r in ranks
+                if any(d["code"] != "elsewhere" for d in r["checks"][i].get("diagnoses", []))
+            ),
+            [],
+        )
+        unusable = bool(found)
+        for s, ranks_j in zip(scenarios, per_scenario):
+            found = found + _scenario_diagnoses(s, ranks_j, dtype, first["accum_steps"])
+        found += _not_stepped(scenarios, per_scenario)
+        status = _status(scenarios, unusable)
+        if status == "no_evidence":
+            found.append(no_evidence_run(first["world_size"], first["accum_steps"]))
         checks.append(
             {
                 "trainer": check["trainer"],
                 "world_size": first["world_size"],
                 "accum_steps": first["accum_steps"],
                 "tolerance": first["tolerance"],
-                "passed": all(s["passed"] for s in scenarios),
+                "passed": status == "same_update",
+                "status": status,
                 "scenarios": scenarios,
                 "skipped_scenarios": check["skipped"],
                 "first_position_labelled": check.get("first_position_labelled", True),
+                "dtype": dtype,
+                "max_grad_norm": check.get("max_grad_norm"),
+                "device": check.get("device", "cpu"),
+                "diagnoses": found,
             }
         )
     return {"checks": checks}

@@ -11,6 +11,14 @@ The contract (README, "Check your own trainer"):
     make_optimizer(params) -> Optimizer  optional (default SGD, lr 0.1)
     FIRST_POSITION_LABELLED: bool = True   optional: False and the check never puts a counted
                                          label at position 0 of a sequence
+    DTYPE: str = "float64"               optional: "float64", "float32" or "bfloat16", the
+                                         precision of the model, the run and the reference
+    MAX_GRAD_NORM: float | None = None   optional: the reference clips the global gradient
+                                         norm (every parameter, once) before stepping
+    make_microbatch(n_terms, generator) -> dict   optional: your own microbatch with exactly
+                                         n_terms terms (then VOCAB_SIZE is optional)
+    full_parameters(model) -> {name: Tensor}   optional: the full parameters after the step,
+                                         named as build_model()'s (sharded or wrapped models)
 
 FIRST_POSITION_LABELLED = False is for causal LMs, whose loss shifts the labels: position t
 predicts the label at t + 1, so a label at position 0 is never a term. With it, every counted
@@ -22,6 +30,7 @@ right, and is the average right?
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import sys
 import traceback
 from dataclasses import dataclass
@@ -29,12 +38,28 @@ from pathlib import Path
 from types import ModuleType
 
 REQUIRED_FUNCTIONS = ("build_model", "token_losses", "train_step")
+SIGNATURES = {  # every function of the contract, as the check calls it
+    "build_model": (),
+    "token_losses": ("model", "microbatch"),
+    "train_step": ("model", "optimizer", "microbatches"),
+    "make_optimizer": ("params",),
+    "make_microbatch": ("n_terms", "generator"),
+    "full_parameters": ("model",),
+}
 DEFAULT_SEQ_LEN, DEFAULT_BATCH_SIZE, MAX_SIDE = 8, 2, 4096
+MAX_VOCAB = 2**24  # a limit on nothing but typos: real vocabularies (50304, 256000) pass
+DTYPES = ("float64", "float32", "bfloat16")
 FIRST_POSITION = "FIRST_POSITION_LABELLED"
 
 
 class TrainerFileError(ValueError):
-    """The file cannot be used as a trainer (the message names the file, and its line)."""
+    """The file cannot be used as a trainer (the message names the file, and its line).
+    `code`: "signature" for a function the check cannot call as the contract does, else
+    "contract"."""
+
+    def __init__(self, message: str, code: str = "contract") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class TrainerRaised(RuntimeError):
@@ -49,6 +74,12 @@ class Trainer:
     seq_len: int
     batch_size: int
     first_position_labelled: bool = True
+    dtype: str = "float64"
+    max_grad_norm: float | None = None
+
+    def has(self, name: str) -> bool:
+        """The file defines the optional function `name`."""
+        return callable(getattr(self.module, name, None))
 
     @property
     def labelled_columns(self) -> int:
@@ -99,22 +130,65 @@ def load(path: str | Path) -> Trainer:
     missing = [f for f in REQUIRED_FUNCTIONS if not callable(getattr(module, f, None))]
     if missing:
         raise TrainerFileError(f"{path.name}: missing {', '.join(f'{m}()' for m in missing)}")
+    _check_signatures(path, module)
+    own_batches = callable(getattr(module, "make_microbatch", None))
     sizes = {
-        "VOCAB_SIZE": getattr(module, "VOCAB_SIZE", None),
+        "VOCAB_SIZE": getattr(module, "VOCAB_SIZE", 1 if own_batches else None),
         "SEQ_LEN": getattr(module, "SEQ_LEN", DEFAULT_SEQ_LEN),
         "BATCH_SIZE": getattr(module, "BATCH_SIZE", DEFAULT_BATCH_SIZE),
     }
     for key, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIDE:
-            raise TrainerFileError(
-                f"{path.name}: {key}={value!r} must be a whole number 1..{MAX_SIDE}"
-            )
-    if optimizer := getattr(module, "make_optimizer", None):
-        if not callable(optimizer):
-            raise TrainerFileError(f"{path.name}: make_optimizer is not a function")
+        top = MAX_VOCAB if key == "VOCAB_SIZE" else MAX_SIDE
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+            raise TrainerFileError(f"{path.name}: {key}={value!r} must be a whole number 1..{top}")
     first = getattr(module, FIRST_POSITION, True)
     if not isinstance(first, bool):
         raise TrainerFileError(f"{path.name}: {FIRST_POSITION}={first!r} must be True or False")
     if not first and sizes["SEQ_LEN"] < 2:
         raise TrainerFileError(f"{path.name}: {FIRST_POSITION}=False needs SEQ_LEN >= 2")
-    return Trainer(path, module, sizes["VOCAB_SIZE"], sizes["SEQ_LEN"], sizes["BATCH_SIZE"], first)
+    dtype = getattr(module, "DTYPE", "float64")
+    if dtype not in DTYPES:
+        raise TrainerFileError(f"{path.name}: DTYPE={dtype!r} must be one of {', '.join(DTYPES)}")
+    max_norm = getattr(module, "MAX_GRAD_NORM", None)
+    if max_norm is not None and (
+        isinstance(max_norm, bool)
+        or not isinstance(max_norm, int | float)
+        or not 0 < max_norm < float("inf")
+    ):
+        raise TrainerFileError(f"{path.name}: MAX_GRAD_NORM={max_norm!r} must be a number > 0")
+    return Trainer(
+        path,
+        module,
+        sizes["VOCAB_SIZE"],
+        sizes["SEQ_LEN"],
+        sizes["BATCH_SIZE"],
+        first,
+        dtype,
+        None if max_norm is None else float(max_norm),
+    )
+
+
+def expected_signature(name: str) -> str:
+    return f"{name}({', '.join(SIGNATURES[name])})"
+
+
+def _check_signatures(path: Path, module: ModuleType) -> None:
+    """Every contract function the file defines can be called as the check calls it:
+    TrainerFileError(code="signature") showing the expected signature, before any process."""
+    for name, args in SIGNATURES.items():
+        function = getattr(module, name, None)
+        if function is None:
+            continue
+        if not callable(function):
+            raise TrainerFileError(f"{path.name}: {name} is not a function", "signature")
+        try:
+            signature = inspect.signature(function)
+        except (TypeError, ValueError):  # a builtin or C function: nothing to read
+            continue
+        try:
+            signature.bind(*args)
+        except TypeError:
+            raise TrainerFileError(
+                f"{path.name}: {name}{signature} cannot be called as {expected_signature(name)}",
+                "signature",
+            ) from None

@@ -8,9 +8,13 @@ Per trainer file and scenario, every rank
     3. measures how far the ranks are apart (all_reduce MAX and MIN of the same tensors);
     4. runs train_step again with SGD at learning rate 1, and rank 0 solves the change for
        the weight each microbatch got (core.update_weights).
+Before the scenarios, `preflight` checks what only the file's own code can show (a
+deterministic build_model in DTYPE, one term per counted label).
 
-It runs unchanged under a hand-typed torchrun (any P, more nodes, NCCL with CUDA) and then
-also writes <out-dir>/report.json, the same JSON `pclab check --json` prints:
+Gloo on the CPU unless --device cuda (then NCCL, each rank on its local GPU). It runs
+unchanged under a hand-typed torchrun (any P, more nodes) and then also writes
+<out-dir>/report.json, the same JSON `pclab check --json` prints, prints the same summary,
+and exits as the command does (0 same update, 1 different, 2 unusable or no evidence):
 
     torchrun --standalone --nproc-per-node 4 -m pclab.experiments.trainer_check \\
         --out-dir /tmp/check --accum 2 --trainer my_trainer.py
@@ -20,12 +24,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from pclab.core import update_weights
-from pclab.experiments.trainer_check import probe, trainer_file
-from pclab.experiments.trainer_check.report import build_report
-from pclab.experiments.trainer_check.scenarios import parse_counts, scenario_counts
+from pclab.experiments.trainer_check import diagnoses, probe, trainer_file
+from pclab.experiments.trainer_check.report import build_report, exit_code
+from pclab.experiments.trainer_check.scenarios import (
+    OFF_FIRST_POSITION,
+    parse_counts,
+    scenario_counts,
+)
+from pclab.experiments.trainer_check.summary import render
+from pclab.runners.processes import TOKEN_ENV
 from pclab.runners.worker import finish_worker, init_worker, write_rank_output
 
 
@@ -50,34 +61,112 @@ def rank_spread(state: dict, device) -> float | None:
     return spread if spread == spread and spread != float("inf") else None
 
 
-def check_scenario(trainer, name: str, counts, tolerance: float, rank: int) -> dict:
+FLOOR_FACTOR = 10  # tolerance >= this x the reference's own floor (probe.floor)
+
+
+def preflight(trainer, device: str, rank: int) -> list[dict]:
+    """The contract checks that run the file's own code, before any scenario, on every rank:
+    build_model twice (and on every rank) the same, in DTYPE, and token_losses one term per
+    counted label. Every rank returns the same verdict (a MAX all-reduce of "found one")."""
+    import torch
+    import torch.distributed as dist
+
+    found = []
+    first, second = probe.build(trainer, device), probe.build(trainer, device)
+    a, b = first.state_dict(), second.state_dict()
+    for name, tensor in a.items():
+        other = b.get(name)
+        if other is None or other.shape != tensor.shape or not torch.equal(other, tensor):
+            same_shape = other is not None and other.shape == tensor.shape
+            gap = float((other.double() - tensor.double()).abs().max()) if same_shape else None
+            found.append(diagnoses.model_not_deterministic(name, gap, across_ranks=False))
+            break
+    floating = {n: t.detach().double() for n, t in a.items() if t.is_floating_point()}
+    if rank_spread(floating, device_of(device)) != 0.0 and not found:  # every rank joins
+        name = next(iter(floating), "the parameters")
+        found.append(diagnoses.model_not_deterministic(name, None, across_ranks=True))
+    declared = getattr(torch, trainer.dtype)
+    wrong = next(((n, p.dtype) for n, p in first.named_parameters() if p.dtype != declared), None)
+    if wrong and not found:
+        found.append(diagnoses.dtype_built(wrong[0], str(wrong[1])[6:], trainer.dtype))
+    if not found:
+        found.extend(_terms_mismatch(trainer, first))
+    flag = torch.tensor([float(bool(found))], device=device_of(device))
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    if flag.item() and not found:  # another rank found one: this rank stops with it
+        found.append({"code": "elsewhere", "message": "another rank found the file unusable"})
+    return found
+
+
+def _terms_mismatch(trainer, model) -> list[dict]:
+    """token_losses against the counted labels of a few microbatches (0, a few, full). The
+    default microbatch may lose exactly its position-0 labels (a causal LM's shift)."""
+    own = trainer.has("make_microbatch")
+    sizes = sorted({0, 1, max(1, trainer.capacity // 3), trainer.capacity}, reverse=True)
+    for step, valid in enumerate(sizes):
+        batch = probe.microbatch(trainer, "preflight", 0, step, valid)
+        got = len(probe.terms(trainer, model, batch))
+        shifted = not own and got == valid - probe.labels_at_first_position(batch)
+        if got != valid and not shifted:
+            return [diagnoses.terms_mismatch(got, valid, own)]
+    return []
+
+
+def device_of(device: str):
     import torch
 
+    if device == "cuda":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def check_scenario(trainer, name: str, counts, tolerance: float, rank: int, device: str) -> dict:
+    import torch
+    import torch.distributed as dist
+
     world, accum = len(counts), len(counts[0])
+    off_first = name in OFF_FIRST_POSITION
     batches = [
-        [probe.microbatch(trainer, name, r, k, counts[r][k]) for k in range(accum)]
+        [probe.microbatch(trainer, name, r, k, counts[r][k], off_first) for k in range(accum)]
         for r in range(world)
     ]
-    reference = trainer.call("build_model")
+    reference = probe.build(trainer, device)
     initial = probe.snapshot(reference, torch.optim.SGD(reference.parameters(), lr=0.0))
     reference_optimizer = probe.make_optimizer(trainer, reference)
     probe.reference_step(trainer, reference, reference_optimizer, batches)
     want = probe.snapshot(reference, reference_optimizer)
+    again = probe.build(trainer, device)
+    again_optimizer = probe.make_optimizer(trainer, again)
+    probe.reference_step(trainer, again, again_optimizer, batches, reverse=True)
+    floor = probe.floor(probe.snapshot(again, again_optimizer), want, trainer.dtype)
+    if floor is not None:
+        tolerance = max(tolerance, FLOOR_FACTOR * floor)
 
-    model = trainer.call("build_model")
+    model = probe.build(trainer, device)
     optimizer = probe.make_optimizer(trainer, model)
+    steps = probe.count_steps(optimizer)
     mine = [probe.on_device(b, model) for b in batches[rank]]
     trainer.call("train_step", model, optimizer, mine)
-    got = probe.snapshot(model, optimizer)
+    stepped = torch.tensor([-1.0 if steps is None else float(steps[0])], device=device_of(device))
+    dist.all_reduce(stepped, op=dist.ReduceOp.MAX)
+    compare_optimizer = stepped.item() != 0  # only the state of an optimizer that stepped
+    named = probe.parameters(trainer, model, stepped_by_user=True)
+    got = probe.snapshot(model, optimizer, named, with_optimizer=compare_optimizer)
+    if not compare_optimizer:
+        want = {k: t for k, t in want.items() if k.startswith("parameter ")}
     max_abs_diff, first = probe.compare(got, want, tolerance)
     params_only = {k: t for k, t in got.items() if k.startswith("parameter ")}
-    unchanged = probe.same_state(params_only, {k: initial[k] for k in params_only})
-    spread = rank_spread(got, next(model.parameters()).device)
+    unchanged = probe.same_state(params_only, {k: initial.get(k) for k in params_only})
+    spread = rank_spread(got, device_of(device))
+    declared = getattr(torch, trainer.dtype)
+    recast = next(((n, str(t.dtype)[6:]) for n, t in named.items() if t.dtype != declared), None)
 
-    plain = trainer.call("build_model")
-    before = probe.flat_parameters(plain)
+    plain = probe.build(trainer, device)
+    order = [n for n, _ in plain.named_parameters()]
+    before = probe.flat_parameters(probe.parameters(trainer, plain, False), order)
     sgd = torch.optim.SGD(plain.parameters(), lr=1.0)
     trainer.call("train_step", plain, sgd, [probe.on_device(b, plain) for b in batches[rank]])
+    after = probe.flat_parameters(probe.parameters(trainer, plain, True), order)
     out = {
         "name": name,
         "label_positions": [list(row) for row in counts],
@@ -86,33 +175,57 @@ def check_scenario(trainer, name: str, counts, tolerance: float, rank: int) -> d
         "unchanged": unchanged,
         "reference_changed": not probe.same_state(want, initial),
         "spread": spread,
+        "tolerance": tolerance,
+        "floor": floor,
+        "stepped": None if stepped.item() < 0 else int(stepped.item()),
+        "extra_state": probe.extra_state(got, want),
+        "dtype_after": recast,
     }
     if rank == 0:  # one rank solves; every rank took part in the collectives above
-        out |= _weights(trainer, batches, probe.flat_parameters(plain) - before)
+        out |= _weights(trainer, batches, after - before, device)
     return out
 
 
-def _weights(trainer, batches, delta) -> dict:
-    """The term counts and, solved from `delta`, each microbatch's weight x N."""
-    at_start = trainer.call("build_model")
+def _weights(trainer, batches, delta, device: str) -> dict:
+    """The term counts and, solved from `delta`, each microbatch's weight x N (over the
+    reference's clip coefficient when the file sets MAX_GRAD_NORM)."""
+    at_start = probe.build(trainer, device)
     grads, term_counts = [], []
     for row in batches:
         grads.append([probe.flat_gradient(trainer, at_start, b) for b in row])
         term_counts.append([len(probe.terms(trainer, at_start, b)) for b in row])
+    clip = _clip_coefficient(trainer, grads, term_counts)
     try:
         solved = update_weights.solve_weights(grads, delta.cpu().tolist(), term_counts)
     except ValueError:  # a non-finite update (a NaN from a mean over nothing, say)
         return {"counts": term_counts, "weights": None, "residual": None, "identifiable": None}
-    weights = [list(row) for row in solved.weights_times_n]
+    weights = [
+        [None if w is None else w / (clip or 1.0) for w in row] for row in solved.weights_times_n
+    ]
     return {
         "counts": term_counts,
         "weights": weights,
         "residual": solved.residual,
         "identifiable": solved.identifiable,
+        "clip_coefficient": clip,
     }
 
 
-def check_trainer(path: str, accum: int, counts, tolerance: float, rank: int, world: int) -> dict:
+def _clip_coefficient(trainer, grads, term_counts) -> float | None:
+    """The reference's clip coefficient, max / (|sum g / N| + 1e-6) at most 1, as
+    torch.nn.utils.clip_grad_norm_ computes it; None without MAX_GRAD_NORM or at N = 0."""
+    import numpy as np
+
+    n = sum(map(sum, term_counts))
+    if trainer.max_grad_norm is None or n == 0:
+        return None
+    total = np.sum([np.asarray(g) for row in grads for g in row], axis=0) / n
+    return min(1.0, trainer.max_grad_norm / (float(np.linalg.norm(total)) + 1e-6))
+
+
+def check_trainer(
+    path: str, accum: int, counts, tolerance: float, rank: int, world: int, device: str = "cpu"
+) -> dict:
     trainer = trainer_file.load(path)
     if counts is None:
         grids, skipped = scenario_counts(world, accum, trainer.capacity)
@@ -122,12 +235,21 @@ def check_trainer(path: str, accum: int, counts, tolerance: float, rank: int, wo
     if too_many:
         limit = f"{trainer.capacity} = BATCH_SIZE x {trainer.labelled_columns} labelled positions"
         raise ValueError(f"counts={max(too_many)} is more than a microbatch holds ({limit})")
-    scenarios = [check_scenario(trainer, n, g, tolerance, rank) for n, g in grids.items()]
+    found = preflight(trainer, device, rank)
+    scenarios = (
+        []
+        if found
+        else [check_scenario(trainer, n, g, tolerance, rank, device) for n, g in grids.items()]
+    )
     return {
         "trainer": str(Path(path)),
         "scenarios": scenarios,
         "skipped": skipped,
         "first_position_labelled": trainer.first_position_labelled,
+        "dtype": trainer.dtype,
+        "max_grad_norm": trainer.max_grad_norm,
+        "device": device,
+        "diagnoses": found,
     }
 
 
@@ -144,14 +266,16 @@ def main(argv: list[str] | None = None) -> None:
         parser.add_argument("--accum", type=int, default=2)
         parser.add_argument("--tolerance", type=float, default=1e-10)
         parser.add_argument("--counts", default=None)
+        parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
         args = parser.parse_args(argv)
-        rank, world = init_worker()
+        rank, world = init_worker(backend="nccl" if args.device == "cuda" else "gloo")
         counts = None if args.counts is None else parse_counts(args.counts)
         if counts is not None and len(counts) != world:
             raise ValueError(f"--counts has {len(counts)} ranks but the world size is {world}")
         accum = args.accum if counts is None else len(counts[0])
         checks = [
-            check_trainer(p, accum, counts, args.tolerance, rank, world) for p in args.trainer
+            check_trainer(p, accum, counts, args.tolerance, rank, world, args.device)
+            for p in args.trainer
         ]
         payload = {
             "rank": rank,
@@ -165,10 +289,14 @@ def main(argv: list[str] | None = None) -> None:
         write_rank_output(args.out_dir, rank, payload)
         gathered = [None] * world if rank == 0 else None
         dist.gather_object(payload, gathered, dst=0)
-        if rank == 0:  # what a hand-typed torchrun leaves: the CLI's JSON
+        code = 0
+        if rank == 0:  # what a hand-typed torchrun leaves: the CLI's JSON, its summary, code
             report = build_report(tuple(gathered))["checks"]
             text = json.dumps(report[0] if len(report) == 1 else report, indent=2)
             Path(args.out_dir, "report.json").write_text(text + "\n")
-        finish_worker()
+            if TOKEN_ENV not in os.environ:  # not the lab's launch: a user's torchrun
+                print("\n\n".join(render(check) for check in report), flush=True)
+                code = max(exit_code(check) for check in report)
+        finish_worker(code)
 
     run()

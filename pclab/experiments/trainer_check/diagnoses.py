@@ -1,0 +1,155 @@
+"""The trainer check's diagnoses: why a verdict is what it is, each with a stable code (the
+JSON's "diagnoses": [{"code", "message", "scenario", ...}], the page's and CI's key).
+
+    signature                a contract function cannot be called as the check calls it
+    terms_mismatch           token_losses returned more or fewer terms than counted labels
+    model_not_deterministic  build_model() gave different weights on two calls (or ranks)
+    dtype_changed            the parameters are not (or no longer) in DTYPE
+    optimizer_not_stepped    the optimizer handed to train_step never stepped
+    uniform_scale            every weight x N is one c != 1: the update scaled once
+    extra_optimizer_state    train_step created optimizer state the reference has none of
+    no_evidence              the counts cannot tell the global token mean from a wrong scheme
+
+The first three (and dtype_changed on a freshly built model) make the file unusable: exit 2,
+no scenario run. Messages are plain English built here, once; codes never change.
+"""
+
+from __future__ import annotations
+
+UNUSABLE = ("signature", "terms_mismatch", "model_not_deterministic", "dtype_changed")
+SCHEME_WORDS = {
+    "replica_mean": "DDP's mean of local means (replica_mean)",
+    "microbatch_mean": "microbatch means (microbatch_mean)",
+    "double_scaled": "a double ÷K (double_scaled)",
+    "unnormalised_sum": "an unnormalised sum (unnormalised_sum)",
+}
+
+
+def _diagnosis(code: str, message: str, scenario: str | None = None, **details) -> dict:
+    return {"code": code, "message": message, "scenario": scenario, **details}
+
+
+def signature(message: str) -> dict:
+    """From trainer_file's TrainerFileError(code="signature"): the message shows both."""
+    return _diagnosis("signature", message)
+
+
+def terms_mismatch(got: int, want: int, own_batches: bool) -> dict:
+    side = "more" if got > want else "fewer"
+    made = "make_microbatch was asked for" if own_batches else "the microbatch holds"
+    hint = (
+        " (one per position, not one per counted label?)"
+        if got > want
+        else " (labels dropped without a causal shift: -100 is the only label that does not count)"
+    )
+    message = (
+        f"token_losses returned {got} terms where {made} {want} counted labels: {got - want:+d}, "
+        f"{side} than the contract's one loss per counted label{hint}. The check cannot judge "
+        "train_step until the terms are right"
+    )
+    return _diagnosis("terms_mismatch", message, terms=got, counted_labels=want, side=side)
+
+
+def model_not_deterministic(tensor: str, gap: float | None, across_ranks: bool) -> dict:
+    where = "on two ranks" if across_ranks else "on two calls"
+    size = "a different shape" if gap is None else f"up to {gap:.3g}"
+    message = (
+        f"build_model() returned different weights {where}: {tensor} differs by {size}. "
+        "Seed it (torch.manual_seed(0) first thing in build_model) so that every call builds "
+        "the same model; the reference and your step must start from the same weights"
+    )
+    return _diagnosis("model_not_deterministic", message, tensor=tensor, across_ranks=across_ranks)
+
+
+def dtype_built(tensor: str, dtype: str, declared: str) -> dict:
+    message = (
+        f"build_model() returned {tensor} in {dtype}, but the file's DTYPE is {declared} "
+        f'(the default is float64): set DTYPE = "{dtype}" to check in that precision, or '
+        f"build the model in {declared}"
+    )
+    return _diagnosis("dtype_changed", message, tensor=tensor, dtype=dtype, declared=declared)
+
+
+def dtype_after(scenario: str, tensor: str, dtype: str, declared: str) -> dict:
+    message = (
+        f"after train_step, {tensor} is {dtype}, not {declared}: train_step changed the "
+        "parameters' precision (a .float(), .half() or an autocast that casts the weights?), "
+        f"so its update differs from the {declared} reference by that rounding"
+    )
+    return _diagnosis(
+        "dtype_changed", message, scenario, tensor=tensor, dtype=dtype, declared=declared
+    )
+
+
+def optimizer_not_stepped(scenarios: list[str], parameters_changed: bool) -> dict:
+    where = ", ".join(scenarios)
+    if parameters_changed:
+        rest = (
+            "yet the parameters changed: train_step steps an optimizer of its own (a framework "
+            "that builds or replaces it?). Only the parameters are compared; make train_step "
+            "step the optimizer it is given to have its state checked too"
+        )
+    else:
+        rest = "and the parameters did not change: did it call optimizer.step()?"
+    message = f"the optimizer passed to train_step never stepped ({where}), {rest}"
+    return _diagnosis(
+        "optimizer_not_stepped", message, scenarios=scenarios, parameters_changed=parameters_changed
+    )
+
+
+def uniform_scale(scenario: str, scale: float, residual: float | None, accum: int) -> dict:
+    why = (
+        f" (= 1/K: a second division by K = {accum}?)"
+        if accum > 1 and abs(scale * accum - 1) < 1e-6
+        else ""
+    )
+    fit = "" if residual is None else f", residual {residual:.1e}"
+    message = (
+        f"normalisation right, update scaled by {scale:.4g}{why}: every microbatch got the same "
+        f"weight x N = {scale:.4g}{fit}. A factor common to every token: clipping (set "
+        "MAX_GRAD_NORM to check it), the learning rate, or a factor in the loss"
+    )
+    return _diagnosis("uniform_scale", message, scenario, scale=scale)
+
+
+def extra_optimizer_state(scenario: str, keys: list[str], parameters: int, n: int) -> dict:
+    at_zero = (
+        " with no labels (N = 0), where the reference does not step at all"
+        if n == 0
+        else ", where the reference has none"
+    )
+    message = (
+        f"train_step created optimizer state{at_zero}: {', '.join(keys)} of {parameters} "
+        "parameters (so max |delta| is undefined: there is nothing to compare them with). "
+        + (
+            "Skip optimizer.step() when N = 0: AdamW's step count and weight decay move the "
+            "weights even with zero gradients"
+            if n == 0
+            else "Does train_step step another optimizer than the one it is given?"
+        )
+    )
+    return _diagnosis("extra_optimizer_state", message, scenario, keys=keys, parameters=parameters)
+
+
+def no_evidence_scenario(scenario: str, untold: list[str]) -> dict:
+    names = ", ".join(SCHEME_WORDS.get(s, s) for s in untold)
+    message = (
+        f"{scenario}: these counts give {names} the global token mean's weights, so matching "
+        "the reference here is no evidence"
+    )
+    return _diagnosis("no_evidence", message, scenario, untold=untold)
+
+
+def no_evidence_run(world_size: int, accum: int) -> dict:
+    if world_size * accum == 1:
+        why = (
+            "with P = 1 and K = 1 nothing is split, so DDP's mean of local means, microbatch "
+            "means and a double ÷K are all the global token mean"
+        )
+    else:
+        why = "no scenario's counts tell the global token mean from every wrong scheme"
+    message = (
+        f"no evidence: {why}. Run with more ranks or microsteps (--world-size 2 --accum 2, "
+        "the default) or uneven --counts"
+    )
+    return _diagnosis("no_evidence", message)
