@@ -260,3 +260,12 @@ def test_real_vocabularies_are_accepted(tmp_path):
     path.write_text(f"VOCAB_SIZE = {MAX_VOCAB + 1}\n{body}")
     with pytest.raises(TrainerFileError, match=f"1..{MAX_VOCAB}"):
         load(path)
+
+
+def test_the_device_is_asked_for_never_inferred():
+    path = str(EXAMPLES / "correct_manual.py")
+    assert Params.checked(path).device == "cpu"
+    assert not any(a.startswith("--device") for a in Params.checked(path).worker_args())
+    assert "--device=cuda" in Params.checked(path, device="cuda").worker_args()
+    with pytest.raises(ValueError, match="device"):
+        Params.checked(path, device="tpu")
