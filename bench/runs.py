@@ -6,6 +6,7 @@
     python -m bench.runs --pooled --repeats 3         # the same runs through the warm pool
     python -m bench.runs --child trainer_check_hf   # the real HF Trainer's check (no goal)
     python -m bench.runs --pooled --repeats 1 --jobs noop,trainer_check_hf
+    python -m bench.runs --check-cost [--pool]      # one trainer check against P, K, size
 
 Cold run: `runners.<experiment>.run()` at its defaults (2 processes), timed around the call
 (launch, torchrun, every rank, the report), measured alternately with the baseline - a
@@ -207,6 +208,66 @@ def pooled(repeats: int, jobs=("noop", *EXPERIMENTS)) -> dict:
     finally:
         warm_pool.shutdown()
     return out
+
+
+SIZED_TRAINER = """import sys
+
+sys.path.insert(0, {examples!r})  # the bundled examples: correct_manual's step, tiny_lm's loss
+
+import torch
+from correct_manual import train_step
+from tiny_lm import VOCAB_SIZE, token_losses
+
+WIDTH = {width}
+
+
+def build_model():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Embedding(VOCAB_SIZE, WIDTH), torch.nn.Tanh(), torch.nn.Linear(WIDTH, VOCAB_SIZE)
+    )
+    return model.double()
+"""
+# (P, K, parameters): P and K around the default 2 x 2 at 1e4 parameters, then the size alone
+COST_GRID = (
+    *((p, 2, 10_000) for p in (1, 2, 4)),
+    *((2, k, 10_000) for k in (1, 4)),
+    *((2, 2, size) for size in (100, 1_000_000)),
+)
+
+
+def check_cost(pool: bool, grid=COST_GRID) -> dict:
+    """The wall time of one `pclab check` of a correct trainer (correct_manual.py's step on
+    an embedding-tanh-linear model of ~`size` parameters, 11 tokens: 22 x width + 11) per
+    (P, K, size), cold (torchrun) or through the warm pool, one run each."""
+    import tempfile
+    from pathlib import Path
+
+    from pclab.experiments.trainer_check import EXPERIMENT
+    from pclab.experiments.trainer_check.params import Params
+    from pclab.runners import settings, warm_pool
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="pcl-check-cost-") as folder:
+        if pool:
+            settings.configure(warm_pool=True)
+            warm_pool.prestart(preload=registry.worker_modules())
+        try:
+            for world_size, accum, size in grid:
+                width = max(1, round((size - 11) / 22))
+                path = Path(folder, f"sized_{width}.py")
+                examples = str(ROOT / "examples" / "trainers")
+                path.write_text(SIZED_TRAINER.format(width=width, examples=examples))
+                params = Params.checked(str(path), world_size=world_size, accum=accum)
+                began = time.perf_counter()
+                result = EXPERIMENT.run(params, timeout_s=1200)
+                row = {"world_size": world_size, "accum": accum, "parameters": 22 * width + 11}
+                row |= {"ok": result.ok, "wall_s": time.perf_counter() - began}
+                rows.append(row | {"status": result.report["checks"][0]["status"]})
+        finally:
+            if pool:
+                warm_pool.shutdown()
+    return {"pooled": pool, "loadavg": loadavg(), "rows": rows}
 
 
 def cached(job: str, repeats: int) -> dict:
@@ -430,9 +491,16 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument(
         "--pooled", action="store_true", help="every job through the opt-in warm pool"
     )
+    mode.add_argument(
+        "--check-cost", action="store_true", help="one trainer check against P, K and size"
+    )
+    parser.add_argument("--pool", action="store_true", help="with --check-cost: warm pool")
     parser.add_argument("--jobs", default=None, help="with --pooled: these jobs only, a,b")
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args(argv)
+    if args.check_cost:
+        print(json.dumps(check_cost(args.pool)))
+        return 0
     if args.pooled:
         jobs = args.jobs.split(",") if args.jobs else ("noop", *EXPERIMENTS)
         unknown = [j for j in jobs if j not in JOBS]

@@ -269,3 +269,55 @@ def test_the_device_is_asked_for_never_inferred():
     assert "--device=cuda" in Params.checked(path, device="cuda").worker_args()
     with pytest.raises(ValueError, match="device"):
         Params.checked(path, device="tpu")
+
+
+BODY = {
+    "build_model": "def build_model(): ...",
+    "token_losses": "def token_losses(model, microbatch): ...",
+    "train_step": "def train_step(model, optimizer, microbatches): ...",
+}
+
+
+@pytest.mark.parametrize(
+    "extra, needle, code",
+    [
+        (
+            "def make_optimizer(): ...",
+            "make_optimizer() cannot be called as make_optimizer(params)",
+            "signature",
+        ),
+        (
+            "def make_microbatch(n): ...",
+            "cannot be called as make_microbatch(n_terms, generator)",
+            "signature",
+        ),
+        ("def full_parameters(): ...", "cannot be called as full_parameters(model)", "signature"),
+        ("full_parameters = 3", "full_parameters is not a function", "signature"),
+        (
+            'DTYPE = "float16"',
+            "DTYPE='float16' must be one of float64, float32, bfloat16",
+            "contract",
+        ),
+        ("MAX_GRAD_NORM = 0", "MAX_GRAD_NORM=0 must be a number > 0", "contract"),
+        ("MAX_GRAD_NORM = True", "MAX_GRAD_NORM=True must be a number > 0", "contract"),
+    ],
+)
+def test_the_optional_attributes_are_checked_before_launch(tmp_path, extra, needle, code):
+    from pclab.experiments.trainer_check.trainer_file import TrainerFileError, load
+
+    path = tmp_path / "trainer.py"
+    path.write_text("VOCAB_SIZE = 7\n" + "\n".join(BODY.values()) + f"\n{extra}\n")
+    with pytest.raises(TrainerFileError) as caught:
+        load(path)
+    assert needle in str(caught.value) and caught.value.code == code
+
+
+def test_extra_parameters_with_defaults_still_fit_the_signature(tmp_path):
+    from pclab.experiments.trainer_check.trainer_file import load
+
+    path = tmp_path / "trainer.py"
+    body = {**BODY, "train_step": "def train_step(model, optimizer, microbatches, scale=1): ..."}
+    path.write_text("\n".join(body.values()) + "\ndef make_microbatch(n_terms, generator): ...\n")
+    trainer = load(path)  # VOCAB_SIZE is optional with make_microbatch
+    assert trainer.has("make_microbatch") and trainer.dtype == "float64"
+    assert trainer.max_grad_norm is None
