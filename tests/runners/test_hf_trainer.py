@@ -18,8 +18,8 @@ forms (to 1e-6, the float32 of transformers' causal-LM loss is well inside it):
   means, weight x N = N / (P n_r). A rank without labels contributes zero gradient and still
   counts in DDP's mean, so the other rank's tokens get N / (P n_0) = 1/2: the update is halved.
 - The label shift: Trainer 5.24.0 counts `labels[..., 1:]` for a causal LM, so a label at
-  position 0 (never a term) is not counted. The uneven scenario puts 45 labels in, 40 of them
-  terms, and the weights are 1, not 40/45; with FIRST_POSITION_LABELLED = False (labels =
+  position 0 (never a term) is not counted. The uneven scenario puts 34 labels in, 29 of them
+  terms, and the weights are 1, not 29/34; with FIRST_POSITION_LABELLED = False (labels =
   terms) they are 1 too. No off-by-one, in either setting.
 - With no label at all, Trainer still calls optimizer.step() on zero gradients: SGD changes
   nothing, AdamW gains a step count and moments (the `no_labels` scenario fails for it).
@@ -154,13 +154,13 @@ def test_the_default_is_the_global_token_mean_and_the_same_update(hf_global):
 
 
 def test_trainer_counts_after_the_causal_shift(hf_global):
-    """Labels at position 0 were in the microbatches (45 placed, 40 terms) and the weights
-    are still 1, not 40/45; with no label at position 0 (labels = terms), 1 as well."""
+    """Labels at position 0 were in the microbatches (34 placed, 29 terms) and the weights
+    are still 1, not 29/34; with no label at position 0 (labels = terms), 1 as well."""
     check = hf_global.checks["hf_trainer"]
     assert check["first_position_labelled"] is True
     uneven = _scenario(check, "uneven")
-    assert uneven["label_positions"] == [[16, 8], [15, 6]]
-    assert uneven["counts"] == [[14, 7], [13, 6]]  # the first position of each row fell out
+    assert uneven["label_positions"] == [[16, 8], [7, 3]]
+    assert uneven["counts"] == [[14, 7], [5, 3]]  # the first position of each row fell out
     assert all(w == pytest.approx(1, rel=1e-6) for row in uneven["weights"] for w in row)
     separated = hf_global.checks["hf_trainer_no_first_label"]
     assert separated["first_position_labelled"] is False and separated["passed"]
@@ -179,8 +179,8 @@ def test_local_average_is_the_mean_of_replica_means(hf_local):
     _assert_scheme(check, "replica_mean")
     uneven = _scenario(check, "uneven")
     assert uneven["scheme"] == "replica_mean" and not uneven["passed"]
-    assert uneven["weights"][0] == pytest.approx([40 / 42] * 2, rel=1e-6)  # N / (P n_0)
-    assert uneven["weights"][1] == pytest.approx([40 / 38] * 2, rel=1e-6)
+    assert uneven["weights"][0] == pytest.approx([29 / 42] * 2, rel=1e-6)  # N / (P n_0)
+    assert uneven["weights"][1] == pytest.approx([29 / 16] * 2, rel=1e-6)
     empty_rank = _scenario(check, "empty_rank")  # the other rank's tokens count half
     assert empty_rank["weights"][0] == pytest.approx([0.5, 0.5], rel=1e-6)
     assert empty_rank["weights"][1] == [None, None] and not empty_rank["passed"]

@@ -154,7 +154,8 @@ def _scenario_diagnoses(s: ScenarioResult, per_rank: list[dict], dtype: str, k: 
         found.append(extra_optimizer_state(name, extra["keys"], extra["parameters"], n))
     small = s["residual"] is not None and s["residual"] <= SOLVE_RTOL[dtype]
     scale = update_weights.uniform_scale(s["weights"], SOLVE_RTOL[dtype]) if s["weights"] else None
-    if not s["passed"] and small and scale is not None:
+    named = s["scheme"] in ("other", "double_scaled")  # other schemes' names say it better
+    if not s["passed"] and small and scale is not None and named:
         found.append(uniform_scale(name, scale, s["residual"], k))
     if s["verdict"] == "no_evidence":
         found.append(no_evidence_scenario(name, s["untold"]))
