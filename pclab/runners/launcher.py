@@ -14,8 +14,6 @@ never an exception.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -30,6 +28,7 @@ from pathlib import Path
 from pclab.core.validation import InvalidInput, count, positive
 from pclab.paths import IMPORT_ROOT
 from pclab.runners import jobs, memory, warm_pool
+from pclab.runners.code_hash import worker_code_hash
 from pclab.runners.diagnosis import one_line
 from pclab.runners.processes import TOKEN_ENV, Torchrun
 from pclab.runners.results import Outcome, ProgressEvent, RunResult
@@ -40,17 +39,6 @@ MAX_WORLD_SIZE = 64
 MAX_TIMEOUT_S = 3600.0  # no request may hold processes for more than an hour
 MAX_ARGS, MAX_ARG_CHARS = 256, 4096  # far beyond any worker's needs; keeps argv sane
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
-
-
-def worker_code_hash(worker: str) -> str:
-    """sha256 (hex) over the source of the worker's package (every .py file below the folder
-    that holds the worker module, in path order): the cache key for its results, so an edit
-    to any module the worker imports from its own package re-runs it."""
-    folder = _worker_file(worker).parent
-    digest = hashlib.sha256()
-    for path in sorted(folder.rglob("*.py")):
-        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
 
 
 def launch(
@@ -241,22 +229,6 @@ def _watch(procs, job: jobs.Job, out_dir: Path, world_size: int):
             return None, Outcome.CANCELLED, finished
         if time.monotonic() - job.start >= job.timeout_s:
             return None, Outcome.TIMEOUT, finished
-
-
-def _worker_file(worker: str) -> Path:
-    if not isinstance(worker, str) or not _MODULE.match(worker):
-        raise InvalidInput("worker", worker, "one_of", "a dotted module name")
-    base = IMPORT_ROOT.joinpath(*worker.split("."))
-    for path in (base.with_suffix(".py"), base / "__main__.py", base / "__init__.py"):
-        if path.is_file():
-            return path
-    try:
-        spec = importlib.util.find_spec(worker)
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None or not spec.origin or not Path(spec.origin).is_file():
-        raise InvalidInput("worker", worker, "one_of", "an importable module with a source file")
-    return Path(spec.origin)
 
 
 def _read_ranks(out_dir: Path, world_size: int) -> tuple[tuple[dict, ...], str]:
