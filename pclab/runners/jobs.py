@@ -206,7 +206,7 @@ def submit(
     *,
     timeout_s: float,
     worker_hash: str,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[ProgressEvent], None] | None = None,
     cancel: Cancel = None,
     memory_mb: float = 0.0,
 ) -> RunResult:
@@ -225,78 +225,120 @@ def submit(
         or TIMEOUT for this request alone.
     """
     cancel = _CANCEL.get() if cancel is None else cancel
-    mine: queue.SimpleQueue = queue.SimpleQueue()
+    request = _Request(timeout_s, worker_hash, progress, cancel)
+    admitted = _admit(key, work, request, memory_mb)
+    if isinstance(admitted, _Refusal):
+        return _refuse(admitted, request)
+    return _await(admitted, request)
+
+
+class _Request:
+    """One caller of `submit`: its own event queue, clock, limit and ways to hear and stop."""
+
+    def __init__(self, timeout_s, worker_hash, progress, cancel) -> None:
+        self.events: queue.SimpleQueue = queue.SimpleQueue()
+        self.timeout_s, self.worker_hash = timeout_s, worker_hash
+        self.progress, self.cancel = progress, cancel
+        self.start = 0.0  # set under the registry's lock, when the request is admitted
+        self.joined = False
+
+    def tell(self, event: ProgressEvent) -> None:
+        if self.progress is not None:
+            self.progress(event)
+
+    def ended(self, outcome: Outcome, message: str) -> RunResult:
+        seconds = time.monotonic() - self.start
+        return RunResult.ended(outcome, message, seconds, self.worker_hash)
+
+
+class _Refusal:
+    """Why a request was turned away at once: the line was full, or memory was and nothing
+    running could free it (`used_mb` then holds what the tree used)."""
+
+    def __init__(self, waiting: int, running: int, used_mb: float | None) -> None:
+        self.waiting, self.running, self.used_mb = waiting, running, used_mb
+
+
+def _admit(key, work, request: _Request, memory_mb: float) -> Job | _Refusal:
+    """Join the identical job in flight, start a new one (a slot or a place in line), or
+    refuse: all under the registry's lock, so the very next request already counts this one."""
     with _LOCK:
         # The request's clock starts under the lock: a joiner then never starts before the
         # job it joins, so an equal limit always defers to the job's own (plus its cleanup)
         # and identical requests share one result.
-        start = time.monotonic()
+        request.start = time.monotonic()
         job = _JOBS.get(key)
-        joined = job is not None
-        if joined:
+        if job is not None:
             STATS["shared"] += 1
-            mine.put(ProgressEvent("shared", "an identical run is in progress; sharing its result"))
+            request.joined = True
+            request.events.put(
+                ProgressEvent("shared", "an identical run is in progress; sharing its result")
+            )
             if job.last_queued is not None and job not in _RUNNING:
-                mine.put(job.last_queued)
+                request.events.put(job.last_queued)
         else:
-            # Slots and places in line are taken here, under the lock, so the very next
-            # request already counts this one.
             waiting, running, used = len(_WAITING), len(_RUNNING), None
             must_wait = waiting > 0 or running >= current().max_concurrent_runs
             if not must_wait:  # a free slot: does the job fit the memory budget too?
                 used = _memory_short(memory_mb, collect=not _RUNNING)
                 must_wait = used is not None
-            if (must_wait and waiting >= current().max_waiting_runs) or (
-                used is not None and not _RUNNING
-            ):
+            line_full = must_wait and waiting >= current().max_waiting_runs
+            if line_full or (used is not None and not _RUNNING):
                 STATS["busy"] += 1
-                job = None
+                return _Refusal(waiting, running, used)
+            job = Job(key, work, request.timeout_s, request.worker_hash, memory_mb)
+            _JOBS[key] = job
+            if must_wait:
+                _WAITING.append(job)
             else:
-                job = Job(key, work, timeout_s, worker_hash, memory_mb)
-                _JOBS[key] = job
-                if must_wait:
-                    _WAITING.append(job)
-                else:
-                    _take_slot(job)
-        if job is not None:
-            job.waiters.append(mine)
-            if not joined:
-                job.thread.start()
-    if job is None:  # refused at once: the line is full, or memory is and nothing runs
-        if used is not None and not running:
-            message, values = _memory_message(used), _memory_values(used)
-        else:
-            message = f"busy: {running} running and {waiting} waiting; try again shortly"
-            values = {"reason": "line"}
-        if progress is not None:
-            progress(ProgressEvent("busy", message, waiting=waiting, **values))
-        return RunResult.ended(Outcome.BUSY, message, 0.0, worker_hash)
+                _take_slot(job)
+        job.waiters.append(request.events)
+        if not request.joined:
+            job.thread.start()
+        return job
+
+
+def _refuse(refusal: _Refusal, request: _Request) -> RunResult:
+    """Turned away at once: the line is full, or memory is and nothing runs."""
+    values: dict[str, object]
+    if refusal.used_mb is not None and not refusal.running:
+        message, values = _memory_message(refusal.used_mb), _memory_values(refusal.used_mb)
+    else:
+        waiting, running = refusal.waiting, refusal.running
+        message = f"busy: {running} running and {waiting} waiting; try again shortly"
+        values = {"reason": "line"}
+    request.tell(ProgressEvent("busy", message, waiting=refusal.waiting, **values))
+    return RunResult.ended(Outcome.BUSY, message, 0.0, request.worker_hash)
+
+
+def _await(job: Job, request: _Request) -> RunResult:
+    """Forward the job's events until its result, this request's stop or its own limit."""
     # A request relies on the job's own limit (plus its cleanup) when that ends first; a
     # joiner with a shorter limit of its own leaves at that limit instead.
-    deadline = start + timeout_s
-    if not joined or job.start + job.timeout_s <= deadline:
+    deadline = request.start + request.timeout_s
+    if not request.joined or job.start + job.timeout_s <= deadline:
         deadline = job.start + job.timeout_s + CLEANUP_S
     try:
         while True:
             finished = job.done.is_set()
-            _forward(mine, progress)
+            _forward(request.events, request.progress)
             if finished:
+                assert job.result is not None  # set before `done`
                 return job.result
-            if _is_set(cancel):
-                _leave(job, mine)
-                seconds = time.monotonic() - start
+            if _is_set(request.cancel):
+                _leave(job, request.events)
                 message = "stopped on request; every process of the run was ended"
-                if progress is not None:
-                    progress(ProgressEvent("cancelled", message, seconds=seconds))
-                return RunResult.ended(Outcome.CANCELLED, message, seconds, worker_hash)
+                seconds = time.monotonic() - request.start
+                request.tell(ProgressEvent("cancelled", message, seconds=seconds))
+                return request.ended(Outcome.CANCELLED, message)
             if time.monotonic() >= deadline:
-                _leave(job, mine)
-                message = f"timed out after {timeout_s:g} s waiting for an identical run to finish"
-                seconds = time.monotonic() - start
-                return RunResult.ended(Outcome.TIMEOUT, message, seconds, worker_hash)
+                _leave(job, request.events)
+                limit = request.timeout_s
+                message = f"timed out after {limit:g} s waiting for an identical run to finish"
+                return request.ended(Outcome.TIMEOUT, message)
             job.done.wait(POLL_S)
     except BaseException:
-        _leave(job, mine)  # Stop, rerun, closed tab, Ctrl-C: nothing may outlive the request
+        _leave(job, request.events)  # Stop, rerun, closed tab, Ctrl-C: nothing may outlive it
         raise
 
 
@@ -332,7 +374,7 @@ def _take_slot(job: Job) -> None:
     STATS["max_running"] = max(STATS["max_running"], len(_RUNNING))
 
 
-def _forward(mine: queue.SimpleQueue, progress: Callable[[str], None] | None) -> None:
+def _forward(mine: queue.SimpleQueue, progress: Callable[[ProgressEvent], None] | None) -> None:
     while True:
         try:
             line = mine.get_nowait()

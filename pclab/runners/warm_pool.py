@@ -39,6 +39,7 @@ from pathlib import Path
 from pclab.paths import IMPORT_ROOT
 from pclab.runners import memory
 from pclab.runners.diagnosis import rank_root_cause
+from pclab.runners.environment import child_environment
 from pclab.runners.settings import current
 from pclab.runners.zygote import READY
 
@@ -63,15 +64,7 @@ class Zygote:
     """One zygote process and the reading end of its replies."""
 
     def __init__(self) -> None:
-        env = dict(os.environ)
-        path = os.pathsep.join(p for p in (str(IMPORT_ROOT), env.get("PYTHONPATH", "")) if p)
-        env.update(
-            {
-                "OMP_NUM_THREADS": "1",  # before the zygote imports torch: every rank inherits it
-                "PYTHONPATH": path,
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
+        env = child_environment()  # set before the zygote imports torch: every rank inherits it
         preload = [part for name in _PRELOAD[0] for part in ("--preload", name)]
         self._buffer = b""
         self.proc = subprocess.Popen(
