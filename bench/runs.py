@@ -81,6 +81,7 @@ NOOP = Experiment(
     worker="bench.noop_worker",
     params=NoopParams.checked,
     build_report=lambda ranks: {"world_size": len(ranks)},
+    agrees=lambda report: report["world_size"] == 2,  # no reference: every rank reported
     timeout_s=240.0,
 )
 
