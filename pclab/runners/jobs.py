@@ -115,7 +115,7 @@ class Job:
 
     def say(self, event: str, text: str, **values: object) -> None:
         """Send a progress event to every requester (each forwards it in its own thread)."""
-        line = ProgressEvent(event, text, **values)
+        line = ProgressEvent.of(event, text, **values)
         with _LOCK:
             if event == "queued":
                 self.last_queued = line
@@ -272,7 +272,7 @@ def _admit(key, work, request: _Request, memory_mb: float) -> Job | _Refusal:
             STATS["shared"] += 1
             request.joined = True
             request.events.put(
-                ProgressEvent("shared", "an identical run is in progress; sharing its result")
+                ProgressEvent.of("shared", "an identical run is in progress; sharing its result")
             )
             if job.last_queued is not None and job not in _RUNNING:
                 request.events.put(job.last_queued)
@@ -307,7 +307,7 @@ def _refuse(refusal: _Refusal, request: _Request) -> RunResult:
         waiting, running = refusal.waiting, refusal.running
         message = f"busy: {running} running and {waiting} waiting; try again shortly"
         values = {"reason": "line"}
-    request.tell(ProgressEvent("busy", message, waiting=refusal.waiting, **values))
+    request.tell(ProgressEvent.of("busy", message, waiting=refusal.waiting, **values))
     return RunResult.ended(Outcome.BUSY, message, 0.0, request.worker_hash)
 
 
@@ -329,7 +329,7 @@ def _await(job: Job, request: _Request) -> RunResult:
                 _leave(job, request.events)
                 message = "stopped on request; every process of the run was ended"
                 seconds = time.monotonic() - request.start
-                request.tell(ProgressEvent("cancelled", message, seconds=seconds))
+                request.tell(ProgressEvent.of("cancelled", message, seconds=seconds))
                 return request.ended(Outcome.CANCELLED, message)
             if time.monotonic() >= deadline:
                 _leave(job, request.events)

@@ -14,7 +14,6 @@ never an exception.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import tempfile
@@ -31,9 +30,10 @@ from pclab.runners.code_hash import worker_code_hash
 from pclab.runners.diagnosis import one_line
 from pclab.runners.environment import child_environment
 from pclab.runners.processes import TOKEN_ENV, Torchrun
+from pclab.runners.protocol import LaunchRequest, RankOutput
 from pclab.runners.results import Outcome, ProgressEvent, RunResult
 from pclab.runners.settings import current
-from pclab.runners.worker import PG_TIMEOUT_ENV, payload_sha256
+from pclab.runners.worker import PG_TIMEOUT_ENV
 
 MAX_WORLD_SIZE = 64
 MAX_TIMEOUT_S = 3600.0  # no request may hold processes for more than an hour
@@ -204,13 +204,7 @@ def _start(run: _Run, argv: list[str], log_dir: Path, env: dict[str, str]):
     )
     if not warm:
         return None
-    request = {
-        "worker": worker,
-        "world_size": world_size,
-        "args": argv,
-        "log_dir": str(log_dir),
-        "env": env,
-    }
+    request = LaunchRequest(worker, world_size, tuple(argv), str(log_dir), env)
     try:
         started = warm_pool.start_ranks(request, job.start + job.timeout_s, job.cancelled)
     except warm_pool.PoolUnavailable as exc:  # the cold path still works: use it
@@ -245,19 +239,17 @@ def _watch(procs, job: jobs.Job, out_dir: Path, world_size: int):
 
 
 def _read_ranks(out_dir: Path, world_size: int) -> tuple[tuple[dict, ...], str]:
+    """Every rank's signed payload, by rank; or () and the first problem, in one line."""
     ranks = []
     for rank in range(world_size):
-        path = out_dir / f"rank{rank}.json"
         try:
-            payload = json.loads(path.read_text())
+            text = (out_dir / f"rank{rank}.json").read_text()
         except FileNotFoundError:
             return (), f"rank {rank}: wrote no output"
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             return (), one_line(f"rank {rank}: unreadable output ({exc})")
-        if not isinstance(payload, dict):
-            return (), f"rank {rank}: output is not a JSON object"
-        body = {k: v for k, v in payload.items() if k != "sha256"}
-        if payload.get("sha256") != payload_sha256(body):
-            return (), f"rank {rank}: output checksum mismatch"
-        ranks.append(payload)
+        try:
+            ranks.append(RankOutput.decode(text, rank).payload)
+        except ValueError as exc:
+            return (), one_line(str(exc))
     return tuple(ranks), ""

@@ -12,23 +12,17 @@ hand-typed `torchrun` with more ranks or more nodes:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sys
 from datetime import timedelta
 from pathlib import Path
 
+from pclab.runners.protocol import RankOutput, payload_sha256  # noqa: F401 - re-exported
+
 PG_TIMEOUT_ENV = "PCL_PG_TIMEOUT_S"  # the process-group timeout a launch hands its ranks
 # A warm-pool rank's pipe to its zygote (set by runners.zygote): `finish_worker` says "0"
 # there before exiting, so the zygote's reply does not wait for the address space to go.
 EXIT_CODE_FD: list[int] = []
-
-
-def payload_sha256(payload: dict) -> str:
-    """sha256 of a payload's canonical JSON (sorted keys, no spaces): what a rank signs."""
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def init_worker(pg_timeout_s: float | None = None) -> tuple[int, int]:
@@ -63,12 +57,10 @@ def worker_device():
 
 def write_rank_output(out_dir: str | os.PathLike, rank: int, payload: dict) -> None:
     """Write `<out_dir>/rank<rank>.json` atomically, with a "sha256" of the payload added."""
-    body = {k: v for k, v in payload.items() if k != "sha256"}
-    data = dict(body, sha256=payload_sha256(body))
     path = Path(out_dir) / f"rank{rank}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(data, sort_keys=True))
+    partial.write_text(RankOutput(rank, payload).encode())
     os.replace(partial, path)  # the launcher never sees a half-written file
 
 
