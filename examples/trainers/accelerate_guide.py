@@ -12,6 +12,7 @@ The count follows the guide's text: for a causal LM that shifts its labels, coun
 """
 
 import contextlib
+from pathlib import Path
 
 from accelerate_accumulate import accelerator_for, evidence
 from framework_lm import (
@@ -27,14 +28,14 @@ from framework_lm import (
 )
 
 __all__ = ["BATCH_SIZE", "SEQ_LEN", "VOCAB_SIZE", "build_model", "token_losses", "train_step"]
-SETTING = "the guide's global token count, labels[..., 1:] (its text)"
+ADAPTER = Path(__file__).stem  # names this setting in the record
 
 
 def terms_after_shift(batch):
     return (batch["labels"][..., 1:] != IGNORE).sum()
 
 
-def guide_step(model, optimizer, batch_samples, count, setting: str) -> None:
+def guide_step(model, optimizer, batch_samples, count, adapter: str) -> None:
     """The guide's skeleton for one update; `count(batch)` is its num_items_in_batch rule."""
     accelerator = accelerator_for(len(batch_samples))
     gradient_accumulation_steps = accelerator.gradient_accumulation_steps
@@ -59,8 +60,8 @@ def guide_step(model, optimizer, batch_samples, count, setting: str) -> None:
     optimizer.step()
     optimizer.zero_grad()
     found = evidence(accelerator, model, optimizer, counter, grad_sync)
-    record(setting, num_items_in_batch=num_items_in_batch, **found)
+    record(adapter, num_items_in_batch=num_items_in_batch, **found)
 
 
 def train_step(model, optimizer, microbatches):
-    guide_step(model, optimizer, microbatches, terms_after_shift, SETTING)
+    guide_step(model, optimizer, microbatches, terms_after_shift, ADAPTER)

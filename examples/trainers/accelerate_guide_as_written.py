@@ -7,11 +7,13 @@ N but is never a term.
     pclab check examples/trainers/accelerate_guide_as_written.py --json
 """
 
+from pathlib import Path
+
 from accelerate_guide import guide_step
 from framework_lm import BATCH_SIZE, IGNORE, SEQ_LEN, VOCAB_SIZE, build_model, token_losses
 
 __all__ = ["BATCH_SIZE", "SEQ_LEN", "VOCAB_SIZE", "build_model", "token_losses", "train_step"]
-SETTING = "the guide's code as written: every label counted"
+ADAPTER = Path(__file__).stem  # names this setting in the record
 
 
 def every_label(batch):
@@ -19,4 +21,4 @@ def every_label(batch):
 
 
 def train_step(model, optimizer, microbatches):
-    guide_step(model, optimizer, microbatches, every_label, SETTING)
+    guide_step(model, optimizer, microbatches, every_label, ADAPTER)

@@ -74,13 +74,13 @@ class StepCounter:
         return self.steps
 
 
-def record(setting: str, **evidence) -> None:
+def record(adapter: str, **evidence) -> None:
     """Append this rank's evidence that the framework's own machinery made the update (one
     JSON line) to $PCL_FRAMEWORK_RECORD, when that is set."""
     path = os.environ.get(RECORD_ENV)
     if path:
         import torch.distributed as dist
 
-        line = {"setting": setting, "rank": dist.get_rank(), "world_size": dist.get_world_size()}
+        line = {"adapter": adapter, "rank": dist.get_rank(), "world_size": dist.get_world_size()}
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps(line | evidence) + "\n")

@@ -18,6 +18,7 @@ lightning is imported inside the functions: only the ranks pay for the import.
 import logging
 import os
 import tempfile
+from pathlib import Path
 
 import torch
 from framework_lm import (
@@ -32,7 +33,7 @@ from framework_lm import (
 )
 
 __all__ = ["BATCH_SIZE", "SEQ_LEN", "VOCAB_SIZE", "build_model", "token_losses", "train_step"]
-SETTING = "accumulate_grad_batches, the model's mean loss"
+ADAPTER = Path(__file__).stem  # names this setting in the record
 
 
 def module_class():
@@ -61,7 +62,7 @@ def module_class():
     return Module
 
 
-def fit_one_step(model, optimizer, microbatches, loss, setting: str) -> None:
+def fit_one_step(model, optimizer, microbatches, loss, adapter: str) -> None:
     """Fit a Lightning Trainer for exactly one optimizer step over the rank's microbatches."""
     import lightning.pytorch as pl
     import torch.distributed as dist
@@ -90,7 +91,7 @@ def fit_one_step(model, optimizer, microbatches, loss, setting: str) -> None:
         data = torch.utils.data.DataLoader(microbatches, batch_size=None, shuffle=False)
         trainer.fit(module, train_dataloaders=data)
     record(
-        setting,
+        adapter,
         global_step=trainer.global_step,
         accumulate_grad_batches=trainer.accumulate_grad_batches,
         strategy=type(trainer.strategy).__name__,  # DDPStrategy
@@ -107,4 +108,4 @@ def model_mean_loss(module, batch):
 
 def train_step(model, optimizer, microbatches):
     """One optimizer update by Lightning over this rank's K microbatches."""
-    fit_one_step(model, optimizer, microbatches, model_mean_loss, SETTING)
+    fit_one_step(model, optimizer, microbatches, model_mean_loss, ADAPTER)

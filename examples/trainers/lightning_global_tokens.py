@@ -15,6 +15,8 @@ With no label anywhere (N = 0) the loss is multiplied by 0, not divided by it: L
 cannot skip a training_step (returning None raises), so it steps on zero gradients.
 """
 
+from pathlib import Path
+
 from framework_lm import (
     BATCH_SIZE,
     SEQ_LEN,
@@ -27,7 +29,7 @@ from framework_lm import (
 from lightning_accumulate import fit_one_step
 
 __all__ = ["BATCH_SIZE", "SEQ_LEN", "VOCAB_SIZE", "build_model", "token_losses", "train_step"]
-SETTING = "global token count over the window, summed loss x K x P / N"
+ADAPTER = Path(__file__).stem  # names this setting in the record
 WINDOW_COUNT = "num_items_in_window"  # the key the data pipeline adds to each microbatch
 
 
@@ -48,4 +50,4 @@ def global_token_loss(module, batch):
 
 
 def train_step(model, optimizer, microbatches):
-    fit_one_step(model, optimizer, stamped(microbatches), global_token_loss, SETTING)
+    fit_one_step(model, optimizer, stamped(microbatches), global_token_loss, ADAPTER)
