@@ -156,6 +156,10 @@ SETTINGS = (
 )
 
 
+ADAPTERS = tuple(s.adapter for s in SETTINGS if s.adapter)  # their file stems
+MODEL_MODULE = "framework_lm"  # the model the Accelerate and Lightning adapters share
+
+
 def _uneven(check: dict) -> dict:
     return next(s for s in check["scenarios"] if s["name"] == MEASURED_SCENARIO)
 
