@@ -24,7 +24,7 @@ from pclab.experiments.trainer_check.hf_recorded import installed_version
 from pclab.paths import EXAMPLES_DIR, PACKAGE_DIR, shown
 
 RECORDED = PACKAGE_DIR / "artifacts" / "framework_checks.json"
-SHAPE = {"world_size": 2, "accum": 2}
+WORLD_SIZE, ACCUM = 2, 2  # P and K of every record
 MEASURED_SCENARIO = "uneven"  # the record's scheme, weights and max_abs_diff are this one's
 NEEDS_V2 = "the trainer check's v2 contract (issue 22)"
 DEEPSPEED_FLOAT64 = (
@@ -205,10 +205,11 @@ def check_adapters(settings: list[Setting]) -> dict[str, dict]:
     from pclab.experiments.trainer_check.params import Params
 
     files = [str(EXAMPLES_DIR / f"{s.adapter}.py") for s in settings]
-    result = EXPERIMENT.run(Params.checked(files, **SHAPE))
+    result = EXPERIMENT.run(Params.checked(files, world_size=WORLD_SIZE, accum=ACCUM))
     if not result.ok:
         raise RuntimeError(f"{', '.join(files)}: the check did not finish: {result.message}")
-    return dict(zip([s.adapter for s in settings], result.report["checks"], strict=True))
+    report: dict = result.report  # type: ignore[assignment]
+    return {str(s.adapter): check for s, check in zip(settings, report["checks"], strict=True)}
 
 
 def load(path: Path = RECORDED) -> dict:
