@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from pclab.runners.launcher import launch
 from pclab.runners.results import ProgressEvent, RunResult
@@ -46,10 +46,10 @@ class Experiment:
     name: str  # registry key and run-record name, e.g. "negatives"
     worker: str  # module every rank runs: the package itself (its __main__)
     params: Callable[..., Params]  # Params.checked: raw values in, validated Params out
-    build_report: Callable[[tuple[dict, ...]], dict]
+    build_report: Callable[[tuple[dict[str, Any], ...]], dict[str, Any]]
     # Does a report agree with the experiment's independent reference (core, a single
     # process)? The one question the registry's launch-and-compare test asks of every run.
-    agrees: Callable[[dict], bool]
+    agrees: Callable[[dict[str, Any]], bool]
     timeout_s: float  # the default wall-clock limit of one launch
 
     def run(
@@ -97,6 +97,7 @@ class Experiment:
         return self.run(checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress)
 
 
-def params_record(params: Params) -> dict:
+def params_record(params: Params) -> dict[str, Any]:
     """A parameter set as plain JSON-able values (cache keys, run records)."""
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(params).items()}
+    values = asdict(params)  # type: ignore[call-overload]  # Params are dataclasses
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}

@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from pclab.experiments.base import Experiment
 from pclab.experiments.declare import Declared
@@ -26,8 +27,8 @@ def run_command(
     argv: list[str] | None,
     *,
     doc: str | None,
-    human: Callable[[dict], None] | None = None,
-    exit_code: Callable[[dict], int] = lambda report: 0,
+    human: Callable[[dict[str, Any]], None] | None = None,
+    exit_code: Callable[[dict[str, Any]], int] = lambda report: 0,
     broken: tuple[type[Exception], ...] = (),
 ) -> int:
     """Parse the options `params` declares, validate, run, print; 0 ok, 1 a failed run (or

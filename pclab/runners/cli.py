@@ -9,18 +9,24 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, NoReturn, Protocol
 
 from pclab.core.validation import positive
-from pclab.runners.results import RunResult
+from pclab.runners.results import ProgressEvent, RunResult
 
 
 class Runnable(Protocol):
-    def run(self, params, *, timeout_s: float | None = None, progress=None) -> RunResult: ...
+    def run(
+        self,
+        params: Any,
+        *,
+        timeout_s: float | None = None,
+        progress: Callable[[ProgressEvent], None] | None = None,
+    ) -> RunResult: ...
 
 
 class OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse prints usage + message; one line is enough
+    def error(self, message: str) -> NoReturn:  # argparse prints usage + a line; one is enough
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
@@ -42,7 +48,7 @@ def checked_or_exit(
     check: Callable[[], object],
     timeout: float,
     passes: tuple[type[Exception], ...] = (),
-):
+) -> Any:
     """`check()` (an experiment's validation of the parsed arguments) and a positive timeout;
     a bad value exits 2 with one line naming it. Exceptions in `passes` go on to the caller
     (a damaged file of the lab's own is no bad argument)."""
@@ -68,5 +74,5 @@ def run_for_cli(
     return result
 
 
-def _to_stderr(line: str) -> None:
+def _to_stderr(line: ProgressEvent) -> None:
     print(line, file=sys.stderr)

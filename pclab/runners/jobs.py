@@ -58,7 +58,7 @@ MEMORY_MAX_AGE_S = 5.0
 CLEANUP_S = 30.0  # longest wait for a cancelled job's processes to be stopped and reaped
 # launched: torchrun jobs started; shared: requests served by another's run; busy: refused;
 # cancelled: jobs ended because nobody waited any more; max_running: peak concurrent jobs.
-STATS: Counter = Counter()
+STATS: Counter[str] = Counter()
 
 Cancel = threading.Event | Callable[[], object] | None
 _CANCEL: ContextVar[Cancel] = ContextVar("pcl_cancel", default=None)
@@ -109,7 +109,7 @@ class Job:
         self.cancel = threading.Event()
         self.done = threading.Event()
         self.result: RunResult | None = None
-        self.waiters: list[queue.SimpleQueue] = []
+        self.waiters: list[queue.SimpleQueue[ProgressEvent]] = []
         self.last_queued: ProgressEvent | None = None  # replayed to a late joiner
         self.thread = threading.Thread(target=self._main, name="pcl-job", daemon=True)
 
@@ -136,7 +136,10 @@ class Job:
             if self in _RUNNING:  # `submit` found a free slot and nobody in line
                 return None
             try:
-                shown, measured = None, (0.0, -1)  # when memory was last measured, and running
+                # what the requesters were last told (a place in line, or "memory"), and when
+                # memory was last measured with how many jobs running
+                shown: int | str | None = None
+                measured = (0.0, -1)
                 while True:
                     if self.cancel.is_set():
                         return self._end(Outcome.CANCELLED, "stopped on request before it started")
@@ -235,8 +238,14 @@ def submit(
 class _Request:
     """One caller of `submit`: its own event queue, clock, limit and ways to hear and stop."""
 
-    def __init__(self, timeout_s, worker_hash, progress, cancel) -> None:
-        self.events: queue.SimpleQueue = queue.SimpleQueue()
+    def __init__(
+        self,
+        timeout_s: float,
+        worker_hash: str,
+        progress: Callable[[ProgressEvent], None] | None,
+        cancel: Cancel,
+    ) -> None:
+        self.events: queue.SimpleQueue[ProgressEvent] = queue.SimpleQueue()
         self.timeout_s, self.worker_hash = timeout_s, worker_hash
         self.progress, self.cancel = progress, cancel
         self.start = 0.0  # set under the registry's lock, when the request is admitted
@@ -259,7 +268,9 @@ class _Refusal:
         self.waiting, self.running, self.used_mb = waiting, running, used_mb
 
 
-def _admit(key, work, request: _Request, memory_mb: float) -> Job | _Refusal:
+def _admit(
+    key: Hashable, work: Callable[[Job], RunResult], request: _Request, memory_mb: float
+) -> Job | _Refusal:
     """Join the identical job in flight, start a new one (a slot or a place in line), or
     refuse: all under the registry's lock, so the very next request already counts this one."""
     with _LOCK:
@@ -357,7 +368,7 @@ def _memory_short(memory_mb: float, collect: bool) -> float | None:
     return None if used + reserved + memory_mb <= budget else used
 
 
-def _memory_values(used: float) -> dict:
+def _memory_values(used: float) -> dict[str, object]:
     return {"reason": "memory", "used_mb": round(used), "budget_mb": current().memory_budget_mb}
 
 
@@ -374,7 +385,9 @@ def _take_slot(job: Job) -> None:
     STATS["max_running"] = max(STATS["max_running"], len(_RUNNING))
 
 
-def _forward(mine: queue.SimpleQueue, progress: Callable[[ProgressEvent], None] | None) -> None:
+def _forward(
+    mine: queue.SimpleQueue[ProgressEvent], progress: Callable[[ProgressEvent], None] | None
+) -> None:
     while True:
         try:
             line = mine.get_nowait()
@@ -384,7 +397,7 @@ def _forward(mine: queue.SimpleQueue, progress: Callable[[ProgressEvent], None] 
             progress(line)
 
 
-def _leave(job: Job, mine: queue.SimpleQueue) -> None:
+def _leave(job: Job, mine: queue.SimpleQueue[ProgressEvent]) -> None:
     """Stop waiting; the last requester to leave cancels the job and waits for its cleanup."""
     with _LOCK:
         if mine in job.waiters:

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from pclab.core.validation import InvalidInput, count, positive
 from pclab.runners import jobs, memory, warm_pool
@@ -34,6 +35,18 @@ from pclab.runners.protocol import LaunchRequest, RankOutput
 from pclab.runners.results import Outcome, ProgressEvent, RunResult
 from pclab.runners.settings import current
 from pclab.runners.worker import PG_TIMEOUT_ENV
+
+
+class Processes(Protocol):
+    """A launch's running ranks, from torchrun (processes.Torchrun) or the warm pool
+    (warm_pool.WarmRanks): polled, stopped, and asked why they failed."""
+
+    def poll(self) -> int | None: ...
+
+    def stop(self) -> None: ...
+
+    def root_cause(self, log_dir: Path, returncode: int) -> str: ...
+
 
 MAX_WORLD_SIZE = 64
 MAX_TIMEOUT_S = 3600.0  # no request may hold processes for more than an hour
@@ -114,7 +127,14 @@ def _seconds(value: object, field: str) -> float:
     return seconds
 
 
-def _launch(job: jobs.Job, worker, world_size, args, pg_timeout_s, worker_hash) -> RunResult:
+def _launch(
+    job: jobs.Job,
+    worker: str,
+    world_size: int,
+    args: tuple[str, ...],
+    pg_timeout_s: float,
+    worker_hash: str,
+) -> RunResult:
     """One job's processes, run in its `runners.jobs.Job` thread: start them (warm pool or
     torchrun), watch them, say how they ended, and always clean up. `job.say` reaches every
     requester."""
@@ -134,12 +154,12 @@ def _launch(job: jobs.Job, worker, world_size, args, pg_timeout_s, worker_hash) 
         if isinstance(started, RunResult):
             return started
         procs = started or Torchrun(worker, world_size, argv, tmp, env, token)
-        returncode, stopped_by, finished = _watch(procs, job, out_dir, world_size)
-        if stopped_by is not None:
+        ended, finished = _watch(procs, job, out_dir, world_size)
+        if isinstance(ended, Outcome):  # cancelled or timed out
             procs.stop()
-            return run.stopped(stopped_by, finished)
-        if returncode != 0:
-            return run.failed(procs.root_cause(log_dir, returncode))
+            return run.stopped(ended, finished)
+        if ended != 0:
+            return run.failed(procs.root_cause(log_dir, ended))
         ranks, message = _read_ranks(out_dir, world_size)
         return run.failed(message) if message else run.finished(ranks)
     finally:
@@ -168,7 +188,7 @@ class _Run:
         self.job.say("failed", message, message=message)
         return self.ended(Outcome.FAILED, message)
 
-    def finished(self, ranks: tuple[dict, ...]) -> RunResult:
+    def finished(self, ranks: tuple[dict[str, Any], ...]) -> RunResult:
         seconds, world_size = self.seconds(), self.world_size
         text = f"all {world_size} ranks finished in {seconds:.1f} s"
         self.job.say("finished", text, seconds=seconds)
@@ -188,7 +208,9 @@ class _Run:
         return self.ended(Outcome.TIMEOUT, message)
 
 
-def _start(run: _Run, argv: list[str], log_dir: Path, env: dict[str, str]):
+def _start(
+    run: _Run, argv: list[str], log_dir: Path, env: dict[str, str]
+) -> warm_pool.WarmRanks | RunResult | None:
     """The ranks from the warm pool when it is on; None to start torchrun instead (the pool
     is off, or unavailable: said as a "pool_fallback" event); a RunResult when no zygote
     came free before the deadline or every requester left."""
@@ -218,9 +240,12 @@ def _start(run: _Run, argv: list[str], log_dir: Path, env: dict[str, str]):
     return started
 
 
-def _watch(procs, job: jobs.Job, out_dir: Path, world_size: int):
-    """Poll until the processes exit, every requester left, or time ran out; report each rank
-    as its output appears. Returns (exit code or None, what stopped it or None, ranks done)."""
+def _watch(
+    procs: Processes, job: jobs.Job, out_dir: Path, world_size: int
+) -> tuple[int | Outcome, set[int]]:
+    """Poll until the processes exit (their exit code), every requester left
+    (Outcome.CANCELLED) or time ran out (Outcome.TIMEOUT); report each rank as its output
+    appears. Returns that and the ranks that reported."""
     finished: set[int] = set()
     while True:
         returncode = procs.poll()
@@ -231,14 +256,14 @@ def _watch(procs, job: jobs.Job, out_dir: Path, world_size: int):
                 text = f"rank {rank} reported ({done}/{world_size})"
                 job.say("rank_done", text, rank=rank, done=done, world_size=world_size)
         if returncode is not None:
-            return returncode, None, finished
+            return returncode, finished
         if job.cancelled():  # every requester left: Stop, rerun, closed tab
-            return None, Outcome.CANCELLED, finished
+            return Outcome.CANCELLED, finished
         if time.monotonic() - job.start >= job.timeout_s:
-            return None, Outcome.TIMEOUT, finished
+            return Outcome.TIMEOUT, finished
 
 
-def _read_ranks(out_dir: Path, world_size: int) -> tuple[tuple[dict, ...], str]:
+def _read_ranks(out_dir: Path, world_size: int) -> tuple[tuple[dict[str, Any], ...], str]:
     """Every rank's signed payload, by rank; or () and the first problem, in one line."""
     ranks = []
     for rank in range(world_size):

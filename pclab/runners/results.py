@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 
 class Outcome(enum.Enum):
@@ -34,11 +35,13 @@ class RunResult:
     seconds: float
     worker_hash: str
     message: str = ""
-    ranks: tuple[dict, ...] = ()
-    report: object = None
+    ranks: tuple[dict[str, Any], ...] = ()
+    report: Any = None  # the experiment's report (a TypedDict of its own), once built
 
     @classmethod
-    def finished(cls, ranks: tuple[dict, ...], seconds: float, worker_hash: str) -> RunResult:
+    def finished(
+        cls, ranks: tuple[dict[str, Any], ...], seconds: float, worker_hash: str
+    ) -> RunResult:
         return cls(
             outcome=Outcome.FINISHED, ranks=tuple(ranks), seconds=seconds, worker_hash=worker_hash
         )
@@ -63,7 +66,7 @@ class RunResult:
         """This run, turned into a failure (its ranks' outputs did not fit together)."""
         return replace(self, outcome=Outcome.FAILED, message=message, ranks=(), report=None)
 
-    def with_report(self, report: object) -> RunResult:
+    def with_report(self, report: Any) -> RunResult:
         return replace(self, report=report)
 
 

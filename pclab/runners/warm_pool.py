@@ -85,17 +85,20 @@ class Zygote:
         return self.proc.poll() is None
 
     def send(self, request: LaunchRequest) -> None:
+        assert self.proc.stdin is not None  # opened with PIPE
         self.proc.stdin.write(request.encode())
 
     def readline(self, deadline: float) -> str | None:
         """The zygote's next line, or None at the deadline or once it has gone."""
+        stdout = self.proc.stdout
+        assert stdout is not None  # opened with PIPE
         while b"\n" not in self._buffer:
             wait = deadline - time.monotonic()
-            if wait <= 0 or self.proc.stdout.closed:
+            if wait <= 0 or stdout.closed:
                 return None
-            ready, _, _ = select.select([self.proc.stdout], [], [], min(0.1, wait))
+            ready, _, _ = select.select([stdout], [], [], min(0.1, wait))
             if ready:
-                chunk = os.read(self.proc.stdout.fileno(), 65536)
+                chunk = os.read(stdout.fileno(), 65536)
                 if not chunk:
                     return None
                 self._buffer += chunk
@@ -113,7 +116,8 @@ class Zygote:
                 pass
         self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout):
-            stream.close()
+            if stream is not None:
+                stream.close()
 
 
 class ZygoteGone(Exception):

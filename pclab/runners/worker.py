@@ -16,6 +16,7 @@ import os
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from pclab.runners.protocol import RankOutput, payload_sha256  # noqa: F401 - re-exported
 
@@ -46,7 +47,7 @@ def init_worker(pg_timeout_s: float | None = None) -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
-def worker_device():
+def worker_device() -> Any:
     """The torch device this rank computes on: its local CUDA device, else the CPU."""
     import torch
 
@@ -55,7 +56,7 @@ def worker_device():
     return torch.device("cpu")
 
 
-def write_rank_output(out_dir: str | os.PathLike, rank: int, payload: dict) -> None:
+def write_rank_output(out_dir: str | os.PathLike[str], rank: int, payload: dict[str, Any]) -> None:
     """Write `<out_dir>/rank<rank>.json` atomically, with a "sha256" of the payload added."""
     path = Path(out_dir) / f"rank{rank}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,8 +27,9 @@ import signal
 import socket
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from pclab.paths import CHECKOUT, PACKAGE_DIR
 from pclab.runners.protocol import (
@@ -72,7 +73,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _fork(body, *args) -> int:
+def _fork(body: Callable[..., int], *args: Any) -> int:
     """Fork; the child runs `body(*args)` in its own session, dies with the zygote, and
     never returns."""
     sys.stdout.flush()
@@ -239,6 +240,7 @@ class _Spares:
     def take(self, world_size: int) -> tuple[tuple[int, int], list[tuple[int, int, int]]]:
         self.refill()
         store, self.store = self.store, None
+        assert store is not None  # refill() made one
         ranks = [self.ranks.pop(0) if self.ranks else _spare_rank() for _ in range(world_size)]
         return store, ranks
 
@@ -312,7 +314,8 @@ def serve(project_preload: tuple[str, ...] = ()) -> None:
             pass
     for name, module in list(sys.modules.items()):
         if name != "__main__" and _is_project_module(module):
-            _PRELOADED[name] = (module.__file__, os.stat(module.__file__).st_mtime_ns)
+            file = str(module.__file__)  # a project module has a file (_is_project_module)
+            _PRELOADED[name] = (file, os.stat(file).st_mtime_ns)
     import gc
 
     import torch
