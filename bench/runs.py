@@ -82,6 +82,7 @@ NOOP = Experiment(
     worker="bench.noop_worker",
     params=NoopParams.checked,
     build_report=lambda ranks: {"world_size": len(ranks)},
+    agrees=lambda report: report["world_size"] == 2,  # no reference: every rank reported
     timeout_s=240.0,
 )
 
@@ -318,6 +319,32 @@ def _extra_rank_kb(base: list[dict], other: list[dict]) -> int | None:
     return int(stats(peaks[1])["median"] - stats(peaks[0])["median"])
 
 
+def _pool_rows(section: Section, pool: dict, noop_all: list[float]) -> None:
+    """The warm pool's rows and goals, against the median cold no-op."""
+    noop_median = stats(noop_all)["median"] if noop_all else None
+    zygote = megabytes(pool["zygote_hwm_kb"]) if pool.get("zygote_hwm_kb") else "—"
+    for job, rows in pool.get("jobs", {}).items():
+        walls = [r["wall_s"] for r in rows if r["ok"]]
+        ratio = (
+            "—" if not walls or not noop_median else f"{stats(walls)['median'] / noop_median:.2f}×"
+        )
+        label = "no-op Gloo job" if job == "noop" else LABELS.get(job, f"`runners.{job}`")
+        section.rows.append(
+            [f"{label} via the warm pool", spread(stats(walls)), ratio, "—", f"zygote {zygote}"]
+        )
+        median = stats(walls)["median"] if walls else None
+        if job in NO_GOAL:
+            continue
+        section.goals.append(
+            Goal(
+                f"`{job}` uncached via the warm pool",
+                duration(median),
+                f"< {POOL_GOAL_S * 1000:.0f} ms",
+                None if median is None else median < POOL_GOAL_S,
+            )
+        )
+
+
 def run_section(quick: bool = False, repeats: int | None = None, experiments=None) -> Section:
     repeats = repeats or (1 if quick else 3)
     experiments = list(experiments or (("negatives",) if quick else EXPERIMENTS))
@@ -408,28 +435,7 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
                 None if hit_s is None else hit_s <= CACHED_GOAL_S,
             )
         )
-    noop_median = stats(noop_all)["median"] if noop_all else None
-    zygote = megabytes(pool["zygote_hwm_kb"]) if pool.get("zygote_hwm_kb") else "—"
-    for job, rows in pool.get("jobs", {}).items():
-        walls = [r["wall_s"] for r in rows if r["ok"]]
-        ratio = (
-            "—" if not walls or not noop_median else f"{stats(walls)['median'] / noop_median:.2f}×"
-        )
-        label = "no-op Gloo job" if job == "noop" else LABELS.get(job, f"`runners.{job}`")
-        section.rows.append(
-            [f"{label} via the warm pool", spread(stats(walls)), ratio, "—", f"zygote {zygote}"]
-        )
-        median = stats(walls)["median"] if walls else None
-        if job in NO_GOAL:
-            continue
-        section.goals.append(
-            Goal(
-                f"`{job}` uncached via the warm pool",
-                duration(median),
-                f"< {POOL_GOAL_S * 1000:.0f} ms",
-                None if median is None else median < POOL_GOAL_S,
-            )
-        )
+    _pool_rows(section, pool, noop_all)
     if pool.get("error"):
         section.notes.append(f"The warm pool was not measured: {pool['error']}")
     if pool.get("pool_start_s"):

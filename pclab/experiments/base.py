@@ -1,26 +1,26 @@
 """What every experiment is: validated parameters, a worker run on P ranks, a typed report.
 
-An experiment package (`experiments/<name>/`) defines
+An experiment package (`pclab/experiments/<name>/`, see README.md there) defines
 
-    params.py   Params: a frozen dataclass; `Params.checked(**raw)` validates raw input
-                (ValueError / TypeError naming the value) and knows its `world_size` and the
-                worker's command-line `worker_args()`
+    params.py   Params(Declared): each parameter declared once (experiments.declare); it
+                validates (`Params.checked(**raw)`), makes the CLI options and the worker's
+                arguments, and knows its `world_size`
     worker.py   the torch code one rank runs (`main()`), started by torchrun or the warm pool
-    report.py   `build_report(ranks)`: every rank's JSON into one report (a TypedDict: the
-                CLI's JSON), and the comparison of a run with core's prediction
-    cli.py      `main(argv)`: the command line (exit 0 ok, 1 failed run, 2 bad argument)
-    __main__.py a rank under torchrun runs the worker, anything else the CLI
+    report.py   `build_report(ranks)`: every rank's JSON into one report (the CLI's JSON), and
+                `agrees(report)`: does the run match its independent reference?
+    cli.py      `main(argv)`: experiments.command.run_command (exit 0 ok, 1 failed, 2 bad)
+    __main__.py experiments.command.entry: a rank runs the worker, anything else the CLI
     __init__.py EXPERIMENT = Experiment(...), and `run(**raw)` for notebooks and tests
 
 and one line in `experiments/registry.py`. Everything else (the launch, the job line, the
-warm pool, the run panel, the benchmark) finds it there.
+warm pool, the run panel, the benchmark, `pclab run`) finds it there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from pclab.runners.launcher import launch
 from pclab.runners.results import ProgressEvent, RunResult
@@ -46,7 +46,10 @@ class Experiment:
     name: str  # registry key and run-record name, e.g. "negatives"
     worker: str  # module every rank runs: the package itself (its __main__)
     params: Callable[..., Params]  # Params.checked: raw values in, validated Params out
-    build_report: Callable[[tuple[dict, ...]], dict]
+    build_report: Callable[[tuple[dict[str, Any], ...]], dict[str, Any]]
+    # Does a report agree with the experiment's independent reference (core, a single
+    # process)? The one question the registry's launch-and-compare test asks of every run.
+    agrees: Callable[[dict[str, Any]], bool]
     timeout_s: float  # the default wall-clock limit of one launch
 
     def run(
@@ -94,6 +97,7 @@ class Experiment:
         return self.run(checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress)
 
 
-def params_record(params: Params) -> dict:
+def params_record(params: Params) -> dict[str, Any]:
     """A parameter set as plain JSON-able values (cache keys, run records)."""
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(params).items()}
+    values = asdict(params)  # type: ignore[call-overload]  # Params are dataclasses
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}

@@ -31,13 +31,15 @@ def get(name: str) -> Experiment:
     """The experiment registered as `name` (ValueError naming it when there is none)."""
     if name not in EXPERIMENTS:
         raise ValueError(f"experiment={name!r} is not registered: one of {', '.join(EXPERIMENTS)}")
-    return importlib.import_module(EXPERIMENTS[name]).EXPERIMENT
+    experiment: Experiment = importlib.import_module(EXPERIMENTS[name]).EXPERIMENT
+    return experiment
 
 
 def cli(name: str) -> Callable[[list[str]], int]:
     """The `main(argv)` of the experiment's command line (`pclab run <name>`)."""
     get(name)  # the same ValueError for an unknown name
-    return importlib.import_module(f"{EXPERIMENTS[name]}.cli").main
+    main: Callable[[list[str]], int] = importlib.import_module(f"{EXPERIMENTS[name]}.cli").main
+    return main
 
 
 def worker_modules() -> tuple[str, ...]:

@@ -58,7 +58,7 @@ MEMORY_MAX_AGE_S = 5.0
 CLEANUP_S = 30.0  # longest wait for a cancelled job's processes to be stopped and reaped
 # launched: torchrun jobs started; shared: requests served by another's run; busy: refused;
 # cancelled: jobs ended because nobody waited any more; max_running: peak concurrent jobs.
-STATS: Counter = Counter()
+STATS: Counter[str] = Counter()
 
 Cancel = threading.Event | Callable[[], object] | None
 _CANCEL: ContextVar[Cancel] = ContextVar("pcl_cancel", default=None)
@@ -109,13 +109,13 @@ class Job:
         self.cancel = threading.Event()
         self.done = threading.Event()
         self.result: RunResult | None = None
-        self.waiters: list[queue.SimpleQueue] = []
+        self.waiters: list[queue.SimpleQueue[ProgressEvent]] = []
         self.last_queued: ProgressEvent | None = None  # replayed to a late joiner
         self.thread = threading.Thread(target=self._main, name="pcl-job", daemon=True)
 
     def say(self, event: str, text: str, **values: object) -> None:
         """Send a progress event to every requester (each forwards it in its own thread)."""
-        line = ProgressEvent(event, text, **values)
+        line = ProgressEvent.of(event, text, **values)
         with _LOCK:
             if event == "queued":
                 self.last_queued = line
@@ -136,7 +136,10 @@ class Job:
             if self in _RUNNING:  # `submit` found a free slot and nobody in line
                 return None
             try:
-                shown, measured = None, (0.0, -1)  # when memory was last measured, and running
+                # what the requesters were last told (a place in line, or "memory"), and when
+                # memory was last measured with how many jobs running
+                shown: int | str | None = None
+                measured = (0.0, -1)
                 while True:
                     if self.cancel.is_set():
                         return self._end(Outcome.CANCELLED, "stopped on request before it started")
@@ -206,7 +209,7 @@ def submit(
     *,
     timeout_s: float,
     worker_hash: str,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[ProgressEvent], None] | None = None,
     cancel: Cancel = None,
     memory_mb: float = 0.0,
 ) -> RunResult:
@@ -225,78 +228,128 @@ def submit(
         or TIMEOUT for this request alone.
     """
     cancel = _CANCEL.get() if cancel is None else cancel
-    mine: queue.SimpleQueue = queue.SimpleQueue()
+    request = _Request(timeout_s, worker_hash, progress, cancel)
+    admitted = _admit(key, work, request, memory_mb)
+    if isinstance(admitted, _Refusal):
+        return _refuse(admitted, request)
+    return _await(admitted, request)
+
+
+class _Request:
+    """One caller of `submit`: its own event queue, clock, limit and ways to hear and stop."""
+
+    def __init__(
+        self,
+        timeout_s: float,
+        worker_hash: str,
+        progress: Callable[[ProgressEvent], None] | None,
+        cancel: Cancel,
+    ) -> None:
+        self.events: queue.SimpleQueue[ProgressEvent] = queue.SimpleQueue()
+        self.timeout_s, self.worker_hash = timeout_s, worker_hash
+        self.progress, self.cancel = progress, cancel
+        self.start = 0.0  # set under the registry's lock, when the request is admitted
+        self.joined = False
+
+    def tell(self, event: ProgressEvent) -> None:
+        if self.progress is not None:
+            self.progress(event)
+
+    def ended(self, outcome: Outcome, message: str) -> RunResult:
+        seconds = time.monotonic() - self.start
+        return RunResult.ended(outcome, message, seconds, self.worker_hash)
+
+
+class _Refusal:
+    """Why a request was turned away at once: the line was full, or memory was and nothing
+    running could free it (`used_mb` then holds what the tree used)."""
+
+    def __init__(self, waiting: int, running: int, used_mb: float | None) -> None:
+        self.waiting, self.running, self.used_mb = waiting, running, used_mb
+
+
+def _admit(
+    key: Hashable, work: Callable[[Job], RunResult], request: _Request, memory_mb: float
+) -> Job | _Refusal:
+    """Join the identical job in flight, start a new one (a slot or a place in line), or
+    refuse: all under the registry's lock, so the very next request already counts this one."""
     with _LOCK:
         # The request's clock starts under the lock: a joiner then never starts before the
         # job it joins, so an equal limit always defers to the job's own (plus its cleanup)
         # and identical requests share one result.
-        start = time.monotonic()
+        request.start = time.monotonic()
         job = _JOBS.get(key)
-        joined = job is not None
-        if joined:
+        if job is not None:
             STATS["shared"] += 1
-            mine.put(ProgressEvent("shared", "an identical run is in progress; sharing its result"))
+            request.joined = True
+            request.events.put(
+                ProgressEvent.of("shared", "an identical run is in progress; sharing its result")
+            )
             if job.last_queued is not None and job not in _RUNNING:
-                mine.put(job.last_queued)
+                request.events.put(job.last_queued)
         else:
-            # Slots and places in line are taken here, under the lock, so the very next
-            # request already counts this one.
             waiting, running, used = len(_WAITING), len(_RUNNING), None
             must_wait = waiting > 0 or running >= current().max_concurrent_runs
             if not must_wait:  # a free slot: does the job fit the memory budget too?
                 used = _memory_short(memory_mb, collect=not _RUNNING)
                 must_wait = used is not None
-            if (must_wait and waiting >= current().max_waiting_runs) or (
-                used is not None and not _RUNNING
-            ):
+            line_full = must_wait and waiting >= current().max_waiting_runs
+            if line_full or (used is not None and not _RUNNING):
                 STATS["busy"] += 1
-                job = None
+                return _Refusal(waiting, running, used)
+            job = Job(key, work, request.timeout_s, request.worker_hash, memory_mb)
+            _JOBS[key] = job
+            if must_wait:
+                _WAITING.append(job)
             else:
-                job = Job(key, work, timeout_s, worker_hash, memory_mb)
-                _JOBS[key] = job
-                if must_wait:
-                    _WAITING.append(job)
-                else:
-                    _take_slot(job)
-        if job is not None:
-            job.waiters.append(mine)
-            if not joined:
-                job.thread.start()
-    if job is None:  # refused at once: the line is full, or memory is and nothing runs
-        if used is not None and not running:
-            message, values = _memory_message(used), _memory_values(used)
-        else:
-            message = f"busy: {running} running and {waiting} waiting; try again shortly"
-            values = {"reason": "line"}
-        if progress is not None:
-            progress(ProgressEvent("busy", message, waiting=waiting, **values))
-        return RunResult.ended(Outcome.BUSY, message, 0.0, worker_hash)
+                _take_slot(job)
+        job.waiters.append(request.events)
+        if not request.joined:
+            job.thread.start()
+        return job
+
+
+def _refuse(refusal: _Refusal, request: _Request) -> RunResult:
+    """Turned away at once: the line is full, or memory is and nothing runs."""
+    values: dict[str, object]
+    if refusal.used_mb is not None and not refusal.running:
+        message, values = _memory_message(refusal.used_mb), _memory_values(refusal.used_mb)
+    else:
+        waiting, running = refusal.waiting, refusal.running
+        message = f"busy: {running} running and {waiting} waiting; try again shortly"
+        values = {"reason": "line"}
+    request.tell(ProgressEvent.of("busy", message, waiting=refusal.waiting, **values))
+    return RunResult.ended(Outcome.BUSY, message, 0.0, request.worker_hash)
+
+
+def _await(job: Job, request: _Request) -> RunResult:
+    """Forward the job's events until its result, this request's stop or its own limit."""
     # A request relies on the job's own limit (plus its cleanup) when that ends first; a
     # joiner with a shorter limit of its own leaves at that limit instead.
-    deadline = start + timeout_s
-    if not joined or job.start + job.timeout_s <= deadline:
+    deadline = request.start + request.timeout_s
+    if not request.joined or job.start + job.timeout_s <= deadline:
         deadline = job.start + job.timeout_s + CLEANUP_S
     try:
         while True:
             finished = job.done.is_set()
-            _forward(mine, progress)
+            _forward(request.events, request.progress)
             if finished:
+                assert job.result is not None  # set before `done`
                 return job.result
-            if _is_set(cancel):
-                _leave(job, mine)
-                seconds = time.monotonic() - start
+            if _is_set(request.cancel):
+                _leave(job, request.events)
                 message = "stopped on request; every process of the run was ended"
-                if progress is not None:
-                    progress(ProgressEvent("cancelled", message, seconds=seconds))
-                return RunResult.ended(Outcome.CANCELLED, message, seconds, worker_hash)
+                seconds = time.monotonic() - request.start
+                request.tell(ProgressEvent.of("cancelled", message, seconds=seconds))
+                return request.ended(Outcome.CANCELLED, message)
             if time.monotonic() >= deadline:
-                _leave(job, mine)
-                message = f"timed out after {timeout_s:g} s waiting for an identical run to finish"
-                seconds = time.monotonic() - start
-                return RunResult.ended(Outcome.TIMEOUT, message, seconds, worker_hash)
+                _leave(job, request.events)
+                limit = request.timeout_s
+                message = f"timed out after {limit:g} s waiting for an identical run to finish"
+                return request.ended(Outcome.TIMEOUT, message)
             job.done.wait(POLL_S)
     except BaseException:
-        _leave(job, mine)  # Stop, rerun, closed tab, Ctrl-C: nothing may outlive the request
+        _leave(job, request.events)  # Stop, rerun, closed tab, Ctrl-C: nothing may outlive it
         raise
 
 
@@ -315,7 +368,7 @@ def _memory_short(memory_mb: float, collect: bool) -> float | None:
     return None if used + reserved + memory_mb <= budget else used
 
 
-def _memory_values(used: float) -> dict:
+def _memory_values(used: float) -> dict[str, object]:
     return {"reason": "memory", "used_mb": round(used), "budget_mb": current().memory_budget_mb}
 
 
@@ -332,7 +385,9 @@ def _take_slot(job: Job) -> None:
     STATS["max_running"] = max(STATS["max_running"], len(_RUNNING))
 
 
-def _forward(mine: queue.SimpleQueue, progress: Callable[[str], None] | None) -> None:
+def _forward(
+    mine: queue.SimpleQueue[ProgressEvent], progress: Callable[[ProgressEvent], None] | None
+) -> None:
     while True:
         try:
             line = mine.get_nowait()
@@ -342,7 +397,7 @@ def _forward(mine: queue.SimpleQueue, progress: Callable[[str], None] | None) ->
             progress(line)
 
 
-def _leave(job: Job, mine: queue.SimpleQueue) -> None:
+def _leave(job: Job, mine: queue.SimpleQueue[ProgressEvent]) -> None:
     """Stop waiting; the last requester to leave cancels the job and waits for its cleanup."""
     with _LOCK:
         if mine in job.waiters:

@@ -14,10 +14,6 @@ never an exception.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import json
-import os
 import re
 import shutil
 import tempfile
@@ -25,32 +21,37 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from pclab.core.validation import InvalidInput, count, positive
-from pclab.paths import IMPORT_ROOT
 from pclab.runners import jobs, memory, warm_pool
+from pclab.runners.code_hash import worker_code_hash
 from pclab.runners.diagnosis import one_line
+from pclab.runners.environment import child_environment
 from pclab.runners.processes import TOKEN_ENV, Torchrun
+from pclab.runners.protocol import LaunchRequest, RankOutput
 from pclab.runners.results import Outcome, ProgressEvent, RunResult
 from pclab.runners.settings import current
-from pclab.runners.worker import PG_TIMEOUT_ENV, payload_sha256
+from pclab.runners.worker import PG_TIMEOUT_ENV
+
+
+class Processes(Protocol):
+    """A launch's running ranks, from torchrun (processes.Torchrun) or the warm pool
+    (warm_pool.WarmRanks): polled, stopped, and asked why they failed."""
+
+    def poll(self) -> int | None: ...
+
+    def stop(self) -> None: ...
+
+    def root_cause(self, log_dir: Path, returncode: int) -> str: ...
+
 
 MAX_WORLD_SIZE = 64
 MAX_TIMEOUT_S = 3600.0  # no request may hold processes for more than an hour
 MAX_ARGS, MAX_ARG_CHARS = 256, 4096  # far beyond any worker's needs; keeps argv sane
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
-
-
-def worker_code_hash(worker: str) -> str:
-    """sha256 (hex) over the source of the worker's package (every .py file below the folder
-    that holds the worker module, in path order): the cache key for its results, so an edit
-    to any module the worker imports from its own package re-runs it."""
-    folder = _worker_file(worker).parent
-    digest = hashlib.sha256()
-    for path in sorted(folder.rglob("*.py")):
-        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
 
 
 def launch(
@@ -126,96 +127,41 @@ def _seconds(value: object, field: str) -> float:
     return seconds
 
 
-def _launch(job: jobs.Job, worker, world_size, args, pg_timeout_s, worker_hash) -> RunResult:
-    """One job's processes, run in its `runners.jobs.Job` thread; `job.say` reaches every
-    requester. The ranks come from torchrun, or from the warm pool when it is on."""
-    start, timeout_s, say = job.start, job.timeout_s, job.say
-
-    def ended(outcome: Outcome, message: str) -> RunResult:
-        return RunResult.ended(outcome, message, time.monotonic() - start, worker_hash)
-
+def _launch(
+    job: jobs.Job,
+    worker: str,
+    world_size: int,
+    args: tuple[str, ...],
+    pg_timeout_s: float,
+    worker_hash: str,
+) -> RunResult:
+    """One job's processes, run in its `runners.jobs.Job` thread: start them (warm pool or
+    torchrun), watch them, say how they ended, and always clean up. `job.say` reaches every
+    requester."""
+    run = _Run(job, worker, world_size, worker_hash)
     if job.cancelled():  # everyone left before it began
-        return ended(Outcome.CANCELLED, "stopped on request before it started")
+        return run.ended(Outcome.CANCELLED, "stopped on request before it started")
     tmp = Path(tempfile.mkdtemp(prefix="pcl-run-"))
     out_dir, log_dir = tmp / "out", tmp / "logs"
     out_dir.mkdir()
     log_dir.mkdir()
     token = uuid.uuid4().hex
-    env = dict(os.environ)
-    env.update(
-        {
-            "OMP_NUM_THREADS": "1",  # P processes share a small CPU; threads would fight
-            "PYTHONPATH": os.pathsep.join(
-                p for p in (str(IMPORT_ROOT), env.get("PYTHONPATH", "")) if p
-            ),
-            "PYTHONUNBUFFERED": "1",
-            PG_TIMEOUT_ENV: repr(pg_timeout_s),
-            TOKEN_ENV: token,
-        }
-    )
+    env = child_environment({PG_TIMEOUT_ENV: repr(pg_timeout_s), TOKEN_ENV: token})
     argv = [*args, "--out-dir", str(out_dir)]
     procs = None
     try:
-        warm = warm_pool.enabled()
-        say(
-            "start",
-            f"starting {world_size} processes of {worker}"
-            + (" from the warm pool" if warm else " under torchrun"),
-            world_size=world_size,
-            worker=worker,
-            path="pool" if warm else "torchrun",
-        )
-        if warm:
-            request = {
-                "worker": worker,
-                "world_size": world_size,
-                "args": argv,
-                "log_dir": str(log_dir),
-                "env": env,
-            }
-            try:
-                started = warm_pool.start_ranks(request, start + timeout_s, job.cancelled)
-            except warm_pool.PoolUnavailable as exc:  # the cold path still works: use it
-                text = f"the warm pool is unavailable ({exc}); starting torchrun instead"
-                say("pool_fallback", text, reason=str(exc))
-            else:
-                if isinstance(started, str):  # no free zygote before the deadline, or cancelled
-                    if job.cancelled():
-                        return ended(Outcome.CANCELLED, "stopped on request before it started")
-                    say("failed", started, message=started)
-                    return ended(Outcome.FAILED, started)
-                procs = started
-        if procs is None:
-            procs = Torchrun(worker, world_size, argv, tmp, env, token)
-        returncode, stopped_by, finished = _watch(procs, job, out_dir, world_size)
-        if stopped_by is Outcome.CANCELLED:
+        started = _start(run, argv, log_dir, env)
+        if isinstance(started, RunResult):
+            return started
+        procs = started or Torchrun(worker, world_size, argv, tmp, env, token)
+        ended, finished = _watch(procs, job, out_dir, world_size)
+        if isinstance(ended, Outcome):  # cancelled or timed out
             procs.stop()
-            message = f"stopped on request; all {world_size} processes were ended"
-            say("cancelled", message, seconds=time.monotonic() - start)
-            return ended(Outcome.CANCELLED, message)
-        if stopped_by is Outcome.TIMEOUT:
-            procs.stop()
-            missing = [str(r) for r in range(world_size) if r not in finished]
-            which = f"rank{'s' if len(missing) > 1 else ''} {', '.join(missing)} unfinished"
-            message = (
-                f"timed out after {timeout_s:g} s ({which}); stopped all {world_size} processes"
-            )
-            say("timeout", message, seconds=time.monotonic() - start, timeout_s=timeout_s)
-            return ended(Outcome.TIMEOUT, message)
-        if returncode != 0:
-            message = procs.root_cause(log_dir, returncode)
-        else:
-            ranks, message = _read_ranks(out_dir, world_size)
-            if not message:
-                seconds = time.monotonic() - start
-                say(
-                    "finished",
-                    f"all {world_size} ranks finished in {seconds:.1f} s",
-                    seconds=seconds,
-                )
-                return RunResult.finished(ranks, seconds, worker_hash)
-        say("failed", message, message=message)
-        return ended(Outcome.FAILED, message)
+            return run.stopped(ended, finished)
+        if ended != 0:
+            return run.failed(procs.root_cause(log_dir, ended))
+        ranks, message = _read_ranks(out_dir, world_size)
+        return run.failed(message) if message else run.finished(ranks)
     finally:
         # Also runs on any error in this thread; a requester that leaves cancels the job above.
         if procs is not None:
@@ -223,9 +169,83 @@ def _launch(job: jobs.Job, worker, world_size, args, pg_timeout_s, worker_hash) 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _watch(procs, job: jobs.Job, out_dir: Path, world_size: int):
-    """Poll until the processes exit, every requester left, or time ran out; report each rank
-    as its output appears. Returns (exit code or None, what stopped it or None, ranks done)."""
+@dataclass(frozen=True)
+class _Run:
+    """How one job's launch ends, said to every requester and returned as a RunResult."""
+
+    job: jobs.Job
+    worker: str
+    world_size: int
+    worker_hash: str
+
+    def seconds(self) -> float:
+        return time.monotonic() - self.job.start
+
+    def ended(self, outcome: Outcome, message: str) -> RunResult:
+        return RunResult.ended(outcome, message, self.seconds(), self.worker_hash)
+
+    def failed(self, message: str) -> RunResult:
+        self.job.say("failed", message, message=message)
+        return self.ended(Outcome.FAILED, message)
+
+    def finished(self, ranks: tuple[dict[str, Any], ...]) -> RunResult:
+        seconds, world_size = self.seconds(), self.world_size
+        text = f"all {world_size} ranks finished in {seconds:.1f} s"
+        self.job.say("finished", text, seconds=seconds)
+        return RunResult.finished(ranks, seconds, self.worker_hash)
+
+    def stopped(self, outcome: Outcome, finished: set[int]) -> RunResult:
+        """Cancelled (every requester left) or timed out; the processes are already stopped."""
+        world_size, timeout_s = self.world_size, self.job.timeout_s
+        if outcome is Outcome.CANCELLED:
+            message = f"stopped on request; all {world_size} processes were ended"
+            self.job.say("cancelled", message, seconds=self.seconds())
+            return self.ended(Outcome.CANCELLED, message)
+        missing = [str(r) for r in range(world_size) if r not in finished]
+        which = f"rank{'s' if len(missing) > 1 else ''} {', '.join(missing)} unfinished"
+        message = f"timed out after {timeout_s:g} s ({which}); stopped all {world_size} processes"
+        self.job.say("timeout", message, seconds=self.seconds(), timeout_s=timeout_s)
+        return self.ended(Outcome.TIMEOUT, message)
+
+
+def _start(
+    run: _Run, argv: list[str], log_dir: Path, env: dict[str, str]
+) -> warm_pool.WarmRanks | RunResult | None:
+    """The ranks from the warm pool when it is on; None to start torchrun instead (the pool
+    is off, or unavailable: said as a "pool_fallback" event); a RunResult when no zygote
+    came free before the deadline or every requester left."""
+    job, worker, world_size = run.job, run.worker, run.world_size
+    warm = warm_pool.enabled()
+    how = " from the warm pool" if warm else " under torchrun"
+    job.say(
+        "start",
+        f"starting {world_size} processes of {worker}{how}",
+        world_size=world_size,
+        worker=worker,
+        path="pool" if warm else "torchrun",
+    )
+    if not warm:
+        return None
+    request = LaunchRequest(worker, world_size, tuple(argv), str(log_dir), env)
+    try:
+        started = warm_pool.start_ranks(request, job.start + job.timeout_s, job.cancelled)
+    except warm_pool.PoolUnavailable as exc:  # the cold path still works: use it
+        text = f"the warm pool is unavailable ({exc}); starting torchrun instead"
+        job.say("pool_fallback", text, reason=str(exc))
+        return None
+    if isinstance(started, str):  # no free zygote before the deadline, or cancelled
+        if job.cancelled():
+            return run.ended(Outcome.CANCELLED, "stopped on request before it started")
+        return run.failed(started)
+    return started
+
+
+def _watch(
+    procs: Processes, job: jobs.Job, out_dir: Path, world_size: int
+) -> tuple[int | Outcome, set[int]]:
+    """Poll until the processes exit (their exit code), every requester left
+    (Outcome.CANCELLED) or time ran out (Outcome.TIMEOUT); report each rank as its output
+    appears. Returns that and the ranks that reported."""
     finished: set[int] = set()
     while True:
         returncode = procs.poll()
@@ -236,43 +256,25 @@ def _watch(procs, job: jobs.Job, out_dir: Path, world_size: int):
                 text = f"rank {rank} reported ({done}/{world_size})"
                 job.say("rank_done", text, rank=rank, done=done, world_size=world_size)
         if returncode is not None:
-            return returncode, None, finished
+            return returncode, finished
         if job.cancelled():  # every requester left: Stop, rerun, closed tab
-            return None, Outcome.CANCELLED, finished
+            return Outcome.CANCELLED, finished
         if time.monotonic() - job.start >= job.timeout_s:
-            return None, Outcome.TIMEOUT, finished
+            return Outcome.TIMEOUT, finished
 
 
-def _worker_file(worker: str) -> Path:
-    if not isinstance(worker, str) or not _MODULE.match(worker):
-        raise InvalidInput("worker", worker, "one_of", "a dotted module name")
-    base = IMPORT_ROOT.joinpath(*worker.split("."))
-    for path in (base.with_suffix(".py"), base / "__main__.py", base / "__init__.py"):
-        if path.is_file():
-            return path
-    try:
-        spec = importlib.util.find_spec(worker)
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None or not spec.origin or not Path(spec.origin).is_file():
-        raise InvalidInput("worker", worker, "one_of", "an importable module with a source file")
-    return Path(spec.origin)
-
-
-def _read_ranks(out_dir: Path, world_size: int) -> tuple[tuple[dict, ...], str]:
+def _read_ranks(out_dir: Path, world_size: int) -> tuple[tuple[dict[str, Any], ...], str]:
+    """Every rank's signed payload, by rank; or () and the first problem, in one line."""
     ranks = []
     for rank in range(world_size):
-        path = out_dir / f"rank{rank}.json"
         try:
-            payload = json.loads(path.read_text())
+            text = (out_dir / f"rank{rank}.json").read_text()
         except FileNotFoundError:
             return (), f"rank {rank}: wrote no output"
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             return (), one_line(f"rank {rank}: unreadable output ({exc})")
-        if not isinstance(payload, dict):
-            return (), f"rank {rank}: output is not a JSON object"
-        body = {k: v for k, v in payload.items() if k != "sha256"}
-        if payload.get("sha256") != payload_sha256(body):
-            return (), f"rank {rank}: output checksum mismatch"
-        ranks.append(payload)
+        try:
+            ranks.append(RankOutput.decode(text, rank).payload)
+        except ValueError as exc:
+            return (), one_line(str(exc))
     return tuple(ranks), ""

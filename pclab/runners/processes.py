@@ -35,8 +35,14 @@ class Torchrun:
     """`python -m torch.distributed.run --standalone ... -m <worker> *argv`, never via a shell."""
 
     def __init__(
-        self, worker: str, world_size: int, argv: list[str], tmp: Path, env: dict, token: str
-    ):
+        self,
+        worker: str,
+        world_size: int,
+        argv: list[str],
+        tmp: Path,
+        env: dict[str, str],
+        token: str,
+    ) -> None:
         options = {
             "--standalone": None,
             "--nproc-per-node": str(world_size),
@@ -109,7 +115,7 @@ def tagged_pids(token: str) -> list[int]:
     return found
 
 
-def _signal_all(proc: subprocess.Popen, token: str, sig: int) -> None:
+def _signal_all(proc: subprocess.Popen[bytes], token: str, sig: int) -> None:
     for pid in tagged_pids(token):
         for kill in (os.killpg, os.kill):  # workers lead their own groups (torchrun's choice)
             try:

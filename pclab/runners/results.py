@@ -8,7 +8,9 @@ else:         ... result.outcome, result.message   # one line saying why
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 
 class Outcome(enum.Enum):
@@ -33,11 +35,13 @@ class RunResult:
     seconds: float
     worker_hash: str
     message: str = ""
-    ranks: tuple[dict, ...] = ()
-    report: object = None
+    ranks: tuple[dict[str, Any], ...] = ()
+    report: Any = None  # the experiment's report (a TypedDict of its own), once built
 
     @classmethod
-    def finished(cls, ranks: tuple[dict, ...], seconds: float, worker_hash: str) -> RunResult:
+    def finished(
+        cls, ranks: tuple[dict[str, Any], ...], seconds: float, worker_hash: str
+    ) -> RunResult:
         return cls(
             outcome=Outcome.FINISHED, ranks=tuple(ranks), seconds=seconds, worker_hash=worker_hash
         )
@@ -62,28 +66,40 @@ class RunResult:
         """This run, turned into a failure (its ranks' outputs did not fit together)."""
         return replace(self, outcome=Outcome.FAILED, message=message, ranks=(), report=None)
 
-    def with_report(self, report: object) -> RunResult:
+    def with_report(self, report: Any) -> RunResult:
         return replace(self, report=report)
 
 
-class ProgressEvent(str):
-    """A progress line (plain English text) that also carries a stable `event` code and its
-    `values`, so a page can show it in the reader's language from its catalogue.
+class Event(enum.StrEnum):
+    """What a progress event says happened (stable codes: the catalogue's runs.progress.*)."""
 
-    Events: start (world_size, worker, path "pool" or "torchrun"), queued (position,
-    running), shared,
-    busy (waiting, reason "line" or "memory"; with memory also used_mb, budget_mb),
-    memory (reason, used_mb, budget_mb: waiting in line for memory to free),
-    pool_fallback (reason: the warm pool cannot start, so torchrun starts the ranks),
-    rank_done (rank, done, world_size), finished (seconds), failed (message),
-    timeout (seconds, timeout_s), cancelled (seconds).
-    """
+    START = "start"  # world_size, worker, path "pool" or "torchrun"
+    QUEUED = "queued"  # position, running
+    SHARED = "shared"  # an identical run is in progress
+    BUSY = "busy"  # waiting, reason "line" or "memory" (with used_mb, budget_mb)
+    MEMORY = "memory"  # reason, used_mb, budget_mb: waiting in line for memory to free
+    POOL_FALLBACK = "pool_fallback"  # reason: the warm pool cannot start; torchrun does
+    RANK_DONE = "rank_done"  # rank, done, world_size
+    FINISHED = "finished"  # seconds
+    FAILED = "failed"  # message
+    TIMEOUT = "timeout"  # seconds, timeout_s
+    CANCELLED = "cancelled"  # seconds
 
-    event: str
-    values: dict
 
-    def __new__(cls, event: str, text: str, **values: object) -> ProgressEvent:
-        self = super().__new__(cls, text)
-        self.event = event
-        self.values = values
-        return self
+@dataclass(frozen=True)
+class ProgressEvent:
+    """A progress line: a stable `event` code with its `values`, so a page can say it in the
+    reader's language from its catalogue, and plain English `text` (what `str()` gives) for a
+    terminal or a log."""
+
+    event: Event
+    text: str
+    values: Mapping[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, event: str, text: str, **values: object) -> ProgressEvent:
+        """ValueError for an event code that is not an `Event`."""
+        return cls(Event(event), text, values)
+
+    def __str__(self) -> str:
+        return self.text

@@ -23,6 +23,7 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
@@ -78,7 +79,7 @@ def _parse(name: str, text: str, kind: type) -> object:
 def from_env(environ: Mapping[str, str]) -> Settings:
     """The settings `environ` asks for; unset variables keep their defaults (ValueError on
     a malformed or out-of-range value, naming the variable)."""
-    changes = {}
+    changes: dict[str, Any] = {}
     for field in fields(Settings):
         name = ENV_NAMES[field.name]
         if environ.get(name, "").strip():
@@ -86,8 +87,8 @@ def from_env(environ: Mapping[str, str]) -> Settings:
     try:
         return Settings(**changes)
     except ValueError as exc:
-        field = str(exc).split("=", 1)[0]
-        raise ValueError(f"{ENV_NAMES.get(field, field)}: {exc}") from None
+        named = str(exc).split("=", 1)[0]
+        raise ValueError(f"{ENV_NAMES.get(named, named)}: {exc}") from None
 
 
 _CURRENT = [from_env(os.environ)]
@@ -98,7 +99,7 @@ def current() -> Settings:
     return _CURRENT[0]
 
 
-def configure(**changes: object) -> Settings:
+def configure(**changes: Any) -> Settings:
     """Replace some settings for the rest of this process (the benchmark's pool rows);
     returns the previous settings."""
     previous = _CURRENT[0]

@@ -26,7 +26,6 @@ The pool knows no experiment: the server names the modules a zygote should impor
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import select
 import signal
@@ -34,13 +33,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pclab.paths import IMPORT_ROOT
 from pclab.runners import memory
 from pclab.runners.diagnosis import rank_root_cause
+from pclab.runners.environment import child_environment
+from pclab.runners.protocol import READY, LaunchRequest, RanksExited, RanksStarted, decode_reply
 from pclab.runners.settings import current
-from pclab.runners.zygote import READY
 
 START_TIMEOUT_S = 180.0  # a zygote's imports take ~4 s on a quiet 2-core box
 STOP_WAIT_S = 5.0  # after killing a launch's ranks, how long to wait for the zygote's reply
@@ -63,15 +64,7 @@ class Zygote:
     """One zygote process and the reading end of its replies."""
 
     def __init__(self) -> None:
-        env = dict(os.environ)
-        path = os.pathsep.join(p for p in (str(IMPORT_ROOT), env.get("PYTHONPATH", "")) if p)
-        env.update(
-            {
-                "OMP_NUM_THREADS": "1",  # before the zygote imports torch: every rank inherits it
-                "PYTHONPATH": path,
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
+        env = child_environment()  # set before the zygote imports torch: every rank inherits it
         preload = [part for name in _PRELOAD[0] for part in ("--preload", name)]
         self._buffer = b""
         self.proc = subprocess.Popen(
@@ -91,18 +84,21 @@ class Zygote:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def send(self, request: dict) -> None:
-        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+    def send(self, request: LaunchRequest) -> None:
+        assert self.proc.stdin is not None  # opened with PIPE
+        self.proc.stdin.write(request.encode())
 
     def readline(self, deadline: float) -> str | None:
         """The zygote's next line, or None at the deadline or once it has gone."""
+        stdout = self.proc.stdout
+        assert stdout is not None  # opened with PIPE
         while b"\n" not in self._buffer:
             wait = deadline - time.monotonic()
-            if wait <= 0 or self.proc.stdout.closed:
+            if wait <= 0 or stdout.closed:
                 return None
-            ready, _, _ = select.select([self.proc.stdout], [], [], min(0.1, wait))
+            ready, _, _ = select.select([stdout], [], [], min(0.1, wait))
             if ready:
-                chunk = os.read(self.proc.stdout.fileno(), 65536)
+                chunk = os.read(stdout.fileno(), 65536)
                 if not chunk:
                     return None
                 self._buffer += chunk
@@ -120,7 +116,8 @@ class Zygote:
                 pass
         self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout):
-            stream.close()
+            if stream is not None:
+                stream.close()
 
 
 class ZygoteGone(Exception):
@@ -130,25 +127,29 @@ class ZygoteGone(Exception):
 class WarmRanks:
     """One launch's ranks in a zygote: what `runners.launcher` polls, stops and asks why."""
 
-    def __init__(self, zygote: Zygote, request: dict, deadline: float) -> None:
-        self.zygote, self.world_size = zygote, request["world_size"]
+    def __init__(self, zygote: Zygote, request: LaunchRequest, deadline: float) -> None:
+        self.zygote, self.world_size = zygote, request.world_size
         self.codes: list[int] | None = None
         self.gone = self.released = False
         try:
             zygote.send(request)
         except OSError as exc:
             raise ZygoteGone from exc
-        reply = json.loads(zygote.readline(deadline) or "{}")
-        if "pids" not in reply:
+        try:
+            reply = decode_reply(zygote.readline(deadline) or "{}")
+        except ValueError:
+            raise ZygoteGone from None  # it said something else, or nothing before the deadline
+        if not isinstance(reply, RanksStarted):
             raise ZygoteGone
-        self.pids: list[int] = [*reply["pids"], reply["store"]]
+        self.pids: list[int] = [*reply.pids, reply.store]
 
     def poll(self) -> int | None:
         """None while ranks run; 0 once all exited 0; else the first failing rank's code."""
         if self.codes is None:
             line = self.zygote.readline(time.monotonic() + 0.1)
-            if line:
-                self.codes = json.loads(line)["exit"]
+            reply = decode_reply(line) if line else None
+            if isinstance(reply, RanksExited):
+                self.codes = list(reply.codes)
             elif not self.zygote.alive():
                 self.gone = True  # and its ranks with it
                 self.codes = [-signal.SIGKILL] * self.world_size
@@ -210,7 +211,9 @@ def broken_locked() -> str | None:
     return None
 
 
-def start_ranks(request: dict, deadline: float, cancelled) -> WarmRanks | str:
+def start_ranks(
+    request: LaunchRequest, deadline: float, cancelled: Callable[[], object]
+) -> WarmRanks | str:
     """Send one launch to an idle zygote (starting one if fewer than the limit exist).
 
     Returns its WarmRanks, or a one-line reason when no zygote could be had before the

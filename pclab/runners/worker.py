@@ -12,23 +12,18 @@ hand-typed `torchrun` with more ranks or more nodes:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
+
+from pclab.runners.protocol import RankOutput, payload_sha256  # noqa: F401 - re-exported
 
 PG_TIMEOUT_ENV = "PCL_PG_TIMEOUT_S"  # the process-group timeout a launch hands its ranks
 # A warm-pool rank's pipe to its zygote (set by runners.zygote): `finish_worker` says "0"
 # there before exiting, so the zygote's reply does not wait for the address space to go.
 EXIT_CODE_FD: list[int] = []
-
-
-def payload_sha256(payload: dict) -> str:
-    """sha256 of a payload's canonical JSON (sorted keys, no spaces): what a rank signs."""
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def init_worker(pg_timeout_s: float | None = None, backend: str | None = None) -> tuple[int, int]:
@@ -54,7 +49,7 @@ def init_worker(pg_timeout_s: float | None = None, backend: str | None = None) -
     return dist.get_rank(), dist.get_world_size()
 
 
-def worker_device():
+def worker_device() -> Any:
     """The torch device this rank computes on: its local CUDA device, else the CPU."""
     import torch
 
@@ -63,14 +58,12 @@ def worker_device():
     return torch.device("cpu")
 
 
-def write_rank_output(out_dir: str | os.PathLike, rank: int, payload: dict) -> None:
+def write_rank_output(out_dir: str | os.PathLike[str], rank: int, payload: dict[str, Any]) -> None:
     """Write `<out_dir>/rank<rank>.json` atomically, with a "sha256" of the payload added."""
-    body = {k: v for k, v in payload.items() if k != "sha256"}
-    data = dict(body, sha256=payload_sha256(body))
     path = Path(out_dir) / f"rank{rank}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(data, sort_keys=True))
+    partial.write_text(RankOutput(rank, payload).encode())
     os.replace(partial, path)  # the launcher never sees a half-written file
 
 

@@ -21,18 +21,25 @@ outside the server process can reach it):
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
 import socket
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TextIO
 
 from pclab.paths import CHECKOUT, PACKAGE_DIR
+from pclab.runners.protocol import (
+    READY,
+    LaunchRequest,
+    RankAssignment,
+    RanksExited,
+    RanksStarted,
+)
 
-READY = "ready"
 SPARE_RANKS = 2  # ranks forked ahead of time: the lab's experiments run on 2 processes
 # Third-party modules only here: the project's own are read fresh when a file changed.
 PRELOAD = (
@@ -66,7 +73,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _fork(body, *args) -> int:
+def _fork(body: Callable[..., int], *args: Any) -> int:
     """Fork; the child runs `body(*args)` in its own session, dies with the zygote, and
     never returns."""
     sys.stdout.flush()
@@ -124,10 +131,9 @@ def _spare_main(job_r: int, code_w: int) -> int:
             return 0  # the zygote retired it, or is gone
         message += chunk
     os.close(job_r)
-    job = json.loads(message)
     code = 1
     try:
-        code = _rank_main(job["request"], job["rank"], job["port"], code_w)
+        code = _rank_main(RankAssignment.decode(message), code_w)
     except BaseException:  # noqa: BLE001 - the worker's crash, reported by its exit code
         traceback.print_exc()
     finally:
@@ -180,7 +186,7 @@ def _torchrun_env(rank: int, world_size: int, port: int, logs: Path) -> dict[str
     }
 
 
-def _rank_main(request: dict, rank: int, port: int, code_w: int) -> int:
+def _rank_main(assignment: RankAssignment, code_w: int) -> int:
     """Become rank `rank` of the request, as torchrun would have started it, and run the worker."""
     if _project_changed():
         stale = [n for n, m in sys.modules.items() if n != "__main__" and _is_project_module(m)]
@@ -188,8 +194,9 @@ def _rank_main(request: dict, rank: int, port: int, code_w: int) -> int:
             del sys.modules[name]  # the worker, core and runners are read as they are now
     from pclab.runners import worker
 
+    request, rank = assignment.request, assignment.rank
     worker.EXIT_CODE_FD[:] = [code_w]  # finish_worker's os._exit says "0" here first
-    logs = rank_log_dir(Path(request["log_dir"]), rank)
+    logs = rank_log_dir(Path(request.log_dir), rank)
     logs.mkdir(parents=True, exist_ok=True)
     for fd, name in ((1, "stdout.log"), (2, "stderr.log")):
         target = os.open(logs / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -197,13 +204,13 @@ def _rank_main(request: dict, rank: int, port: int, code_w: int) -> int:
         os.close(target)
     sys.stdin = open(os.devnull)  # noqa: SIM115 - the zygote's stdin is the request pipe
     os.environ.clear()
-    os.environ.update(request["env"])  # the launcher's environment, as a cold launch gets it
-    os.environ.update(_torchrun_env(rank, request["world_size"], port, logs))
+    os.environ.update(request.env)  # the launcher's environment, as a cold launch gets it
+    os.environ.update(_torchrun_env(rank, request.world_size, assignment.port, logs))
     import runpy
 
-    sys.argv = [request["worker"], *request["args"]]
+    sys.argv = [request.worker, *request.args]
     try:
-        runpy.run_module(request["worker"], run_name="__main__", alter_sys=True)
+        runpy.run_module(request.worker, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
@@ -233,23 +240,25 @@ class _Spares:
     def take(self, world_size: int) -> tuple[tuple[int, int], list[tuple[int, int, int]]]:
         self.refill()
         store, self.store = self.store, None
+        assert store is not None  # refill() made one
         ranks = [self.ranks.pop(0) if self.ranks else _spare_rank() for _ in range(world_size)]
         return store, ranks
 
 
-def _serve_one(request: dict, parent: int, out, spares: _Spares) -> None:
+def _serve_one(request: LaunchRequest, parent: int, out: TextIO, spares: _Spares) -> None:
     """One launch: hand the spare store and ranks their parts, reply their pids at once and
     their exit codes when every rank has ended, then fork the next spares."""
-    (store, port), ranks = spares.take(request["world_size"])
+    (store, port), ranks = spares.take(request.world_size)
     for rank, (_, job_w, _) in enumerate(ranks):
-        job = (json.dumps({"request": request, "rank": rank, "port": port}) + "\n").encode()
+        job = RankAssignment(request, rank, port).encode()
         try:
             while job:
                 job = job[os.write(job_w, job) :]
         except OSError:
             pass  # it died meanwhile: its exit status says how
         os.close(job_w)
-    print(json.dumps({"pids": [pid for pid, _, _ in ranks], "store": store}), file=out, flush=True)
+    started = RanksStarted(tuple(pid for pid, _, _ in ranks), store)
+    print(started.encode(), file=out, flush=True)
     codes: list[int | None] = [None] * len(ranks)
     waiting = {code_r: i for i, (_, _, code_r) in enumerate(ranks)}
     while waiting:
@@ -267,7 +276,8 @@ def _serve_one(request: dict, parent: int, out, spares: _Spares) -> None:
         os.kill(store, signal.SIGKILL)
     except OSError:
         pass
-    print(json.dumps({"exit": codes}), file=out, flush=True)
+    exited = RanksExited(tuple(code if code is not None else 1 for code in codes))
+    print(exited.encode(), file=out, flush=True)
     for pid in [store, *(pid for pid, _, _ in ranks)]:
         try:
             os.waitpid(pid, 0)
@@ -304,7 +314,8 @@ def serve(project_preload: tuple[str, ...] = ()) -> None:
             pass
     for name, module in list(sys.modules.items()):
         if name != "__main__" and _is_project_module(module):
-            _PRELOADED[name] = (module.__file__, os.stat(module.__file__).st_mtime_ns)
+            file = str(module.__file__)  # a project module has a file (_is_project_module)
+            _PRELOADED[name] = (file, os.stat(file).st_mtime_ns)
     import gc
 
     import torch
@@ -329,7 +340,7 @@ def serve(project_preload: tuple[str, ...] = ()) -> None:
             pending += chunk
             continue
         line, pending = pending.split(b"\n", 1)
-        _serve_one(json.loads(line), parent, out, spares)
+        _serve_one(LaunchRequest.decode(line), parent, out, spares)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from pclab.core.validation import InvalidInput
 from pclab.experiments import registry
 from pclab.experiments.base import Experiment, params_record
 from pclab.runners import jobs
-from pclab.runners.launcher import worker_code_hash
+from pclab.runners.code_hash import worker_code_hash
 from pclab.runners.results import Outcome, RunResult
 from pclab.ui.page import error_message, t
 
@@ -76,6 +76,13 @@ def progress_text(line: str) -> str:
         return str(line)
 
 
+def cache_key(experiment: Experiment, params: object) -> tuple[str, str, str]:
+    """What a stored result is found by: the experiment, the sha256 of every source file its
+    worker runs (pclab.runners.code_hash: core included) and the validated parameters."""
+    params_key = json.dumps(params_record(params), sort_keys=True, default=repr)
+    return experiment.name, worker_code_hash(experiment.worker), params_key
+
+
 def run_with_status(label: str, experiment: str | Experiment, **raw: object) -> RunResult | None:
     """Run the experiment (a registry name) on `raw` parameters under `st.status`, cached on
     the validated parameters + the worker's code hash.
@@ -95,9 +102,7 @@ def run_with_status(label: str, experiment: str | Experiment, **raw: object) -> 
             icon=":material/error:",
         )
         return None
-    runner_id = experiment.name
-    worker_hash = worker_code_hash(experiment.worker)
-    params_key = json.dumps(params_record(params), sort_keys=True, default=repr)
+    runner_id, worker_hash, params_key = cache_key(experiment, params)
     try:
         result = _stored(runner_id, worker_hash, params_key)
     except _NotStored:

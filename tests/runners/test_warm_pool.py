@@ -52,6 +52,15 @@ def pool(negatives_cli, real_run, experiment, tmp_path_factory):
     assert marked(mark) == [], "a zygote, store or rank outlived the pool's shutdown"
 
 
+@pytest.mark.parametrize("name", registry.names())
+def test_every_registered_experiment_runs_at_its_defaults_and_agrees(pool, name):
+    """The registry's one launch-and-compare test: a new experiment is in it by its line."""
+    experiment = registry.get(name)
+    result = experiment.launch(timeout_s=experiment.timeout_s)
+    assert result.ok, result.message
+    assert experiment.agrees(result.report)
+
+
 def wait_for(condition, seconds: float) -> bool:
     end = time.monotonic() + seconds
     while time.monotonic() < end:

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 from pclab.experiments.base import Experiment
 from pclab.experiments.clipping.params import Params
-from pclab.experiments.clipping.report import build_report
+from pclab.experiments.clipping.report import agrees, build_report
 
 EXPERIMENT = Experiment(
     name="clipping",
     worker="pclab.experiments.clipping",
     params=Params.checked,
     build_report=build_report,
+    agrees=agrees,
     timeout_s=180.0,
 )
 

@@ -6,33 +6,40 @@ from dataclasses import dataclass
 
 from pclab.core import clipping
 from pclab.core import validation as v
+from pclab.experiments.declare import Declared, param
 
 WORLD_SIZE = 2
 LAYOUT, SCALE, MAX_NORM, LR, MOMENTUM = "seed_replicated", 8.0, 1.0, 0.1, 0.9
 
 
+def _overflow_rank(value: object, field: str) -> int | None:
+    if value is None:
+        return None
+    rank = v.count(value, field)
+    if rank >= WORLD_SIZE:
+        raise v.InvalidInput(field, rank, "in_range", f"0..{WORLD_SIZE - 1}")
+    return rank
+
+
+def _nonfinite(value: object, field: str) -> str:
+    return v.choice(value, field, tuple(clipping.INJECTIONS))
+
+
+def _world_size(value: object, field: str) -> int:
+    if value != WORLD_SIZE:  # the seed's layout has two ranks
+        raise v.InvalidInput(field, value, "one_of", str(WORLD_SIZE))
+    return WORLD_SIZE
+
+
 @dataclass(frozen=True)
-class Params:
-    inject_overflow: int | None = None
-    nonfinite: str = "inf"
-    world_size: int = WORLD_SIZE
-
-    @classmethod
-    def checked(cls, inject_overflow: int | None = None, nonfinite: str = "inf") -> Params:
-        """Validated parameters of one launch (ValueError / TypeError naming a bad value)."""
-        if inject_overflow is not None:
-            inject_overflow = v.count(inject_overflow, "inject_overflow")
-            if inject_overflow >= WORLD_SIZE:
-                allowed = f"0..{WORLD_SIZE - 1}"
-                raise v.InvalidInput("inject_overflow", inject_overflow, "in_range", allowed)
-        nonfinite = v.choice(nonfinite, "nonfinite", tuple(clipping.INJECTIONS))
-        return cls(inject_overflow=inject_overflow, nonfinite=nonfinite)
-
-    def worker_args(self) -> list[str]:
-        args = [f"--nonfinite={self.nonfinite}"]
-        if self.inject_overflow is not None:
-            args.append(f"--inject-overflow={self.inject_overflow}")
-        return args
+class Params(Declared):
+    inject_overflow: int | None = param(
+        None, "the rank whose gradient overflows, 0 or 1", _overflow_rank, parse=int, metavar="RANK"
+    )
+    nonfinite: str = param("inf", "what overflows: inf or nan", _nonfinite)
+    world_size: int = param(
+        WORLD_SIZE, "processes (the seed's two)", _world_size, option=False, worker=False
+    )
 
 
 def scenario_grads(inject_rank: int | None, nonfinite: str = "inf") -> tuple[dict[str, float], ...]:

@@ -148,3 +148,8 @@ def build_report(ranks: tuple[dict, ...]) -> ClippingReport:
         "agree": all(s["agree_core"] and s["agree_reference"] for s in scenarios.values())
         and all(fsdp2_ok),
     }
+
+
+def agrees(report: dict) -> bool:
+    """Every scenario's ranks match core.clipping and torch's own clip_grad_norm_."""
+    return bool(report["agree"])

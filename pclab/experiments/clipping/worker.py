@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import argparse
 import math
 
 from pclab.core import clipping
@@ -16,6 +15,7 @@ from pclab.experiments.clipping.params import (
     MOMENTUM,
     SCALE,
     WORLD_SIZE,
+    Params,
     scenario_grads,
 )
 from pclab.runners.worker import finish_worker, init_worker, write_rank_output
@@ -175,20 +175,16 @@ def main(argv: list[str] | None = None) -> None:
 
     @record  # a raising rank leaves torchrun an error file: the launcher's root cause
     def main() -> None:
-        parser = argparse.ArgumentParser(prog="pclab.experiments.clipping")
-        parser.add_argument("--out-dir", required=True)
-        parser.add_argument("--inject-overflow", type=int, default=None)
-        parser.add_argument("--nonfinite", choices=tuple(clipping.INJECTIONS), default="inf")
-        args = parser.parse_args(argv)
+        params, out_dir = Params.from_worker_args(argv)
         rank, world_size = init_worker()
         if world_size != WORLD_SIZE:
             raise ValueError(f"world_size={world_size} is invalid: expected {WORLD_SIZE}")
         scenarios = {"finite": None}
-        if args.inject_overflow is not None:
-            scenarios["overflow"] = args.inject_overflow
+        if params.inject_overflow is not None:
+            scenarios["overflow"] = params.inject_overflow
         results = {}
         for name, inject_rank in scenarios.items():
-            rank_grads = scenario_grads(inject_rank, args.nonfinite)
+            rank_grads = scenario_grads(inject_rank, params.nonfinite)
             owners = clipping.clip_report(rank_grads, MAX_NORM, SCALE).owners
             holders = {j: sum(j in g for g in rank_grads) for j in owners}
             results[name] = {
@@ -201,11 +197,11 @@ def main(argv: list[str] | None = None) -> None:
             "world_size": world_size,
             "backend": dist.get_backend(),
             "torch": torch.__version__,
-            "inject_overflow": args.inject_overflow,
-            "nonfinite": args.nonfinite,
+            "inject_overflow": params.inject_overflow,
+            "nonfinite": params.nonfinite,
             "scenarios": results,
         }
-        write_rank_output(args.out_dir, rank, payload)
+        write_rank_output(out_dir, rank, payload)
         finish_worker()
 
     main()

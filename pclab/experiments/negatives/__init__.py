@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from pclab.experiments.base import Experiment
 from pclab.experiments.negatives.params import Params
-from pclab.experiments.negatives.report import build_report
+from pclab.experiments.negatives.report import agrees, build_report
 
 EXPERIMENT = Experiment(
     name="negatives",
     worker="pclab.experiments.negatives",
     params=Params.checked,
     build_report=build_report,
+    agrees=agrees,
     timeout_s=120.0,
 )
 

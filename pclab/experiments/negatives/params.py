@@ -5,37 +5,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pclab.core import validation as v
+from pclab.experiments.declare import Declared, param
 
 LR = 0.1  # one plain SGD step
 MIN_WORLD_SIZE, MAX_WORLD_SIZE = 2, 8
-DEFAULTS = {"tau": 1.0, "wq": 1.0, "wd": 1.0}
+
+
+def _world_size(value: object, field: str) -> int:
+    world_size = v.count(value, field, minimum=1)
+    if not MIN_WORLD_SIZE <= world_size <= MAX_WORLD_SIZE:
+        raise v.InvalidInput(field, world_size, "in_range", f"{MIN_WORLD_SIZE}..{MAX_WORLD_SIZE}")
+    return world_size
 
 
 @dataclass(frozen=True)
-class Params:
-    world_size: int = 2
-    tau: float = 1.0
-    wq: float = 1.0
-    wd: float = 1.0
-
-    @classmethod
-    def checked(
-        cls, world_size: int = 2, tau: float = 1.0, wq: float = 1.0, wd: float = 1.0
-    ) -> Params:
-        """Validated parameters of one launch (ValueError / TypeError naming a bad value)."""
-        world_size = v.count(world_size, "world_size", minimum=1)
-        if not MIN_WORLD_SIZE <= world_size <= MAX_WORLD_SIZE:
-            allowed = f"{MIN_WORLD_SIZE}..{MAX_WORLD_SIZE}"
-            raise v.InvalidInput("world_size", world_size, "in_range", allowed)
-        return cls(
-            world_size=world_size,
-            tau=v.positive(tau, "tau"),
-            wq=v.finite(wq, "wq"),
-            wd=v.finite(wd, "wd"),
-        )
-
-    def worker_args(self) -> list[str]:
-        return [f"--tau={self.tau!r}", f"--wq={self.wq!r}", f"--wd={self.wd!r}", f"--lr={LR!r}"]
+class Params(Declared):
+    world_size: int = param(
+        2, f"processes P, {MIN_WORLD_SIZE}..{MAX_WORLD_SIZE}", _world_size, parse=int, worker=False
+    )
+    tau: float = param(1.0, "temperature tau > 0", v.positive, parse=float)
+    wq: float = param(1.0, "the query encoder's shared weight", v.finite, parse=float)
+    wd: float = param(1.0, "the document encoder's shared weight", v.finite, parse=float)
 
 
 def default_pairs(world_size: int) -> tuple[tuple[float, ...], tuple[float, ...]]:

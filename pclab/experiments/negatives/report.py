@@ -145,6 +145,11 @@ def check_run(report: dict, tol: float = RUN_TOL) -> tuple[dict, ...]:
     return tuple(rows)
 
 
+def agrees(report: dict) -> bool:
+    """Every scheme's run matches core.infonce's prediction (`check_run`)."""
+    return all(row["agree"] for row in check_run(report))
+
+
 def _valid(check, value: object, field: str):
     """`check(value, field)`, a TypeError reported as the ValueError it is for a report."""
     try:

@@ -5,10 +5,9 @@ torchrun --standalone --nproc-per-node 4 -m pclab.experiments.negatives --out-di
 
 from __future__ import annotations
 
-import argparse
 import warnings
 
-from pclab.experiments.negatives.params import DEFAULTS, LR, default_pairs
+from pclab.experiments.negatives.params import LR, Params, default_pairs
 from pclab.runners.worker import finish_worker, init_worker, worker_device, write_rank_output
 
 SCHEMES = ("gather", "detach", "local", "full_loss_each_rank")
@@ -75,7 +74,7 @@ def _reference(a, b, wq: float, wd: float, tau: float, lr: float) -> dict:
     }
 
 
-def _run_scheme(scheme: str, a_r: float, b_r: float, args, rank: int, world_size: int) -> dict:
+def _run_scheme(scheme: str, a_r: float, b_r: float, params, rank: int, world_size: int) -> dict:
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -84,8 +83,8 @@ def _run_scheme(scheme: str, a_r: float, b_r: float, args, rank: int, world_size
     class Encoders(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.wq = torch.nn.Parameter(torch.tensor(args.wq))
-            self.wd = torch.nn.Parameter(torch.tensor(args.wd))
+            self.wq = torch.nn.Parameter(torch.tensor(params.wq))
+            self.wd = torch.nn.Parameter(torch.tensor(params.wd))
 
         def forward(self, a, b):
             return self.wq * a, self.wd * b
@@ -93,16 +92,16 @@ def _run_scheme(scheme: str, a_r: float, b_r: float, args, rank: int, world_size
     model = Encoders().to(device)
     ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     inputs = (torch.tensor([a_r], device=device), torch.tensor([b_r], device=device))
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
 
     with ddp.no_sync():  # this rank's own gradient, before DDP averages it
         q, d = ddp(*inputs)
-        _scheme_loss(scheme, q, d, rank, world_size, args.tau).backward()
+        _scheme_loss(scheme, q, d, rank, world_size, params.tau).backward()
     grad_local = (model.wq.grad.item(), model.wd.grad.item())
     optimizer.zero_grad(set_to_none=True)
 
     q, d = ddp(*inputs)
-    loss = _scheme_loss(scheme, q, d, rank, world_size, args.tau)
+    loss = _scheme_loss(scheme, q, d, rank, world_size, params.tau)
     loss.backward()  # DDP all-reduces and averages the gradient here
     grad = (model.wq.grad.item(), model.wd.grad.item())
     optimizer.step()
@@ -123,11 +122,7 @@ def main(argv: list[str] | None = None) -> None:
 
     @record  # a raising rank leaves torchrun an error file: the launcher's root cause
     def main() -> None:
-        parser = argparse.ArgumentParser(prog="pclab.experiments.negatives")
-        parser.add_argument("--out-dir", required=True)
-        for name, default in (*DEFAULTS.items(), ("lr", LR)):
-            parser.add_argument(f"--{name}", type=float, default=default)
-        args = parser.parse_args(argv)
+        params, out_dir = Params.from_worker_args(argv)
         rank, world_size = init_worker()
         a, b = default_pairs(world_size)
         payload = {
@@ -136,13 +131,16 @@ def main(argv: list[str] | None = None) -> None:
             "backend": dist.get_backend(),
             "a": a,
             "b": b,
-            **{name: getattr(args, name) for name in (*DEFAULTS, "lr")},
+            "tau": params.tau,
+            "wq": params.wq,
+            "wd": params.wd,
+            "lr": LR,
             "schemes": {
-                s: _run_scheme(s, a[rank], b[rank], args, rank, world_size) for s in SCHEMES
+                s: _run_scheme(s, a[rank], b[rank], params, rank, world_size) for s in SCHEMES
             },
-            "reference": _reference(a, b, args.wq, args.wd, args.tau, args.lr),
+            "reference": _reference(a, b, params.wq, params.wd, params.tau, LR),
         }
-        write_rank_output(args.out_dir, rank, payload)
+        write_rank_output(out_dir, rank, payload)
         finish_worker()
 
     main()

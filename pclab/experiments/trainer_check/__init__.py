@@ -19,13 +19,14 @@ import json
 
 from pclab.experiments.base import Experiment
 from pclab.experiments.trainer_check.params import Params
-from pclab.experiments.trainer_check.report import build_report
+from pclab.experiments.trainer_check.report import agrees, build_report
 
 EXPERIMENT = Experiment(
     name="trainer_check",
     worker="pclab.experiments.trainer_check",
     params=Params.checked,
     build_report=build_report,
+    agrees=agrees,
     timeout_s=600.0,
 )
 

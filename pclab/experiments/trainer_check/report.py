@@ -235,3 +235,9 @@ def build_report(ranks: tuple[dict, ...]) -> dict:
             }
         )
     return {"checks": checks}
+
+
+def agrees(report: dict) -> bool:
+    """Every checked trainer's verdict is the same update as the single-process reference
+    (the experiment's default trainer is a correct one)."""
+    return all(check["passed"] for check in report["checks"])

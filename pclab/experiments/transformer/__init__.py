@@ -26,13 +26,14 @@ from __future__ import annotations
 
 from pclab.experiments.base import Experiment
 from pclab.experiments.transformer.params import Params
-from pclab.experiments.transformer.report import build_report
+from pclab.experiments.transformer.report import agrees, build_report
 
 EXPERIMENT = Experiment(
     name="transformer",
     worker="pclab.experiments.transformer",
     params=Params.checked,
     build_report=build_report,
+    agrees=agrees,
     timeout_s=240.0,
 )
 

@@ -1,13 +1,5 @@
-"""A rank under torchrun runs the worker; anything else is the command line."""
+"""`python -m pclab.experiments.transformer`: a rank runs the worker, anything else the CLI."""
 
-import os
-import sys
+from pclab.experiments.command import entry
 
-if "RANK" in os.environ:  # started by torchrun (or the warm pool): this process is one rank
-    from pclab.experiments.transformer import worker
-
-    worker.main()
-else:
-    from pclab.experiments.transformer import cli
-
-    sys.exit(cli.main())
+entry("pclab.experiments.transformer")

@@ -1,4 +1,4 @@
-"""`pclab run transformer` (also `pclab run transformer`): accumulation vs
+"""`pclab run transformer`: accumulation vs
 real DDP processes vs the full batch on the trained Transformer, as a table or as JSON.
 
     pclab run transformer --json [--labels 40,7,0,23] [--world-size 2] [--optimizer both]
@@ -8,15 +8,10 @@ Exit codes: 0 ok, 1 failed run (one line on stderr), 2 bad arguments (one line o
 
 from __future__ import annotations
 
-import json
-import sys
-
-from pclab.core import validation as v
+from pclab.experiments.command import run_command
 from pclab.experiments.transformer import EXPERIMENT
-from pclab.experiments.transformer.lm import data
 from pclab.experiments.transformer.lm.artifacts import ArtifactError
-from pclab.experiments.transformer.params import WORLD_SIZES, Params
-from pclab.runners.cli import experiment_parser, run_for_cli
+from pclab.experiments.transformer.params import Params
 
 
 def _print_table(report: dict) -> None:
@@ -33,30 +28,7 @@ def _print_table(report: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`pclab run transformer`: 0 ok, 1 failed run, 2 bad arguments."""
-    parser = experiment_parser("pclab run transformer", __doc__, timeout_s=EXPERIMENT.timeout_s)
-    parser.add_argument(
-        "--labels", default=",".join(map(str, data.DEFAULT_LABELS)), help="per-window counts"
+    """`pclab run transformer`: 0 ok, 1 failed run or damaged artifacts, 2 bad arguments."""
+    return run_command(
+        EXPERIMENT, Params, argv, doc=__doc__, human=_print_table, broken=(ArtifactError,)
     )
-    parser.add_argument(
-        "--world-size", type=int, default=2, help=f"processes P, one of {WORLD_SIZES}"
-    )
-    parser.add_argument("--optimizer", default="both", help="sgd, adamw or both")
-    args = parser.parse_args(argv)
-    try:
-        params = Params.checked(args.labels, args.world_size, args.optimizer)
-        v.positive(args.timeout, "timeout")
-    except ArtifactError as exc:
-        print(f"{parser.prog}: broken artifacts: {exc}", file=sys.stderr)
-        return 1
-    except (ValueError, TypeError) as exc:
-        parser.error(str(exc))
-    result = run_for_cli(parser, EXPERIMENT, params, args.timeout)
-    if result is None:
-        return 1
-    if args.json:
-        print(json.dumps(result.report, indent=1))
-    else:
-        _print_table(result.report)
-    print(f"launch took {result.seconds:.1f} s", file=sys.stderr)
-    return 0

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from pclab.core import ledger
 from pclab.core import validation as v
+from pclab.experiments.declare import Declared, joined, param
 from pclab.experiments.transformer.lm import data
 
 TOLERANCE, BRANCHES, MICROBATCHES = data.TOLERANCE, data.BRANCHES, data.MICROBATCHES
@@ -16,32 +17,34 @@ WORLD_SIZES = (1, 2, 4)  # each rank holds 4 / P whole windows
 ZERO_LABELS = (0, 0, 0, 0)
 
 
+def _labels(value: object, field: str) -> tuple[int, ...]:
+    """Per-window label counts, checked against each window's capacity ("40,7,0,23" too)."""
+    capacity = data.capacities(data.experiment_windows())
+    if isinstance(value, str):
+        return tuple(data.parse_labels(value, capacity))
+    return tuple(data.validate_labels(value, capacity))
+
+
+def _world_size(value: object, field: str) -> int:
+    world_size = v.count(value, field, minimum=1)
+    if world_size not in WORLD_SIZES:
+        raise v.InvalidInput(field, world_size, "one_of", ", ".join(map(str, WORLD_SIZES)))
+    return world_size
+
+
+def _optimizer(value: object, field: str) -> str:
+    return v.choice(value, field, tuple(OPTIMIZER_CHOICES))
+
+
 @dataclass(frozen=True)
-class Params:
-    labels: tuple[int, ...] = data.DEFAULT_LABELS
-    world_size: int = 2
-    optimizer: str = "both"
-
-    @classmethod
-    def checked(
-        cls, labels=data.DEFAULT_LABELS, world_size: int = 2, optimizer: str = "both"
-    ) -> Params:
-        """Validated launch parameters; labels are checked against each window's capacity
-        (a string "40,7,0,23" is parsed)."""
-        world_size = v.count(world_size, "world_size", minimum=1)
-        if world_size not in WORLD_SIZES:
-            allowed = ", ".join(map(str, WORLD_SIZES))
-            raise v.InvalidInput("world_size", world_size, "one_of", allowed)
-        optimizer = v.choice(optimizer, "optimizer", tuple(OPTIMIZER_CHOICES))
-        capacity = data.capacities(data.experiment_windows())
-        if isinstance(labels, str):
-            counts = data.parse_labels(labels, capacity)
-        else:
-            counts = data.validate_labels(labels, capacity)
-        return cls(labels=tuple(counts), world_size=world_size, optimizer=optimizer)
-
-    def worker_args(self) -> list[str]:
-        return ["--labels", ",".join(map(str, self.labels)), "--optimizer", self.optimizer]
+class Params(Declared):
+    labels: tuple[int, ...] = param(
+        data.DEFAULT_LABELS, "labelled tokens per window", _labels, text=joined(",")
+    )
+    world_size: int = param(
+        2, f"processes P, one of {WORLD_SIZES}", _world_size, parse=int, worker=False
+    )
+    optimizer: str = param("both", "sgd, adamw or both", _optimizer)
 
 
 def control_labels(world_size: int) -> tuple[int, ...]:

@@ -121,3 +121,12 @@ def build_report(ranks: tuple[dict, ...]) -> TransformerReport:
         # each rank's signed JSON payload; no timings inside, so equal inputs sign equally
         "rank_output_sha256": [r["sha256"] for r in ranks],
     }
+
+
+def agrees(report: dict) -> bool:
+    """Every branch passes exactly when the theory (core.ledger) says it is the same update,
+    in the uneven run and the equal-count control, and N = 0 is a coordinated skip."""
+    blocks = (report["branches"], report["equal_count_control"]["branches"])
+    rows = [row for block in blocks for row in block]
+    theory = all(row["passed"] == (row["expected_correct"] is True) for row in rows)
+    return theory and bool(report["zero_labels"]["skip_state_identical"])

@@ -6,7 +6,6 @@ control and N = 0, each from the committed step-800 weights.
 
 from __future__ import annotations
 
-import argparse
 import os
 
 from pclab.experiments.transformer.lm import data
@@ -122,14 +121,9 @@ def main(argv: list[str] | None = None) -> None:
 
     @record  # a raising rank leaves torchrun an error file: the launcher's root cause
     def main() -> None:
-        parser = argparse.ArgumentParser(prog="pclab.experiments.transformer")
-        parser.add_argument("--out-dir", required=True)
-        parser.add_argument("--labels", default=",".join(map(str, data.DEFAULT_LABELS)))
-        parser.add_argument("--optimizer", default="both", choices=tuple(OPTIMIZER_CHOICES))
-        args = parser.parse_args(argv)
         rank, world = init_worker()
         torch.use_deterministic_algorithms(True)
-        params = Params.checked(args.labels, world, args.optimizer)
+        params, out_dir = Params.from_worker_args(argv, world_size=world)
         from pclab.experiments.transformer.lm.branches import Start
 
         windows = data.experiment_windows()
@@ -160,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
             "control": runs["control"],
             "zero_labels": _zero_labels(start, windows, rank, world),
         }
-        write_rank_output(args.out_dir, rank, payload)
+        write_rank_output(out_dir, rank, payload)
         finish_worker()
 
     main()

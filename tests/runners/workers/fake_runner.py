@@ -57,23 +57,23 @@ class FakeExperiment:
             message = "busy: the lab's processes use 2600 MB of their 2500 MB memory budget"
             if progress is not None:
                 values = {"reason": "memory", "used_mb": 2600, "budget_mb": 2500}
-                progress(ProgressEvent("busy", message, waiting=0, **values))
+                progress(ProgressEvent.of("busy", message, waiting=0, **values))
             return RunResult.ended(Outcome.BUSY, message, 0.0, "f" * 64)
         if params.fallback and progress is not None:
-            progress(ProgressEvent("pool_fallback", "no pool", reason="a test said so"))
+            progress(ProgressEvent.of("pool_fallback", "no pool", reason="a test said so"))
         if params.seconds:
             return self._through_jobs(params, progress)
         if params.busy:
             message = "busy: 1 running and 8 waiting; try again shortly"
             if progress is not None:
-                progress(ProgressEvent("busy", message, waiting=8))
+                progress(ProgressEvent.of("busy", message, waiting=8))
             return RunResult.ended(Outcome.BUSY, message, 0.0, "f" * 64)
         if progress is not None:
             if params.position:
-                progress(ProgressEvent("queued", "in line", position=params.position, running=1))
+                progress(ProgressEvent.of("queued", "in line", position=params.position, running=1))
             size = params.world_size
-            progress(ProgressEvent("start", "starting", world_size=size, worker=self.worker))
-            progress(ProgressEvent("rank_done", "rank 0", rank=0, done=1, world_size=size))
+            progress(ProgressEvent.of("start", "starting", world_size=size, worker=self.worker))
+            progress(ProgressEvent.of("rank_done", "rank 0", rank=0, done=1, world_size=size))
             progress("a plain line without an event")
         if params.fail:
             message = "rank 1: ZeroDivisionError: division by zero"

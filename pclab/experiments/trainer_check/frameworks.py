@@ -1,0 +1,266 @@
+"""Frameworks, measured: the trainer check run on each bundled framework adapter
+(examples/trainers/<adapter>.py; P = 2, K = 2), one record per framework setting, written with
+the versions that ran it to pclab/artifacts/framework_checks.json. A setting that cannot run
+here keeps a record too, with the exact reason instead of a measurement.
+
+    python -m pclab.experiments.trainer_check.frameworks              # every installed one
+    python -m pclab.experiments.trainer_check.frameworks --only lightning
+
+The ranks run under the Python that runs this command, so a framework that cannot share the
+lab's environment is recorded from its own virtual environment with `--only PACKAGE`: the
+other records stay as they were. A setting whose package is not installed keeps its last
+record (from a real run elsewhere), or gets one saying it is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pclab.experiments.trainer_check.hf_recorded import installed_version
+from pclab.paths import EXAMPLES_DIR, PACKAGE_DIR, shown
+
+RECORDED = PACKAGE_DIR / "artifacts" / "framework_checks.json"
+WORLD_SIZE, ACCUM = 2, 2  # P and K of every record
+MEASURED_SCENARIO = "uneven"  # the record's scheme, weights and max_abs_diff are this one's
+NEEDS_V2 = "the trainer check's v2 contract (issue 22)"
+DEEPSPEED_FLOAT64 = (
+    "DeepSpeed's CPU accelerator refuses float64 (supported_dtypes() is float32, bfloat16; "
+    "runtime/engine.py: 'attempting to reduce an unsupported grad type: torch.float64') and "
+    f"its engine owns the optimizer: needs DTYPE=float32 and framework-owned optimizers, {NEEDS_V2}"
+)
+TRL_LABELS = (
+    "SFTTrainer's collator builds the labels from the inputs (labels = input_ids, padding "
+    "masked{}), so the check's v1 labels cannot be handed in: needs make_microbatch(n_terms, "
+    f"generator), {NEEDS_V2}"
+)
+
+
+@dataclass(frozen=True)
+class Setting:
+    framework: str  # as users name it
+    package: str  # the distribution whose installed version is recorded
+    setting: str  # in plain words
+    default: bool  # the framework's default setting
+    adapter: str | None = None  # examples/trainers/<adapter>.py; None: cannot run here
+    reason: str | None = None  # why not, when adapter is None
+    examined: str | None = None  # the version the reason is about, when none is installed
+
+
+SETTINGS = (
+    Setting(
+        "Accelerate",
+        "accelerate",
+        "accelerator.accumulate(model), the model's mean loss",
+        True,
+        "accelerate_accumulate",
+    ),
+    Setting(
+        "Accelerate",
+        "accelerate",
+        "its gradient-accumulation guide, as its text says: labels[..., 1:] counted, "
+        "gathered (N), summed loss x K x P / N",
+        False,
+        "accelerate_guide",
+    ),
+    Setting(
+        "Accelerate",
+        "accelerate",
+        "its gradient-accumulation guide's code as written: every label counted",
+        False,
+        "accelerate_guide_as_written",
+    ),
+    Setting(
+        "PyTorch Lightning",
+        "lightning",
+        'accumulate_grad_batches=K, strategy="ddp", training_step returns the model\'s mean loss',
+        True,
+        "lightning_accumulate",
+    ),
+    Setting(
+        "PyTorch Lightning",
+        "lightning",
+        "the window's label count summed over ranks (N), training_step returns the summed "
+        "loss x K x P / N",
+        False,
+        "lightning_global_tokens",
+    ),
+    Setting(
+        "transformers Trainer",
+        "transformers",
+        "average_tokens_across_devices=True",
+        True,
+        "hf_trainer",
+    ),
+    Setting(
+        "transformers Trainer",
+        "transformers",
+        "average_tokens_across_devices=False",
+        False,
+        "hf_trainer_local_average",
+    ),
+    Setting("TRL SFTTrainer", "trl", "defaults", True, reason=TRL_LABELS.format("")),
+    Setting("TRL SFTTrainer", "trl", "padding_free=True", False, reason=TRL_LABELS.format("")),
+    Setting("TRL SFTTrainer", "trl", "packing=True", False, reason=TRL_LABELS.format("")),
+    Setting(
+        "TRL SFTTrainer",
+        "trl",
+        "completion_only_loss=True",
+        False,
+        reason=TRL_LABELS.format(", the prompt masked"),
+    ),
+    Setting(
+        "DeepSpeed",
+        "deepspeed",
+        "engine, gradient_accumulation_steps=K",
+        True,
+        reason=DEEPSPEED_FLOAT64,
+    ),
+    Setting(
+        "transformers Trainer + DeepSpeed",
+        "deepspeed",
+        "ZeRO-2, the optimizer the user passes in",
+        False,
+        reason=DEEPSPEED_FLOAT64,
+    ),
+    Setting(
+        "torch FSDP2",
+        "torch",
+        "fully_shard on CPU Gloo, a correct and a wrong variant",
+        False,
+        reason=f"parameters become sharded DTensors: needs sharded-parameter support, {NEEDS_V2}",
+    ),
+    Setting(
+        "litgpt",
+        "litgpt",
+        "fine-tuning through its own Fabric loop",
+        True,
+        reason="litgpt 0.5.13 (the newest) requires huggingface-hub<1.4, transformers 5.24.0 "
+        "requires >=1.31: its own virtual environment; and its loop owns the optimizer and "
+        f"the data: needs framework-owned optimizers and make_microbatch, {NEEDS_V2}",
+        examined="0.5.13",
+    ),
+    Setting(
+        "torchtitan",
+        "torchtitan",
+        "its trainer",
+        True,
+        reason="torchtitan 0.3.0 needs an accelerator: tools/utils.py takes device_type "
+        "'cuda' when none is found and trainer.py calls torch.cuda.set_device, which a CPU "
+        "build of torch refuses; it also pins datasets<4.8 (TRL 1.16.0 installs 5.2.0)",
+        examined="0.3.0",
+    ),
+)
+
+
+ADAPTERS = tuple(s.adapter for s in SETTINGS if s.adapter)  # their file stems
+MODEL_MODULE = "framework_lm"  # the model the Accelerate and Lightning adapters share
+
+
+def _uneven(check: dict) -> dict:
+    return next(s for s in check["scenarios"] if s["name"] == MEASURED_SCENARIO)
+
+
+def _base(setting: Setting, now: str) -> dict:
+    return {
+        "framework": setting.framework,
+        "package": setting.package,
+        "version": installed_version(setting.package) or setting.examined,
+        "setting": setting.setting,
+        "default": setting.default,
+        "torch": installed_version("torch"),
+        "recorded_at": now,
+    }
+
+
+def measured(setting: Setting, check: dict, now: str) -> dict:
+    """The record of one real run: the uneven scenario's scheme, weights and difference."""
+    uneven = _uneven(check)
+    trainer = EXAMPLES_DIR / f"{setting.adapter}.py"
+    return _base(setting, now) | {
+        "scheme": uneven["scheme"],
+        "weights": uneven["weights"],
+        "counts": uneven["counts"],
+        "passed": check["passed"],
+        "max_abs_diff": uneven["max_abs_diff"],
+        "tolerance": check["tolerance"],
+        "scenarios": {s["name"]: s["passed"] for s in check["scenarios"]},
+        "command": f"pclab check {shown(trainer)} --json",
+        "reason": None,
+    }
+
+
+def not_run(setting: Setting, reason: str, now: str) -> dict:
+    """The record of a setting that cannot run here: why, and nothing measured."""
+    empty = dict.fromkeys(("scheme", "weights", "counts", "passed", "max_abs_diff"))
+    return _base(setting, now) | empty | {"tolerance": None, "command": None, "reason": reason}
+
+
+def check_adapters(settings: list[Setting]) -> dict[str, dict]:
+    """One launch for these adapters (as `pclab check A.py B.py` would): adapter -> check."""
+    from pclab.experiments.trainer_check import EXPERIMENT
+    from pclab.experiments.trainer_check.params import Params
+
+    files = [str(EXAMPLES_DIR / f"{s.adapter}.py") for s in settings]
+    result = EXPERIMENT.run(Params.checked(files, world_size=WORLD_SIZE, accum=ACCUM))
+    if not result.ok:
+        raise RuntimeError(f"{', '.join(files)}: the check did not finish: {result.message}")
+    report: dict = result.report  # type: ignore[assignment]
+    return {str(s.adapter): check for s, check in zip(settings, report["checks"], strict=True)}
+
+
+def load(path: Path = RECORDED) -> dict:
+    """{"about", "records": [...]} as recorded, or no records when there is no file."""
+    if not path.is_file():
+        return {"records": []}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def record(only: set[str] | None = None, path: Path = RECORDED) -> dict:
+    """Run every installed adapter (of the packages in `only`, when given), one launch per
+    package, and rewrite the table; other settings keep their last record."""
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    before = {(r["framework"], r["setting"]): r for r in load(path)["records"]}
+    chosen = [s for s in SETTINGS if only is None or s.package in only]
+    runnable = [s for s in chosen if s.adapter and installed_version(s.package)]
+    checks: dict[str, dict] = {}
+    for package in dict.fromkeys(s.package for s in runnable):
+        checks |= check_adapters([s for s in runnable if s.package == package])
+    records = []
+    for s in SETTINGS:
+        kept = before.get((s.framework, s.setting))
+        if s.adapter in checks:
+            records.append(measured(s, checks[s.adapter], now))
+        elif s in chosen and s.reason:
+            records.append(not_run(s, s.reason, now))
+        elif kept is not None:
+            records.append(kept)
+        else:
+            records.append(not_run(s, s.reason or f"{s.package} is not installed here", now))
+    payload = {
+        "about": "The trainer check on each framework setting (P = 2, K = 2), the uneven "
+        "scenario's scheme and weight x N, recorded by "
+        "`python -m pclab.experiments.trainer_check.frameworks`.",
+        "records": records,
+    }
+    path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    return payload
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pclab.experiments.trainer_check.frameworks")
+    parser.add_argument("--only", action="append", metavar="PACKAGE", help="e.g. lightning")
+    args = parser.parse_args(argv)
+    payload = record(set(args.only) if args.only else None)
+    for r in payload["records"]:
+        found = r["scheme"] if r["reason"] is None else "not run: " + r["reason"][:60]
+        print(f"{r['framework']} {r['version']}, {r['setting'][:50]}: {found}")
+    print(f"wrote {shown(RECORDED)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,118 @@
+"""The provenance of a run: one sha256 over every source file its worker may execute.
+
+A worker module, every module of its own project that it imports (at any depth, inside
+functions too, and the packages' __init__ files that importing runs), read from the
+sources rather than imported: so an edit to `pclab/core/clipping.py` changes the hash of the
+clipping experiment's worker, and with it the page's cache key and the run record. Modules
+outside the worker's project (torch, numpy, the standard library) are not hashed: their
+versions go into the run record instead.
+
+    python -m pclab.runners.code_hash pclab.experiments.clipping    # hash and file list
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from pclab.core.validation import InvalidInput
+from pclab.paths import IMPORT_ROOT
+
+# path -> (mtime_ns, size, modules it names): a launch re-parses only edited files
+_PARSED: dict[Path, tuple[int, int, frozenset[str]]] = {}
+
+
+def module_file(name: str) -> Path | None:
+    """The source file of module `name` below the import root, else where Python finds it
+    (None for a module without a source file). Packages resolve to their __init__.py."""
+    base = IMPORT_ROOT.joinpath(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin)
+
+
+def _entry_points(worker: str) -> list[tuple[str, Path]]:
+    """What `python -m worker` runs: the module, or a package's __init__ and __main__."""
+    path = module_file(worker)
+    if path is None:
+        raise InvalidInput("worker", worker, "one_of", "an importable module with a source file")
+    main = path.parent / "__main__.py"
+    if path.name == "__init__.py" and main.is_file():
+        return [(worker, path), (f"{worker}.__main__", main)]
+    return [(worker, path)]
+
+
+def _named_modules(path: Path, module: str) -> frozenset[str]:
+    """Every module name an import statement in `path` may load (relative ones resolved)."""
+    stat = path.stat()
+    cached = _PARSED.get(path)
+    if cached is not None and cached[:2] == (stat.st_mtime_ns, stat.st_size):
+        return cached[2]
+    names: set[str] = set()
+    package = module.split(".")
+    if path.name != "__init__.py":  # a module's relative imports start from its package
+        package = package[:-1]
+    for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            anchor = package[: len(package) - node.level + 1] if node.level else []
+            base = ".".join([*anchor, node.module] if node.module else anchor)
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    found = frozenset(names)
+    _PARSED[path] = (stat.st_mtime_ns, stat.st_size, found)
+    return found
+
+
+def _with_parents(name: str) -> list[str]:
+    """`a.b.c` -> a, a.b, a.b.c: importing a module runs its packages' __init__ first."""
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def source_files(worker: str) -> dict[str, Path]:
+    """module name -> source file, for the worker and everything of its project it imports.
+    The project is the worker's top-level package plus `pclab` (a checkout's benchmark
+    worker runs the lab's code too)."""
+    projects = {worker.split(".")[0], "pclab"}
+    files: dict[str, Path] = {}
+    parents = [(name, module_file(name)) for name in _with_parents(worker)[:-1]]
+    todo = [*_entry_points(worker), *((name, path) for name, path in parents if path)]
+    while todo:
+        module, path = todo.pop()
+        if module in files:
+            continue
+        files[module] = path
+        for name in _named_modules(path, module):
+            for candidate in _with_parents(name):
+                if candidate.split(".")[0] in projects and candidate not in files:
+                    found = module_file(candidate)
+                    if found is not None:
+                        todo.append((candidate, found))
+    return files
+
+
+def worker_code_hash(worker: str) -> str:
+    """sha256 (hex) over the worker's project sources (`source_files`), in module order."""
+    digest = hashlib.sha256()
+    for module, path in sorted(source_files(worker).items()):
+        digest.update(module.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+if __name__ == "__main__":
+    target = sys.argv[1] if len(sys.argv) > 1 else "pclab.experiments.negatives"
+    for name, file in sorted(source_files(target).items()):
+        print(f"{name:<55} {file}")
+    print(worker_code_hash(target))

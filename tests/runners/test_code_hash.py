@@ -1,0 +1,100 @@
+"""pclab.runners.code_hash: the run's provenance covers every source file its worker runs.
+
+The file set is checked against the modules the worker really loads (a fresh interpreter's
+sys.modules after importing it), and an edit to a core module in a copy of the package
+changes the hash, the page's cache key and a real run's record.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pclab.runners.code_hash import source_files, worker_code_hash
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKERS = ("pclab.experiments.negatives", "pclab.experiments.clipping", "bench.noop_worker")
+
+
+def _loaded_project_modules(worker: str) -> set[str]:
+    """The project's modules a fresh interpreter holds after importing the worker's code the
+    way `python -m worker` does (package, then its __main__'s rank branch)."""
+    code = (
+        "import importlib, json, sys; "
+        f"m = importlib.import_module({worker!r}); "
+        f"importlib.import_module({worker!r} + '.worker') if hasattr(m, 'EXPERIMENT') else None; "
+        "print(json.dumps(sorted(n for n in sys.modules if n.split('.')[0] in "
+        "('pclab', 'bench'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout))
+
+
+@pytest.mark.parametrize("worker", WORKERS)
+def test_every_module_the_worker_loads_is_hashed(worker):
+    hashed = set(source_files(worker))
+    missing = _loaded_project_modules(worker) - hashed
+    assert missing == set()
+
+
+def test_core_modules_are_in_the_clipping_experiments_provenance():
+    files = source_files("pclab.experiments.clipping")
+    assert files["pclab.core.clipping"] == ROOT / "pclab" / "core" / "clipping.py"
+    assert "pclab.experiments.negatives" not in files  # another experiment is not its code
+    assert worker_code_hash("pclab.experiments.clipping") != worker_code_hash(
+        "pclab.experiments.negatives"
+    )
+
+
+def test_an_unknown_worker_is_refused():
+    with pytest.raises(ValueError, match="worker="):
+        worker_code_hash("pclab.no_such_module")
+
+
+PROBE = """
+import json
+from pclab.experiments import registry
+from pclab.runners.code_hash import worker_code_hash
+from pclab.ui import downloads, runs
+experiment = registry.get("clipping")
+params = experiment.params()
+result = experiment.run(params)
+assert result.ok, result.message
+record = downloads.run_record(result, {}, "clipping")
+print(json.dumps({
+    "hash": worker_code_hash(experiment.worker),
+    "cache_key": list(runs.cache_key(experiment, params)),
+    "record": record["worker_sha256"],
+}))
+"""
+
+
+@pytest.mark.slow
+def test_editing_a_core_module_changes_hash_cache_key_and_run_record(tmp_path):
+    copy = tmp_path / "lab"
+    copy.mkdir()
+    shutil.copytree(ROOT / "pclab", copy / "pclab", ignore=shutil.ignore_patterns("__pycache__"))
+
+    def probe() -> dict:
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE], cwd=copy, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    before = probe()
+    core = copy / "pclab" / "core" / "clipping.py"
+    core.write_text(core.read_text() + "\n# an edit a server must not ignore\n")
+    after = probe()
+    assert before["record"] == before["hash"] and after["record"] == after["hash"]
+    assert after["hash"] != before["hash"]
+    assert after["cache_key"][1] != before["cache_key"][1]
+    assert after["cache_key"][2] == before["cache_key"][2]  # same parameters

@@ -1,0 +1,219 @@
+"""The framework table (pclab/artifacts/framework_checks.json) against real runs: the installed
+framework adapters (Accelerate, PyTorch Lightning) re-run through the trainer check on two
+Gloo processes (P = 2, K = 2), one launch per framework, and compared with their records, with
+the closed forms of their schemes, and with the evidence every rank writes that the
+framework's own loop made the update ($PCL_FRAMEWORK_RECORD).
+
+What they measured (accelerate 1.15.0, lightning 2.6.6, torch 2.13.0), pinned here against
+weights computed from the counts alone:
+
+- the framework defaults (accelerator.accumulate, accumulate_grad_batches) with the model's mean
+  loss: each microbatch's mean / K, DDP's mean over P: weight x N = N / (P K n_rk);
+- Accelerate's guide as its text says, and Lightning with the window's count summed over the
+  ranks: the global token mean, 1 in every cell, the same update to 1e-10;
+- Accelerate's guide's code as written counts every label, position 0 included, where only
+  the shifted ones are terms: weight x N = terms / labels everywhere (40/45 when uneven).
+
+    python -m pytest tests/runners/test_frameworks.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from types import SimpleNamespace
+
+import pytest
+from runner_support import ROOT
+
+from pclab.experiments.trainer_check import frameworks
+
+RECORD_ENV = "PCL_FRAMEWORK_RECORD"  # examples/trainers/framework_lm.py writes it
+STEPS_PER_SCENARIO = 2  # the check's train_step calls: the user's optimizer, then SGD at lr 1
+SPEC_FIELDS = {
+    "framework",
+    "version",
+    "setting",
+    "default",
+    "scheme",
+    "weights",
+    "passed",
+    "max_abs_diff",
+    "tolerance",
+    "torch",
+    "recorded_at",
+    "command",
+}
+ISSUE_FRAMEWORKS = {  # every framework the table must show, measured or with a reason
+    "Accelerate",
+    "PyTorch Lightning",
+    "TRL SFTTrainer",
+    "litgpt",
+    "DeepSpeed",
+    "transformers Trainer + DeepSpeed",
+    "torch FSDP2",
+    "torchtitan",
+}
+RUN_HERE = ("accelerate", "lightning")  # the packages whose adapters this file re-runs
+
+
+def _recorded() -> dict[str, dict]:
+    """adapter -> its record, for the settings that ran."""
+    by_setting = {(r["framework"], r["setting"]): r for r in frameworks.load()["records"]}
+    return {
+        s.adapter: by_setting[(s.framework, s.setting)] for s in frameworks.SETTINGS if s.adapter
+    }
+
+
+def _installed(package: str) -> bool:
+    return frameworks.installed_version(package) is not None
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory):
+    """One launch per installed framework of RUN_HERE, with every rank's evidence."""
+    record = tmp_path_factory.mktemp("frameworks") / "record.jsonl"
+    saved = os.environ.get(RECORD_ENV)
+    os.environ[RECORD_ENV] = str(record)
+    checks: dict[str, dict] = {}
+    try:
+        for package in RUN_HERE:
+            settings = [s for s in frameworks.SETTINGS if s.package == package and s.adapter]
+            if _installed(package):
+                checks |= frameworks.check_adapters(settings)
+    finally:
+        os.environ.pop(RECORD_ENV) if saved is None else os.environ.__setitem__(RECORD_ENV, saved)
+    lines = [json.loads(x) for x in record.read_text().splitlines()] if record.exists() else []
+    return SimpleNamespace(checks=checks, lines=lines)
+
+
+def _check(runs, adapter: str) -> dict:
+    package = next(s.package for s in frameworks.SETTINGS if s.adapter == adapter)
+    if not _installed(package):
+        pytest.skip(f"{package} is not installed")
+    return runs.checks[adapter]
+
+
+def _scenario(check: dict, name: str) -> dict:
+    return next(s for s in check["scenarios"] if s["name"] == name)
+
+
+ADAPTERS = [s.adapter for s in frameworks.SETTINGS if s.adapter and s.package in RUN_HERE]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_each_installed_adapter_measures_what_its_record_says(runs, adapter):
+    check, recorded = _check(runs, adapter), _recorded()[adapter]
+    uneven = _scenario(check, "uneven")
+    assert recorded["reason"] is None and recorded["command"].endswith(f"{adapter}.py --json")
+    assert (uneven["scheme"], check["passed"]) == (recorded["scheme"], recorded["passed"])
+    assert uneven["counts"] == recorded["counts"]
+    assert {s["name"]: s["passed"] for s in check["scenarios"]} == recorded["scenarios"]
+    for got, want in zip(uneven["weights"], recorded["weights"], strict=True):
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
+    if recorded["passed"]:
+        assert uneven["max_abs_diff"] <= recorded["tolerance"]
+    else:
+        assert uneven["max_abs_diff"] == pytest.approx(recorded["max_abs_diff"], rel=1e-6)
+
+
+def _mean_of_microbatch_means(counts):
+    total, ranks, steps = sum(map(sum, counts)), len(counts), len(counts[0])
+    return [[total / (ranks * steps * n) if n else None for n in row] for row in counts]
+
+
+def _uniform(counts, value):
+    return [[value if n else None for n in row] for row in counts]
+
+
+def _expected(adapter: str, s: dict):
+    """weight x N from the counts alone, per adapter's normalisation."""
+    if adapter in ("accelerate_accumulate", "lightning_accumulate"):  # the defaults
+        return _mean_of_microbatch_means(s["counts"])
+    if adapter == "accelerate_guide_as_written":  # N counted every label, terms are fewer
+        terms, labels = sum(map(sum, s["counts"])), sum(map(sum, s["label_positions"]))
+        return _uniform(s["counts"], terms / labels)
+    return _uniform(s["counts"], 1.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_weights_are_the_closed_form_of_each_normalisation(runs, adapter):
+    check = _check(runs, adapter)
+    for s in check["scenarios"]:
+        if s["name"] == "no_labels":
+            assert s["weights"] == [[None, None], [None, None]] and s["passed"]
+            continue
+        for got_row, want_row in zip(s["weights"], _expected(adapter, s), strict=True):
+            for got, want in zip(got_row, want_row, strict=True):
+                assert (got is None) == (want is None), (s["name"], s["weights"])
+                if want is not None:
+                    assert got == pytest.approx(want, rel=1e-9), (s["name"], s["weights"])
+        assert s["residual"] < 1e-9, s["name"]
+    uneven = _scenario(check, "uneven")
+    assert uneven["label_positions"] == [[16, 8], [15, 6]] and uneven["counts"] == [
+        [14, 7],
+        [13, 6],
+    ]
+    global_mean = adapter in ("accelerate_guide", "lightning_global_tokens")
+    assert check["passed"] is global_mean and uneven["passed"] is global_mean
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_every_step_went_through_the_frameworks_own_loop(runs, adapter):
+    """Per rank, one line per train_step: the optimizer really stepped once, the model was in
+    the framework's DistributedDataParallel, and DDP all-reduced on the last microstep only."""
+    check = _check(runs, adapter)
+    lines = [x for x in runs.lines if x["adapter"] == adapter]
+    calls = [s for s in check["scenarios"] for _ in range(STEPS_PER_SCENARIO)]
+    for rank in (0, 1):
+        mine = [x for x in lines if x["rank"] == rank]
+        assert len(mine) == len(calls), (rank, len(mine))
+        for line, s in zip(mine, calls, strict=True):
+            assert line["world_size"] == 2 and line["optimizer_steps"] == 1
+            assert line["grad_sync"] == [False, True]
+            if adapter.startswith("lightning"):
+                assert line["global_step"] == 1 and line["accumulate_grad_batches"] == 2
+                assert line["strategy"] == "DDPStrategy"
+                assert line["wrapped_in"] == ["DistributedDataParallel"]
+            else:
+                assert line["distributed_type"] == "MULTI_CPU"  # on the lab's Gloo group
+                assert line["wrapped_in"] == "DistributedDataParallel"
+                assert line["optimizer_wrapped_in"] == "AcceleratedOptimizer"
+            if adapter.startswith("accelerate_guide"):
+                key = "label_positions" if adapter.endswith("as_written") else "counts"
+                assert line["num_items_in_batch"] == sum(map(sum, s[key])), s["name"]
+
+
+def test_the_table_shows_every_framework_measured_or_with_its_reason():
+    records = frameworks.load()["records"]
+    assert [(r["framework"], r["setting"]) for r in records] == [
+        (s.framework, s.setting) for s in frameworks.SETTINGS
+    ]
+    assert {r["framework"] for r in records} >= ISSUE_FRAMEWORKS
+    for r, s in zip(records, frameworks.SETTINGS, strict=True):
+        assert SPEC_FIELDS <= set(r) and r["default"] is s.default and r["torch"]
+        assert r["version"], r["framework"]
+        if s.adapter is None:
+            assert r["reason"] == s.reason and r["command"] is None
+            assert r["scheme"] is r["weights"] is r["passed"] is None
+        else:  # a real run: a command anyone can repeat, and what it measured
+            assert r["reason"] is None and r["command"].startswith("pclab check examples/")
+            assert (ROOT / r["command"].split()[2]).is_file()
+            assert len(r["weights"]) == 2 and isinstance(r["passed"], bool)
+    defaults = {r["framework"] for r in records if r["default"]}
+    assert defaults >= ISSUE_FRAMEWORKS - {"transformers Trainer + DeepSpeed", "torch FSDP2"}
+
+
+def test_checking_the_contract_imports_no_framework():
+    """The command imports an adapter in its own process to check the contract: the adapters
+    import accelerate and lightning only inside their functions."""
+    from pclab.experiments.trainer_check.trainer_file import load
+
+    before = {m for m in ("accelerate", "lightning") if m in sys.modules}
+    for adapter in ADAPTERS:
+        assert load(ROOT / "examples" / "trainers" / f"{adapter}.py").capacity == 16
+    assert {m for m in ("accelerate", "lightning") if m in sys.modules} == before
