@@ -67,6 +67,8 @@ def choice(
     return value
 
 
+MAX_CELL_CHARS = 32  # "-1.7976931348623157e+308" and its separator, with room to spare
+
 # --- tables -----------------------------------------------------------------------------
 # A data editor cannot be bound to the URL, so its editable columns travel as one compact
 # parameter: rows joined by "_", cells by "~" (`?den_table=96~0~30~0~138.6_96~50~...`).
@@ -82,7 +84,10 @@ def _encode(frame, columns: Sequence[str]) -> str:
 
 
 def _decode(raw: str, rows: int, columns: Sequence[str]) -> list[list[float | None]] | None:
-    """The URL's cells, or None when they do not fit this table (then the link is ignored)."""
+    """The URL's cells, or None when they do not fit this table (then the link is ignored).
+    A value longer than any table of this shape could write is refused unread."""
+    if len(raw) > rows * len(columns) * MAX_CELL_CHARS:
+        return None
     try:
         cells = [[None if c == "" else float(c) for c in row.split("~")] for row in raw.split("_")]
     except ValueError:
@@ -133,6 +138,32 @@ def start_visit(page: str) -> bool:
     st.session_state[FOUND_KEY] = []
     st.session_state[REFUSED_KEY] = []
     return True
+
+
+def _beyond_float64(raw: str) -> bool:
+    """A number no widget of the lab can hold: inf, -inf, NaN, 1e309, 5000 nines. Streamlit
+    would hand it to int() or float() while registering a bound widget and stop the page."""
+    try:
+        return not math.isfinite(float(raw))
+    except (ValueError, OverflowError):
+        return False  # not a number at all: a choice's code or a table, checked where used
+
+
+def drop_extremes() -> None:
+    """Remove from the URL, before any widget reads it, each value that is a number beyond
+    float64: the widget then starts from its default, and `unusable()` names the link's value
+    in the page's notice (the visit's link was kept by `start_visit`)."""
+    extremes = [k for k in st.query_params if _beyond_float64(st.query_params.get(k) or "")]
+    for key in extremes:
+        st.query_params.pop(key, None)
+    if extremes:
+        # Bound widgets are seeded from the URL as the run found it, not from st.query_params:
+        # re-take that copy from the parameters just cleaned (Streamlit does the same after a
+        # page change, to drop another page's parameters).
+        from streamlit.runtime.state import get_session_state
+
+        with get_session_state().query_params() as params:
+            params.set_initial_query_params_from_current()
 
 
 def _same(raw: str, value: object) -> bool:
