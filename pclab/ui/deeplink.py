@@ -17,6 +17,7 @@ import streamlit as st
 # and the unusable ones found (kept for the whole visit to the page).
 VISIT_KEY, LINK_KEY, FOUND_KEY = "deeplink_visit", "deeplink_link", "deeplink_unusable"
 REFUSED_KEY = "deeplink_tables_refused"  # tables whose link value did not fit, this visit
+DROPPED_KEY = "deeplink_dropped"  # parameters removed as numbers beyond float64, this visit
 
 
 def _initial(key: str, options: Sequence[str], default: str) -> str:
@@ -137,6 +138,7 @@ def start_visit(page: str) -> bool:
     st.session_state[LINK_KEY] = {k: st.query_params.get(k) for k in st.query_params}
     st.session_state[FOUND_KEY] = []
     st.session_state[REFUSED_KEY] = []
+    st.session_state[DROPPED_KEY] = []
     return True
 
 
@@ -154,16 +156,19 @@ def drop_extremes() -> None:
     float64: the widget then starts from its default, and `unusable()` names the link's value
     in the page's notice (the visit's link was kept by `start_visit`)."""
     extremes = [k for k in st.query_params if _beyond_float64(st.query_params.get(k) or "")]
-    for key in extremes:
-        st.query_params.pop(key, None)
-    if extremes:
-        # Bound widgets are seeded from the URL as the run found it, not from st.query_params:
-        # re-take that copy from the parameters just cleaned (Streamlit does the same after a
-        # page change, to drop another page's parameters).
-        from streamlit.runtime.state import get_session_state
+    if not extremes:
+        return
+    # st.query_params refuses to delete a widget's bound parameter, and bound widgets are
+    # seeded from the URL as the run found it: so the session's own query parameters drop
+    # the value and re-take that copy (as Streamlit does after a page change, to drop another
+    # page's parameters). Streamlit 1.67's runtime API; the hostile-link tests pin it.
+    from streamlit.runtime.state import get_session_state
 
-        with get_session_state().query_params() as params:
-            params.set_initial_query_params_from_current()
+    with get_session_state().query_params() as params:
+        for key in extremes:
+            params.remove_param(key)
+        params.set_initial_query_params_from_current()
+    st.session_state[DROPPED_KEY] = [*st.session_state.get(DROPPED_KEY, ()), *extremes]
 
 
 def _same(raw: str, value: object) -> bool:
@@ -183,6 +188,8 @@ def unusable() -> list[tuple[str, str, object]]:
     widgets rendered so far. Kept in the session for the rest of the visit."""
     link = st.session_state.get(LINK_KEY) or {}
     refused = st.session_state.get(REFUSED_KEY, [])
+    dropped = st.session_state.get(DROPPED_KEY, [])  # a table's, when no widget holds it
+    refused = [*refused, *(k for k in dropped if k not in st.session_state)]
     found = [(key, raw, None) for key, raw in link.items() if key in refused]
     for key, raw in link.items():
         if key in st.session_state and key not in refused:

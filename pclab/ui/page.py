@@ -111,7 +111,9 @@ def _shown_value(value: object) -> str:
         return "∞" if value > 0 else "−∞"
     if isinstance(value, int) and abs(value) >= 10**15:  # a total beyond float64: its size
         return f"≈ 10^{len(str(abs(value))) - 1}"
-    return plain(str(value)[:80])
+    if isinstance(value, int | float):
+        return str(value)
+    return plain(str(value)[:80])  # a text or a grid: whatever it holds stays text
 
 
 def _rule(exc: InvalidInput, names: dict[str, str]) -> str:
@@ -152,7 +154,7 @@ def error_message(exc: Exception, names: dict[str, str] | None = None) -> str:
     elif exc.cell:
         field = exc.field  # "targets[1]": no table row to name it by
     label = names.get(exc.field, names.get(field, field))
-    shown = {"field": plain(label), "value": _shown_value(exc.value), "rule": rule}
+    shown = {"field": label, "value": _shown_value(exc.value), "rule": rule}
     if row is None:
         return t("errors.invalid", **shown)
     return t("errors.invalid_cell", row=row, **shown)
