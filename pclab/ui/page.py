@@ -92,15 +92,23 @@ def fmt(value: float | int | None, digits: int = 6) -> str:
     return "0" if text in ("+0", "-0") else text
 
 
-_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
+_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")  # every ASCII punctuation character
+# Where Streamlit's Markdown would find a web or e-mail address in plain text (it links
+# "https://…", "www.…" and "name@host.…" after the text is parsed, escaped or not).
+_ADDRESS = re.compile(r"(?i)(?<=:)(?=/)|(?<=www)(?=\.)|(?=@)")
+WORD_JOINER = "\u2060"  # invisible, and no line break: the text reads the same
 
 
 def plain(text: object) -> str:
     """`text` as text, never markup, wherever Streamlit renders Markdown (a warning, an
-    error, a caption): every ASCII punctuation character is backslash-escaped, so a visitor's
-    value (a link's parameter, a rejected input) cannot open a link, an image, a colour, a
-    code span, an HTML tag or a formula; line breaks are shown as ⏎."""
-    return _PUNCTUATION.sub(r"\\\1", str(text)).replace("\r", "").replace("\n", " ⏎ ")
+    error, a caption), so a visitor's value (a link's parameter, a rejected input) cannot
+    open a link, an image, a colour, a code span, an HTML tag or a formula. Every ASCII
+    punctuation character is written as its numeric character reference (`&#58;` for ":"),
+    which Markdown shows as that character and never reads as markup; an invisible word
+    joiner inside "://", "www." and before "@" keeps an address from being linked; line
+    breaks are shown as ⏎."""
+    text = _ADDRESS.sub(WORD_JOINER, str(text).replace("\r", "").replace("\n", " ⏎ "))
+    return _PUNCTUATION.sub(lambda match: f"&#{ord(match[0])};", text)
 
 
 def _shown_value(value: object) -> str:
