@@ -59,10 +59,12 @@ def start_server(
     env: dict | None = None,
     options: tuple[str, ...] = (),
     root=None,
+    log=None,
 ) -> subprocess.Popen:
     """`streamlit run <script>` on 127.0.0.1:<port>, with `env` added to this environment and
     extra command-line `options` (e.g. ("--client.toolbarMode", "developer")), from the
-    checkout `root` (default: this one; the click bench measures an older one beside it)."""
+    checkout `root` (default: this one; the click bench measures an older one beside it);
+    its output goes to the open file `log` (default: nowhere)."""
     cmd = [
         sys.executable,
         "-m",
@@ -84,8 +86,8 @@ def start_server(
         cwd=root or ROOT,
         env=dict(os.environ, **(env or {})),
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log or subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
         start_new_session=True,  # one killpg stops the server and anything it started
     )
 

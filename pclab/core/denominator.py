@@ -41,7 +41,12 @@ def count_valid_labels(positions: int, padding: int, prompt: int, truncated: int
     truncated = v.count(truncated, "truncated")
     if padding + prompt > positions:
         raise v.InvalidInput(
-            "padding + prompt", padding + prompt, "in_range", f"0..{positions} (positions)"
+            "padding + prompt",
+            padding + prompt,
+            "in_range",
+            code="up_to",
+            high=positions,
+            of="positions",
         )
     return LabelCount(positions, padding, prompt, truncated, positions - padding - prompt)
 

@@ -124,7 +124,7 @@ def weighted_loss_scale(weight_sums, collective: str = "mean") -> float | None:
     """
     cells = v.grid(weight_sums, "weight_sums")
     totals = [
-        [v.non_negative(w, f"weight_sums[{r}][{k}]") for k, w in enumerate(row)]
+        [v.non_negative(w, "weight_sums", (r, k)) for k, w in enumerate(row)]
         for r, row in enumerate(cells)
     ]
     collective = v.choice(collective, "collective", ledger.COLLECTIVES)

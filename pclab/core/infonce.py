@@ -126,9 +126,8 @@ def _forward(q: np.ndarray, d: np.ndarray, tau: float) -> dict[str, np.ndarray]:
     with np.errstate(over="ignore", invalid="ignore"):
         logits = (q @ d.T) / tau
     if not np.isfinite(logits).all():
-        raise v.InvalidInput(
-            "q·d/tau", float(np.max(np.abs(logits))), "finite", "logits overflow float64"
-        )
+        worst = float(np.max(np.abs(logits)))
+        raise v.InvalidInput("q·d/tau", worst, "finite", "logits overflow float64", code="overflow")
     # log-sum-exp: shifting by the row maximum keeps exp() <= 1, so |s| of 1e4 and far beyond
     # never overflows. p and L come from the shifted logits (adding the max back costs ulps).
     shifted = logits - logits.max(axis=1, keepdims=True)
@@ -147,7 +146,9 @@ def _forward(q: np.ndarray, d: np.ndarray, tau: float) -> dict[str, np.ndarray]:
         per_query = (coeff @ d) / tau  # [i]: dL_i/dq_i
     if not (np.isfinite(bound) and np.isfinite(doc_sum).all() and np.isfinite(per_query).all()):
         worst = float(np.nan_to_num(max(bound, np.abs(doc_sum).max()), nan=np.inf))
-        raise v.InvalidInput("gradient", worst, "finite", "q, d or 1/tau too large for float64")
+        raise v.InvalidInput(
+            "gradient", worst, "finite", "q, d or 1/tau too large for float64", code="overflow"
+        )
     losses = np.log(partition) - np.diag(shifted)
     return dict(
         logits=logits,
@@ -256,9 +257,8 @@ def encoder_grads(a, b, wq: float, wd: float, tau: float, scheme: str) -> Encode
         reference_wq, reference_wd = float(wq_terms.mean()), float(wd_owner.mean())
         grad_wq, grad_wd = float(gwq.mean()), float(gwd.mean())
     if not np.isfinite([grad_wq, grad_wd, reference_wq, reference_wd, *gwq, *gwd]).all():
-        raise v.InvalidInput(
-            "gradient", max(abs(grad_wq), abs(grad_wd)), "finite", "a, b or w too large"
-        )
+        worst = max(abs(grad_wq), abs(grad_wd))
+        raise v.InvalidInput("gradient", worst, "finite", "a, b or w too large", code="overflow")
     return EncoderGrads(
         scheme=scheme,
         world_size=n,

@@ -158,7 +158,7 @@ def quadratic_ledger(counts, targets, theta: float = 0.0, lr: float = 0.1) -> Qu
     grid = v.count_grid([[c] for c in counts])
     if not isinstance(targets, (list, tuple)) or len(targets) != len(grid):
         raise v.InvalidInput("targets", targets, "same_shape", f"{len(grid)} values")
-    target_values = tuple(v.finite(t, f"targets[{i}]") for i, t in enumerate(targets))
+    target_values = tuple(v.finite(t, "targets", (i,)) for i, t in enumerate(targets))
     theta, lr = v.finite(theta, "theta"), v.finite(lr, "lr")
     per_token = tuple(theta - t for t in target_values)
     grad_sums = tuple(row[0] * g for row, g in zip(grid, per_token))

@@ -89,11 +89,11 @@ def solve_weights(grads, delta, counts) -> WeightSolve:
     columns = []
     for r, row in enumerate(grads):
         if not isinstance(row, list | tuple) or len(row) != shape[1]:
-            raise v.InvalidInput(f"grads[{r}]", row, "same_shape", f"{shape[1]} vectors")
+            raise v.InvalidInput("grads", row, "same_shape", f"{shape[1]} vectors", cell=(r,))
         for k, g in enumerate(row):
             vector = _vector(g, f"grads[{r}][{k}]")
             if vector.shape != change.shape:
-                raise v.InvalidInput(f"grads[{r}][{k}]", len(vector), "same_shape", len(change))
+                raise v.InvalidInput("grads", len(vector), "same_shape", len(change), cell=(r, k))
             if (r, k) in cells:
                 columns.append(vector)
     n = sum(map(sum, grid))

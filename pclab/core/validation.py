@@ -1,16 +1,22 @@
 """Input checks shared by every public core function.
 
 Core functions validate at the entry and raise `InvalidInput` (a `ValueError`) naming
-the offending value and a rule code. Pages translate the rule code through the
-catalogue (`errors.rule.<code>`), so a Chinese reader gets a Chinese message while a
-notebook user still gets a plain English `ValueError`. A value that is not a number
-at all raises `TypeError`, as Python itself would.
+the offending value and carrying codes: the field, the table cell (replica, microstep),
+the rule and, for a rule with more to say, a detail code with its values. Pages translate
+the codes through the catalogue (`errors.rule.<rule>`, `errors.detail.<code>`), so a Chinese
+reader gets a Chinese message while a notebook user still gets a plain English `ValueError`.
+A value that is not a number at all raises `NotANumber`, a `TypeError` as Python itself
+would raise, with the same codes.
 """
 
 from __future__ import annotations
 
 import math
 from numbers import Integral, Real
+
+# The largest total a count grid may reach: N = sum of counts must convert to float64 (a
+# Python int does not overflow, but G / N and P / N then raise OverflowError).
+MAX_COUNT = int(1.7976931348623157e308)
 
 # Rule codes -> the English text used in the exception message. The catalogue holds
 # the same codes under errors.rule.* in each language (a test checks they match).
@@ -26,36 +32,78 @@ RULES = {
     "non_empty": "a non-empty sequence",
     "in_range": "a value inside the allowed range",
 }
+# Detail codes -> the English text (formatted with the error's detail values). The catalogue
+# holds the same codes under errors.detail.* (a test checks they match).
+DETAILS = {
+    "overflow": "the result overflows float64",
+    "up_to": "0..{high} ({of})",
+}
+
+
+def _full_name(field: str, cell: tuple[int, ...]) -> str:
+    """ "grad_sums" and (0, 1) -> "grad_sums[0][1]", as a notebook user indexes it."""
+    return field + "".join(f"[{i}]" for i in cell)
 
 
 class InvalidInput(ValueError):
-    """A ValueError that names the value, its field and the rule it broke."""
+    """A ValueError that names the value, its field and the rule it broke.
 
-    def __init__(self, field: str, value: object, rule: str, detail: str = "") -> None:
-        self.field = field
+    Codes for a reader in any language: `name` (the field without indices), `cell` (its
+    indices: (replica, microstep) in a grid), `rule` (a RULES key), `code` (a DETAILS key or
+    "") with `detail_values`. `field` and `detail` are the English ones (`field` with the
+    indices, "grad_sums[0][1]"); `detail` may be free English text when there is no code.
+    """
+
+    def __init__(
+        self,
+        field: str,
+        value: object,
+        rule: str,
+        detail: object = "",
+        *,
+        cell: tuple[int, ...] = (),
+        code: str = "",
+        **detail_values: object,
+    ) -> None:
+        self.name, self.cell = field, tuple(cell)
+        self.field = _full_name(field, self.cell)
         self.value = value
         self.rule = rule
-        self.detail = detail
-        expected = RULES[rule] + (f" ({detail})" if detail else "")
-        super().__init__(f"{field}={value!r} is invalid: expected {expected}")
+        self.code = code
+        self.detail_values = detail_values
+        self.detail = (
+            str(detail) if detail != "" else DETAILS[code].format(**detail_values) if code else ""
+        )
+        expected = RULES[rule] + (f" ({self.detail})" if self.detail else "")
+        super().__init__(f"{self.field}={value!r} is invalid: expected {expected}")
 
 
-def number(value: object, field: str) -> float:
-    """Return `value` as a float; TypeError when it is not a real number."""
+class NotANumber(TypeError):
+    """A TypeError for a value that is not a real number, with the field's codes."""
+
+    def __init__(self, field: str, value: object, *, cell: tuple[int, ...] = ()) -> None:
+        self.name, self.cell = field, tuple(cell)
+        self.field = _full_name(field, self.cell)
+        self.value = value
+        super().__init__(f"{self.field}={value!r} is not a number")
+
+
+def number(value: object, field: str, cell: tuple[int, ...] = ()) -> float:
+    """Return `value` as a float; NotANumber (a TypeError) when it is not a real number."""
     if type(value) is float:  # the common case, spared the slow isinstance(value, Real)
         return value
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{field}={value!r} is not a number")
+        raise NotANumber(field, value, cell=cell)
     try:
         return float(value)
     except OverflowError:  # an int beyond float64, such as 10**400
-        raise InvalidInput(field, value, "finite") from None
+        raise InvalidInput(field, value, "finite", cell=cell) from None
 
 
-def finite(value: object, field: str) -> float:
-    x = number(value, field)
+def finite(value: object, field: str, cell: tuple[int, ...] = ()) -> float:
+    x = number(value, field, cell)
     if not math.isfinite(x):
-        raise InvalidInput(field, value, "finite")
+        raise InvalidInput(field, value, "finite", cell=cell)
     return x
 
 
@@ -66,30 +114,30 @@ def positive(value: object, field: str) -> float:
     return x
 
 
-def non_negative(value: object, field: str) -> float:
-    x = number(value, field)
+def non_negative(value: object, field: str, cell: tuple[int, ...] = ()) -> float:
+    x = number(value, field, cell)
     if not (math.isfinite(x) and x >= 0):
-        raise InvalidInput(field, value, "non_negative")
+        raise InvalidInput(field, value, "non_negative", cell=cell)
     return x
 
 
-def count(value: object, field: str, *, minimum: int = 0) -> int:
+def count(value: object, field: str, *, minimum: int = 0, cell: tuple[int, ...] = ()) -> int:
     """A whole-number count. Floats that are exact integers (2.0) are accepted,
     because table widgets hand back floats; 2.5, NaN and negatives are not."""
     if type(value) is int and value >= minimum:  # the common case, spared the ABC checks
         return value
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{field}={value!r} is not a number")
+        raise NotANumber(field, value, cell=cell)
     rule = "non_negative_int" if minimum == 0 else "positive_int"
     if isinstance(value, Integral):
         n = int(value)
     else:
         x = float(value)
         if not math.isfinite(x) or x != int(x):
-            raise InvalidInput(field, value, rule)
+            raise InvalidInput(field, value, rule, cell=cell)
         n = int(x)
     if n < minimum:
-        raise InvalidInput(field, value, rule)
+        raise InvalidInput(field, value, rule, cell=cell)
     return n
 
 
@@ -121,7 +169,7 @@ def grid(rows: object, field: str) -> list[list[object]]:
 def finite_result(value: float, field: str, inputs: object) -> float:
     """A computed figure that overflowed float64 is refused, never shown as inf or NaN."""
     if not math.isfinite(value):
-        raise InvalidInput(field, inputs, "in_range", "the result overflows float64")
+        raise InvalidInput(field, inputs, "in_range", code="overflow")
     return value
 
 
@@ -139,12 +187,16 @@ def count_grid(rows: object, field: str = "counts") -> tuple[tuple[int, ...], ..
     cells = grid(rows, field)
     # Rows of plain ints skip the per-cell call and its field name (a 1024 x 64 grid: 3x
     # faster); any other row takes the full check, so results and errors are unchanged.
-    return tuple(
+    counts = tuple(
         tuple(row)
         if _plain_counts(row)
-        else tuple(count(v, f"{field}[{r}][{k}]") for k, v in enumerate(row))
+        else tuple(count(v, field, cell=(r, k)) for k, v in enumerate(row))
         for r, row in enumerate(cells)
     )
+    total = sum(map(sum, counts))
+    if total > MAX_COUNT:  # beyond float64 a figure divided by N overflows (OverflowError)
+        raise InvalidInput(field, total, "in_range", code="overflow")
+    return counts
 
 
 def finite_grid(rows: object, field: str, shape: tuple[int, int]) -> tuple[tuple[float, ...], ...]:
@@ -154,6 +206,6 @@ def finite_grid(rows: object, field: str, shape: tuple[int, int]) -> tuple[tuple
     return tuple(
         tuple(row)
         if _plain_finite(row)
-        else tuple(finite(v, f"{field}[{r}][{k}]") for k, v in enumerate(row))
+        else tuple(finite(v, field, (r, k)) for k, v in enumerate(row))
         for r, row in enumerate(cells)
     )

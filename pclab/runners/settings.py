@@ -10,9 +10,10 @@
                              that would go past it waits in line, or is refused when nothing
                              running could free memory
 
-A malformed value is a `ValueError` naming the variable, raised when this module is first
-imported: a server that was told something it cannot honour stops at start-up, with the
-reason, rather than running on defaults nobody chose.
+A malformed value is a `ValueError` of one line naming the variable and the form it takes,
+raised when the settings are first read (`current()`; `malformed()` returns it without
+raising): a server that was told something it cannot honour stops at start-up with that line
+(ui.serving), rather than running on defaults nobody chose.
 
     python -m pclab.runners.settings        # prints the settings in force
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -58,44 +59,75 @@ ENV_NAMES = {
     "pg_timeout_s": "PCL_PG_TIMEOUT_S",
     "memory_budget_mb": "PCL_MEMORY_BUDGET_MB",
 }
-KINDS = {
-    name: bool if name in ("warm_pool", "preload") else type(value)
-    for name, value in ((f.name, f.default) for f in fields(Settings))
+KINDS: dict[str, Callable[[str], object]] = {
+    f.name: bool if f.name in ("warm_pool", "preload") else type(f.default)
+    for f in fields(Settings)
 }
 
 
-def _parse(name: str, text: str, kind: type) -> object:
-    value = text.strip().lower()
+# What each variable accepts, as the one-line refusal of a malformed value says it.
+FORMS = {
+    "warm_pool": "1 or 0 (also true/false, yes/no, on/off)",
+    "preload": "1 or 0 (also true/false, yes/no, on/off)",
+    "max_concurrent_runs": "a whole number >= 1",
+    "max_waiting_runs": "a whole number >= 0",
+    "pg_timeout_s": "a number of seconds in (0, 3600]",
+    "memory_budget_mb": "a whole number of megabytes in [64, 1048576]",
+}
+
+
+def _refused(field: str, text: str) -> ValueError:
+    return ValueError(f"{ENV_NAMES[field]}={text!r} can't be used: write {FORMS[field]}")
+
+
+def _parse(field: str, text: str) -> object:
+    value, kind = text.strip().lower(), KINDS[field]
     if kind is bool:
         if value in _TRUE | _FALSE:
             return value in _TRUE
-        raise ValueError(f"{name}={text!r} can't be used: write 1 or 0")
+        raise _refused(field, text)
     try:
         return kind(value)
     except ValueError:
-        raise ValueError(f"{name}={text!r} can't be used: write a number") from None
+        raise _refused(field, text) from None
 
 
 def from_env(environ: Mapping[str, str]) -> Settings:
     """The settings `environ` asks for; unset variables keep their defaults (ValueError on
-    a malformed or out-of-range value, naming the variable)."""
+    a malformed or out-of-range value: one line naming the variable and its form)."""
     changes: dict[str, Any] = {}
     for field in fields(Settings):
-        name = ENV_NAMES[field.name]
-        if environ.get(name, "").strip():
-            changes[field.name] = _parse(name, environ[name], KINDS[field.name])
+        text = environ.get(ENV_NAMES[field.name], "")
+        if text.strip():
+            changes[field.name] = _parse(field.name, text)
     try:
         return Settings(**changes)
     except ValueError as exc:
         named = str(exc).split("=", 1)[0]
-        raise ValueError(f"{ENV_NAMES.get(named, named)}: {exc}") from None
+        raise _refused(named, environ[ENV_NAMES[named]]) from None
 
 
-_CURRENT = [from_env(os.environ)]
+def _from_environment() -> tuple[Settings, ValueError | None]:
+    try:
+        return from_env(os.environ), None
+    except ValueError as exc:
+        return Settings(), exc
+
+
+_FROM_ENVIRONMENT, _MALFORMED = _from_environment()
+_CURRENT = [_FROM_ENVIRONMENT]
+
+
+def malformed() -> ValueError | None:
+    """The refusal of a malformed PCL_* variable in this process's environment, or None."""
+    return _MALFORMED
 
 
 def current() -> Settings:
-    """The settings in force for this process."""
+    """The settings in force for this process (ValueError when the environment's are
+    malformed: nothing runs on defaults nobody chose)."""
+    if (error := malformed()) is not None:
+        raise error
     return _CURRENT[0]
 
 
@@ -126,6 +158,8 @@ def overridden(**changes: object) -> Iterator[Settings]:
 
 
 if __name__ == "__main__":
+    if malformed() is not None:
+        raise SystemExit(str(malformed()))
     for field in fields(Settings):
         value = getattr(current(), field.name)
         shown = "unset (on in the Streamlit server, off for a CLI)" if value is None else value

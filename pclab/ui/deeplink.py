@@ -17,6 +17,7 @@ import streamlit as st
 # and the unusable ones found (kept for the whole visit to the page).
 VISIT_KEY, LINK_KEY, FOUND_KEY = "deeplink_visit", "deeplink_link", "deeplink_unusable"
 REFUSED_KEY = "deeplink_tables_refused"  # tables whose link value did not fit, this visit
+DROPPED_KEY = "deeplink_dropped"  # parameters removed as numbers beyond float64, this visit
 
 
 def _initial(key: str, options: Sequence[str], default: str) -> str:
@@ -67,6 +68,8 @@ def choice(
     return value
 
 
+MAX_CELL_CHARS = 32  # "-1.7976931348623157e+308" and its separator, with room to spare
+
 # --- tables -----------------------------------------------------------------------------
 # A data editor cannot be bound to the URL, so its editable columns travel as one compact
 # parameter: rows joined by "_", cells by "~" (`?den_table=96~0~30~0~138.6_96~50~...`).
@@ -82,7 +85,10 @@ def _encode(frame, columns: Sequence[str]) -> str:
 
 
 def _decode(raw: str, rows: int, columns: Sequence[str]) -> list[list[float | None]] | None:
-    """The URL's cells, or None when they do not fit this table (then the link is ignored)."""
+    """The URL's cells, or None when they do not fit this table (then the link is ignored).
+    A value longer than any table of this shape could write is refused unread."""
+    if len(raw) > rows * len(columns) * MAX_CELL_CHARS:
+        return None
     try:
         cells = [[None if c == "" else float(c) for c in row.split("~")] for row in raw.split("_")]
     except ValueError:
@@ -132,7 +138,37 @@ def start_visit(page: str) -> bool:
     st.session_state[LINK_KEY] = {k: st.query_params.get(k) for k in st.query_params}
     st.session_state[FOUND_KEY] = []
     st.session_state[REFUSED_KEY] = []
+    st.session_state[DROPPED_KEY] = []
     return True
+
+
+def _beyond_float64(raw: str) -> bool:
+    """A number no widget of the lab can hold: inf, -inf, NaN, 1e309, 5000 nines. Streamlit
+    would hand it to int() or float() while registering a bound widget and stop the page."""
+    try:
+        return not math.isfinite(float(raw))
+    except (ValueError, OverflowError):
+        return False  # not a number at all: a choice's code or a table, checked where used
+
+
+def drop_extremes() -> None:
+    """Remove from the URL, before any widget reads it, each value that is a number beyond
+    float64: the widget then starts from its default, and `unusable()` names the link's value
+    in the page's notice (the visit's link was kept by `start_visit`)."""
+    extremes = [k for k in st.query_params if _beyond_float64(st.query_params.get(k) or "")]
+    if not extremes:
+        return
+    # st.query_params refuses to delete a widget's bound parameter, and bound widgets are
+    # seeded from the URL as the run found it: so the session's own query parameters drop
+    # the value and re-take that copy (as Streamlit does after a page change, to drop another
+    # page's parameters). Streamlit 1.67's runtime API; the hostile-link tests pin it.
+    from streamlit.runtime.state import get_session_state
+
+    with get_session_state().query_params() as params:
+        for key in extremes:
+            params.remove_param(key)
+        params.set_initial_query_params_from_current()
+    st.session_state[DROPPED_KEY] = [*st.session_state.get(DROPPED_KEY, ()), *extremes]
 
 
 def _same(raw: str, value: object) -> bool:
@@ -152,6 +188,8 @@ def unusable() -> list[tuple[str, str, object]]:
     widgets rendered so far. Kept in the session for the rest of the visit."""
     link = st.session_state.get(LINK_KEY) or {}
     refused = st.session_state.get(REFUSED_KEY, [])
+    dropped = st.session_state.get(DROPPED_KEY, [])  # a table's, when no widget holds it
+    refused = [*refused, *(k for k in dropped if k not in st.session_state)]
     found = [(key, raw, None) for key, raw in link.items() if key in refused]
     for key, raw in link.items():
         if key in st.session_state and key not in refused:

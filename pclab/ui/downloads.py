@@ -12,13 +12,50 @@ that never ran torch does not import it just to say which version it would have 
 from __future__ import annotations
 
 import json
+import os
 import platform
+import sys
+import tempfile
 from importlib import metadata
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
+from pclab import paths
 from pclab.ui.page import t
+
+
+def _server_folders() -> list[tuple[str, str]]:
+    """(absolute folder, what a download says instead), longest first: the lab's own folder
+    becomes nothing (paths relative to the lab's root), the others a neutral name."""
+    folders = {
+        str(paths.IMPORT_ROOT): "",
+        sys.prefix: "<python>",
+        sys.base_prefix: "<python>",
+        tempfile.gettempdir(): "<tmp>",
+        str(Path.home()): "~",
+    }
+    return sorted(
+        ((f"{k}{os.sep}", v and f"{v}{os.sep}") for k, v in folders.items() if k != os.sep),
+        key=lambda kv: -len(kv[0]),
+    )
+
+
+def relative(value: object) -> object:
+    """`value` (a record, a list, a text) with no absolute folder of the server in it: a path
+    as `paths.shown` gives it (relative to the lab's root), a folder inside a text replaced."""
+    if isinstance(value, dict):
+        return {k: relative(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [relative(v) for v in value]
+    if not isinstance(value, str):
+        return value
+    if os.path.isabs(value) and "\n" not in value and Path(value).exists():
+        return paths.shown(value)
+    for folder, instead in _server_folders():
+        value = value.replace(folder, instead)
+    return value
 
 
 def _plain(frame: pd.DataFrame | object) -> pd.DataFrame:
@@ -40,6 +77,11 @@ def export_frame(frame: pd.DataFrame | object, column_config: dict | None = None
     Chinese, not with internal names), and the values as the frame holds them."""
     data = _plain(frame)
     labels = {c: _label(c, v) for c, v in (column_config or {}).items() if c in data.columns}
+    texts = [c for c in data.columns if data[c].dtype == object]
+    if texts:  # a path or a message in a cell: no server folder in a download
+        data = data.copy()
+        for column in texts:
+            data[column] = data[column].map(relative)
     return data.rename(columns=labels)
 
 
@@ -88,8 +130,9 @@ def table(
 
 
 def run_record(result: object, params: dict, experiment: str) -> dict:
-    """The JSON record of one real run (a `runners.launcher.RunResult`)."""
-    return {
+    """The JSON record of one real run (a `runners.launcher.RunResult`): paths relative to the
+    lab's root, never the server's absolute folders."""
+    record = {
         "experiment": experiment,
         "parameters": params,
         "ok": result.ok,
@@ -104,6 +147,7 @@ def run_record(result: object, params: dict, experiment: str) -> dict:
         },
         "report": result.report,
     }
+    return relative(record)
 
 
 def run_download(result: object, params: dict, experiment: str) -> None:

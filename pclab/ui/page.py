@@ -14,7 +14,7 @@ from functools import cache
 
 import streamlit as st
 
-from pclab.core.validation import InvalidInput
+from pclab.core.validation import InvalidInput, NotANumber
 from pclab.ui import browser, deeplink, i18n
 
 LANG_KEY = "lang"
@@ -92,17 +92,23 @@ def fmt(value: float | int | None, digits: int = 6) -> str:
     return "0" if text in ("+0", "-0") else text
 
 
-# A core field as it names a table cell: "grad_sums[0][1]" (replica 0, microstep 1).
-_CELL = re.compile(r"^(?P<name>.+?)\[(?P<r>\d+)\]\[(?P<k>\d+)\]$")
-# core.validation's TypeError text: "positions=None is not a number".
-_NOT_A_NUMBER = re.compile(r"^(?P<field>[^=]+)=(?P<value>.*) is not a number$")
-# The English details core adds to a rule that a page can reach, by catalogue key.
-_DETAILS = {
-    "the result overflows float64": "errors.detail.overflow",
-    "logits overflow float64": "errors.detail.overflow",
-    "q, d or 1/tau too large for float64": "errors.detail.overflow",
-    "a, b or w too large": "errors.detail.overflow",
-}
+_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")  # every ASCII punctuation character
+# Where Streamlit's Markdown would find a web or e-mail address in plain text (it links
+# "https://…", "www.…" and "name@host.…" after the text is parsed, escaped or not).
+_ADDRESS = re.compile(r"(?i)(?<=:)(?=/)|(?<=www)(?=\.)|(?=@)")
+WORD_JOINER = "\u2060"  # invisible, and no line break: the text reads the same
+
+
+def plain(text: object) -> str:
+    """`text` as text, never markup, wherever Streamlit renders Markdown (a warning, an
+    error, a caption), so a visitor's value (a link's parameter, a rejected input) cannot
+    open a link, an image, a colour, a code span, an HTML tag or a formula. Every ASCII
+    punctuation character is written as its numeric character reference (`&#58;` for ":"),
+    which Markdown shows as that character and never reads as markup; an invisible word
+    joiner inside "://", "www." and before "@" keeps an address from being linked; line
+    breaks are shown as ⏎."""
+    text = _ADDRESS.sub(WORD_JOINER, str(text).replace("\r", "").replace("\n", " ⏎ "))
+    return _PUNCTUATION.sub(lambda match: f"&#{ord(match[0])};", text)
 
 
 def _shown_value(value: object) -> str:
@@ -111,41 +117,52 @@ def _shown_value(value: object) -> str:
         return t("errors.empty_cell")
     if isinstance(value, float) and math.isinf(value):
         return "∞" if value > 0 else "−∞"
-    return str(value)
+    if isinstance(value, int) and abs(value) >= 10**15:  # a total beyond float64: its size
+        return f"≈ 10^{len(str(abs(value))) - 1}"
+    if isinstance(value, int | float):
+        return str(value)
+    return plain(str(value)[:80])  # a text or a grid: whatever it holds stays text
 
 
-def _detail(detail: str, names: dict[str, str]) -> str:
-    if detail in _DETAILS:
-        return t(_DETAILS[detail])
-    for name, label in names.items():  # "0..96 (positions)" -> "0..96 (Positions)"
-        detail = detail.replace(f"({name})", f"({label})")
-    return detail
+def _rule(exc: InvalidInput, names: dict[str, str]) -> str:
+    """The rule in the reader's language, with its detail: a coded one from the catalogue
+    (a field it names shown as the reader sees it), else core's own (numbers, shapes)."""
+    rule = t(f"errors.rule.{exc.rule}")
+    if exc.code:
+        values = {
+            k: names.get(v, v) if isinstance(v, str) else v for k, v in exc.detail_values.items()
+        }
+        return f"{rule} ({t(f'errors.detail.{exc.code}', **values)})"
+    return f"{rule} ({plain(exc.detail)})" if exc.detail else rule
 
 
 def error_message(exc: Exception, names: dict[str, str] | None = None) -> str:
-    """The user's-language message for a core input error.
+    """The user's-language message for a core input error, from its codes (never from its
+    English text).
 
     `names`: core field -> what the reader sees (a table's column header, an input's
     label). A table cell is named by its column and row (r0·k1), and an emptied cell is
-    called empty rather than shown as nan. The row comes from the field's indices, or from
+    called empty rather than shown as nan. The row comes from the error's cell, or from
     `table_row()` around a per-row core call.
     """
     names = names or {}
     if isinstance(exc, InvalidInput):
-        field, value = exc.field, exc.value
-        rule = t(f"errors.rule.{exc.rule}")
-        if exc.detail:
-            rule = f"{rule} ({_detail(exc.detail, names)})"
-    elif isinstance(exc, TypeError) and (match := _NOT_A_NUMBER.match(str(exc))):
-        field, value, rule = match["field"], match["value"], t("errors.rule.finite")
+        rule = _rule(exc, names)
+    elif isinstance(exc, NotANumber):
+        rule = t("errors.rule.finite")
     elif isinstance(exc, TypeError):
-        return t("errors.not_a_number", detail=str(exc))
+        return t("errors.not_a_number", detail=plain(exc))
+    elif isinstance(exc, ArithmeticError):  # float64 ran out where core did not foresee it
+        return t("errors.cannot_use", detail=t("errors.detail.overflow"))
     else:
-        return t("errors.cannot_use", detail=str(exc))
-    row = getattr(exc, "table_row", None)
-    if cell := _CELL.match(field):
-        field, row = cell["name"], f"r{cell['r']}·k{cell['k']}"
-    shown = {"field": names.get(field, field), "value": _shown_value(value), "rule": rule}
+        return t("errors.cannot_use", detail=plain(exc))
+    row, field = getattr(exc, "table_row", None), exc.name
+    if len(exc.cell) == 2:
+        row = f"r{exc.cell[0]}·k{exc.cell[1]}"
+    elif exc.cell:
+        field = exc.field  # "targets[1]": no table row to name it by
+    label = names.get(exc.field, names.get(field, field))
+    shown = {"field": label, "value": _shown_value(exc.value), "rule": rule}
     if row is None:
         return t("errors.invalid", **shown)
     return t("errors.invalid_cell", row=row, **shown)
@@ -163,11 +180,12 @@ def table_row(row: str) -> Iterator[None]:
 
 @contextmanager
 def guard(names: dict[str, str] | None = None) -> Iterator[None]:
-    """Show a core ValueError / TypeError as a translated `st.error`, never a traceback.
+    """Show what core raises (ValueError, TypeError; an OverflowError it did not foresee) as
+    a translated `st.error`, never a traceback.
     `names`: core field -> the column header or input label the reader sees."""
     try:
         yield
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, ArithmeticError) as exc:
         st.error(error_message(exc, names), icon=":material/error:")
 
 
@@ -190,6 +208,10 @@ def show_code(*functions: Callable) -> None:
 _RUN = threading.local()
 
 
+def _cut(raw: str, limit: int = 40) -> str:
+    return raw if len(raw) <= limit else f"{raw[:limit]}…"
+
+
 def _show_link_notice(found: list[tuple[str, str, object]]) -> None:
     def used(value: object) -> str:
         if value is None:
@@ -198,7 +220,9 @@ def _show_link_notice(found: list[tuple[str, str, object]]) -> None:
             return t("common.yes") if value else t("common.no")
         return fmt(value) if isinstance(value, float) else str(value)
 
-    items = "; ".join(f"`{key}={raw[:40]}` → {used(value)}" for key, raw, value in found)
+    items = "; ".join(
+        f"{plain(key)}={plain(_cut(raw))} → {plain(used(value))}" for key, raw, value in found
+    )
     _RUN.slot.warning(t("common.link.unusable", items=items), icon=":material/link_off:")
 
 
@@ -215,6 +239,7 @@ def header(section: str, *, share: bool = True) -> None:
     """Language switch, then the page title, a share button (for a page with a scenario to
     share), a notice when the link asked for values the page cannot use, and the lead."""
     _RUN.first_of_visit = deeplink.start_visit(section)
+    deeplink.drop_extremes()
     language_switch()
     st.sidebar.toggle(t("exercise.workshop_mode"), key=WORKSHOP_KEY, bind="query-params")
     ranges = ("between", "at_least", "at_most", "outside", "error", "press_enter")

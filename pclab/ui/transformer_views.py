@@ -6,14 +6,13 @@ the equal-count control and the N = 0 metrics, all from the report's language-ne
 
 from __future__ import annotations
 
-import re
-
 import altair as alt
 import pandas as pd
 import streamlit as st
 
 from pclab.runners.results import RunResult
 from pclab.ui.branch_table import table as branch_table
+from pclab.ui.page import plain as md  # noqa: F401 - experiment.py's name for it
 from pclab.ui.page import t
 
 MEASURED = ("max_abs_diff", "passed", "first", "hashes")
@@ -36,11 +35,6 @@ def transformer_chart_rows(branches: list[dict], floor: float = DIFF_FLOOR) -> l
         for row in branches
         for tensor, diff in row["param_diffs"].items()
     ]
-
-
-def md(text: str) -> str:
-    """Plain text for Markdown: special characters escaped, line breaks shown as ⏎."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|~<>$:])", r"\\\1", text).replace("\n", " ⏎ ")
 
 
 def _diff_chart(report: dict) -> None:

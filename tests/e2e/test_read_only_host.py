@@ -3,11 +3,14 @@ and a real run completes, and nothing is written into the source tree.
 
 The tracked files are copied to a temporary directory, made read-only (files 0444,
 directories 0555), and `streamlit run app.py` is started there as `nobody` through
-`setpriv`, with HOME and TMPDIR in a writable directory of its own. Where the interpreter
-itself sits in a directory `nobody` cannot enter (this box's Python lives under /root, mode
-700), the server keeps one capability, CAP_DAC_READ_SEARCH: it may read and search any
-file, as if the interpreter were installed system-wide, and still cannot write anything
-`nobody` could not (checked below with the same command). Needs root (to switch users).
+`setpriv`, with HOME and TMPDIR in a writable directory of its own. Both sit in a folder
+every user can enter (the system's temporary folder, not pytest's, whose root is mode 700),
+as a host's checkout would. Where the interpreter itself sits in a directory `nobody` cannot
+enter (a Python under /root, mode 700), the server keeps one capability,
+CAP_DAC_READ_SEARCH: it may read and search any file, as if the interpreter were installed
+system-wide, and still cannot write anything `nobody` could not (checked below with the same
+command); a world-readable virtual environment needs no capability. When the server dies,
+the test fails with the server's own log. Needs root (to switch users).
 """
 
 from __future__ import annotations
@@ -15,17 +18,17 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from bench.cold_start import free_port
+from bench.cold_start import free_port, stop_server
 from pclab.runners import memory
 from pclab.ui.pages import HOME, PAGES
 from tests.e2e.conftest import ROOT, wait_for_app
@@ -41,6 +44,10 @@ def _as_nobody(extra_caps: list[str]) -> list[str]:
 
 def _works(command: list[str], env: dict) -> subprocess.CompletedProcess:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
 
 
 def _runs_zygote(pid: int) -> bool:
@@ -60,11 +67,28 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
     return out
 
 
+def _open_to_all(folder: Path) -> bool:
+    """Whether every user can enter `folder` and each folder above it."""
+    return all(os.stat(p).st_mode & stat.S_IXOTH for p in [folder, *folder.parents])
+
+
+def _world_traversable_folder() -> Path:
+    """A new folder every user can enter: in the system's temporary folder (or /tmp when
+    that one is private), never under pytest's own temporary root (mode 700)."""
+    for base in (tempfile.gettempdir(), "/tmp", "/var/tmp"):
+        if Path(base).is_dir() and _open_to_all(Path(base).resolve()):
+            folder = Path(tempfile.mkdtemp(prefix="pcl-read-only-host-", dir=base))
+            folder.chmod(0o755)
+            return folder
+    pytest.skip("no temporary folder every user can enter")
+
+
 @pytest.fixture
-def read_only_checkout(tmp_path):
+def read_only_checkout():
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("switching to an unprivileged user needs root and setpriv (util-linux)")
-    checkout, home = tmp_path / "lab", tmp_path / "home"
+    base = _world_traversable_folder()
+    checkout, home = base / "lab", base / "home"
     listed = subprocess.run(
         ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
     ).stdout.split(b"\0")
@@ -74,13 +98,15 @@ def read_only_checkout(tmp_path):
         shutil.copy2(ROOT / name, target)
     for path in [checkout, *checkout.rglob("*")]:
         path.chmod(0o555 if path.is_dir() else 0o444)
-    tmp_path.chmod(0o755)
     (home / "tmp").mkdir(parents=True)
     for path in (home, home / "tmp"):
         os.chown(path, NOBODY, NOBODY)
-    yield checkout, home
-    for path in [checkout, *checkout.rglob("*")]:  # writable again, to be removed
-        path.chmod(stat.S_IRWXU)
+    try:
+        yield checkout, home
+    finally:
+        for path in [checkout, *checkout.rglob("*")]:  # writable again, to be removed
+            path.chmod(stat.S_IRWXU)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_an_unprivileged_user_serves_every_page_and_a_run_from_a_read_only_checkout(
@@ -134,8 +160,8 @@ def test_an_unprivileged_user_serves_every_page_and_a_run_from_a_read_only_check
                         break
             except OSError:
                 pass
-            assert server.poll() is None, log.read_text(errors="replace")[-2000:]
-            assert time.monotonic() < deadline, "the server never became healthy"
+            assert server.poll() is None, f"the server died: {_tail(log)}"
+            assert time.monotonic() < deadline, f"the server never became healthy: {_tail(log)}"
             time.sleep(0.3)
         with open(f"/proc/{server.pid}/status") as f:
             uids = next(line for line in f if line.startswith("Uid:")).split()[1:]
@@ -157,13 +183,12 @@ def test_an_unprivileged_user_serves_every_page_and_a_run_from_a_read_only_check
             tab.close()
         zygotes = [p for p in memory.children(server.pid) if _runs_zygote(p)]
         assert len(zygotes) == 1, "the run did not go through the warm pool"
+    except Exception:
+        if server.poll() is not None:  # the browser's timeout is not the story: the log is
+            raise AssertionError(f"the server died: {_tail(log)}") from None
+        raise
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+        stop_server(server)  # SIGTERM, then SIGKILL; a server that already died is no error
     assert _snapshot(checkout) == before  # nothing written into the source tree
     text = log.read_text(errors="replace")
     assert "Traceback" not in text and "PermissionError" not in text, text[-2000:]

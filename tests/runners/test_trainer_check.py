@@ -200,8 +200,10 @@ RAISE_LINE = next(  # the line of the `raise` in that file: the check must name 
 )
 def test_broken_trainers_get_one_clear_line_and_leave_nothing(trainer, args, code, needle):
     mark = uuid.uuid4().hex
-    limit = "12" if trainer.stem == "hangs" else "120"  # the rest must not depend on the load
-    done = cli(str(trainer), *args, "--timeout", limit, mark=mark)
+    # 12 s where the timeout is the subject (hangs.py); elsewhere a margin that holds on a
+    # loaded 2-core machine, where the ranks' start-up alone can take longer than 12 s.
+    timeout = "12" if trainer.stem == "hangs" else "120"
+    done = cli(str(trainer), *args, "--timeout", timeout, mark=mark)
     assert done.returncode == code, done.stdout + done.stderr
     assert needle in done.stdout + done.stderr
     assert "Traceback" not in done.stderr

@@ -1,0 +1,135 @@
+"""The real server (`streamlit run app.py`), as a host starts it and as a visitor opens it:
+a malformed PCL_* setting stops it with one line, and a server killed with SIGKILL leaves
+nothing in the temporary directory once the next one has started.
+
+A visit is one Streamlit session opened over the server's websocket (what a browser tab
+does first), so these tests need no browser. Streamlit runs app.py for the first time when
+the first session opens: that is where the lab reads its settings and prepares its folders.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from bench.cold_start import free_port, start_server, stop_server, wait_healthy
+from pclab.runners.settings import ENV_NAMES
+from pclab.ui.serving import CACHE_PREFIX
+
+pytestmark = pytest.mark.timeout(300)
+MALFORMED = {
+    "PCL_WARM_POOL": "maybe",
+    "PCL_PRELOAD": "perhaps",
+    "PCL_MAX_CONCURRENT_RUNS": "many",
+    "PCL_MAX_WAITING_RUNS": "-4",
+    "PCL_PG_TIMEOUT_S": "inf",
+    "PCL_MEMORY_BUDGET_MB": "abc",
+}
+
+
+def visit(url: str, timeout_s: float = 120) -> bool:
+    """Open one session and wait for its first script run to finish; False when the
+    connection closed first (the server stopped)."""
+    request = BackMsg()
+    request.rerun_script.query_string = ""
+    request.rerun_script.page_script_hash = ""
+    deadline = time.monotonic() + timeout_s
+    ws_url = url.replace("http://", "ws://") + "/_stcore/stream"
+    try:
+        with connect(ws_url, subprotocols=["streamlit"], open_timeout=30) as ws:
+            ws.send(request.SerializeToString())
+            while time.monotonic() < deadline:
+                message = ForwardMsg()
+                message.ParseFromString(ws.recv(timeout=deadline - time.monotonic()))
+                if message.WhichOneof("type") == "script_finished":
+                    return True
+    except (ConnectionClosed, ConnectionError):
+        return False
+    raise AssertionError(f"the first script run did not finish in {timeout_s} s")
+
+
+def test_every_variable_has_a_malformed_case():
+    assert set(MALFORMED) == set(ENV_NAMES.values())
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_a_malformed_setting_stops_the_server_with_one_line(name, tmp_path):
+    log = tmp_path / "server.log"
+    port = free_port()
+    with log.open("wb") as out:
+        server = start_server(port, env={name: MALFORMED[name]}, log=out)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        assert wait_healthy(server, url, timeout_s=120), log.read_text(errors="replace")
+        visit(url)
+        code = server.wait(timeout=60)
+    finally:
+        stop_server(server)
+    text = log.read_text(errors="replace")
+    lines = [line for line in text.splitlines() if name in line]
+    assert code == 2, text[-2000:]
+    assert len(lines) == 1, text[-2000:]
+    assert f"{name}={MALFORMED[name]!r} can't be used: write " in lines[0]
+    assert "Traceback" not in text
+
+
+def _caches(temp: Path) -> list[Path]:
+    return sorted(temp.glob(f"{CACHE_PREFIX}*"))
+
+
+def test_a_killed_servers_temporary_files_do_not_outlive_the_next_start(tmp_path, monkeypatch):
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {"TMPDIR": str(temp)}  # the server's defaults: the warm pool on
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # the server picks its own
+    first_port, second_port = free_port(), free_port()
+    first = start_server(first_port, env=env)
+    try:
+        assert wait_healthy(first, f"http://127.0.0.1:{first_port}")
+        assert visit(f"http://127.0.0.1:{first_port}")
+        left = _caches(temp)
+        assert len(left) == 1, left  # the first server's own cache folder
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)  # no clean-up of its own can run
+        first.wait(timeout=30)
+    assert _caches(temp) == left  # what a SIGKILL leaves: the next start must remove it
+
+    second = start_server(second_port, env=env)
+    try:
+        assert wait_healthy(second, f"http://127.0.0.1:{second_port}")
+        assert visit(f"http://127.0.0.1:{second_port}")
+        assert not left[0].exists(), "the killed server's cache folder is still there"
+        assert len(_caches(temp)) == 1  # the second server's own
+    finally:
+        stop_server(second)  # SIGTERM: the server removes its own on the way out
+    assert list(temp.iterdir()) == [], sorted(p.name for p in temp.iterdir())
+
+
+def test_the_server_of_another_live_process_is_left_alone(tmp_path):
+    """A cache folder named after a live process (another server on the host) is not stale."""
+    from pclab.ui.serving import remove_stale_caches
+
+    live = tmp_path / f"{CACHE_PREFIX}{os.getpid()}-abc"
+    live.mkdir()
+    dead = tmp_path / f"{CACHE_PREFIX}{_dead_pid()}-abc"
+    dead.mkdir()
+    unrelated = tmp_path / "pcl-torch-cache-notapid"
+    unrelated.mkdir()
+    assert remove_stale_caches(str(tmp_path)) == [str(dead)]
+    assert live.exists() and unrelated.exists() and not dead.exists()
+
+
+def _dead_pid() -> int:
+    """The id of a process that has exited (and been reaped)."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid

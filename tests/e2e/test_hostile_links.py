@@ -1,0 +1,55 @@
+"""Links a stranger could share, opened in real Chromium: a Markdown link, an image, a colour
+directive or HTML in a URL parameter shows as the literal text it is (in the page's notice
+of values it could not use), creates no link, image or styled text, and makes the browser
+fetch nothing; a number beyond float64 leaves the page standing with its notice.
+(tests/app/test_hostile_links.py covers every bound key of every page through AppTest.)"""
+
+from __future__ import annotations
+
+from urllib.parse import quote, urlsplit
+
+import pytest
+
+from pclab.ui.page import WORD_JOINER
+from tests.e2e.conftest import wait_for_app
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+PAYLOADS = (  # each within the 40 characters the notice shows of a value
+    "`[zq9x](https://evil.example)`",
+    "zq9x www.evil.example x@evil.example",
+    "![zq9x](https://evil.example/a.png)",
+    ":red[**zq9x**]",
+    "<img src=https://evil.example/b.png>zq9x",
+)
+LINKS = ("check-trainer?chk_example=", "ledger?ledger_scheme=", "clipping?clip_scale=")
+LINKS += ("denominator?den_table=",)
+
+
+@pytest.mark.parametrize("link", LINKS)
+def test_markup_in_a_link_is_shown_as_text(app_url, page, link):
+    fetched: list[str] = []
+    page.on("request", lambda request: fetched.append(urlsplit(request.url).hostname or ""))
+    for payload in PAYLOADS:
+        page.goto(f"{app_url}/{link}{quote(payload)}")
+        wait_for_app(page)
+        alert = page.locator('[data-testid="stAlert"]', has_text="zq9x")
+        assert alert.count() == 1, f"{link}{payload}: no notice naming the value"
+        shown = alert.inner_text().replace(WORD_JOINER, "")  # the joiners are invisible
+        assert payload in shown, shown  # the text, literally
+        for made in ("a", "img", "code", "strong", "span[style*=color]"):
+            assert alert.locator(made).count() == 0, f"{link}{payload}: a {made} element"
+        assert page.locator('a[href*="evil.example"], img[src*="evil.example"]').count() == 0
+        assert page.locator('[data-testid="stException"]').count() == 0
+    assert "evil.example" not in fetched, sorted(set(fetched))  # no fetch from another host
+
+
+@pytest.mark.parametrize(
+    "link",
+    ["denominator?den_replicas=inf", "ledger?ledger_n_a=1e309", "limits?lim_seed=" + "9" * 5000],
+)
+def test_numbers_beyond_float64_leave_the_page_standing(app_url, page, link):
+    page.goto(f"{app_url}/{link}")
+    wait_for_app(page)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    key = link.split("?")[1].split("=")[0]
+    assert page.locator('[data-testid="stAlert"]', has_text=key).count() == 1
