@@ -56,7 +56,8 @@ with guard():
         rank = next(r for r, rows in enumerate(plan.rank_windows(world_size)) if i in rows)
         where = "tail" if window.index == "tail" else "chunk"
         shape = {"capacity": window.capacity, "padding": window.padding}
-        about = {"i": i, "document": window.document, "index": window.index, "rank": rank}
+        document = t(f"experiment.document.{window.document}")
+        about = {"i": i, "document": document, "index": window.index, "rank": rank}
         right.caption(t(f"experiment.windows.{where}", **about, **shape))
         plain, supervised = data.split_text(tokenizer, window, n)
         right.markdown(md(plain) + (f":orange-background[{md(supervised)}]" if supervised else ""))

@@ -121,8 +121,16 @@ def chart_frames(at) -> list[tuple[dict, object]]:
     return out
 
 
-def verdicts(at):
-    return at.dataframe[0].value
+COLUMNS = ("scenario", "same_update", "max_abs_diff", "scheme", "residual")
+COLUMNS += ("first_divergence", "notes")
+
+
+def verdicts(at, lang: str = "en"):
+    """The verdict table (a static st.table, whose cells wrap) with the columns' codes."""
+    table = at.table[0].value
+    headers = {i18n.text(lang, f"check.results.{c}"): c for c in COLUMNS}
+    assert list(table.columns) == list(headers)
+    return table.rename(columns=headers).reset_index(drop=True)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -133,7 +141,7 @@ def test_renders_in_both_languages_without_starting_anything(lang, launches):
     assert box.options == [i18n.text(lang, f"check.example.{c}") for c in views.EXAMPLES]
     assert at.code[0].value == views.bundled_path("correct_manual").read_text().rstrip()
     assert len(at.get("vega_lite_chart")) == 1  # each scheme's prediction, before any run
-    assert at.button(key="chk_run") is not None and not at.dataframe
+    assert at.button(key="chk_run") is not None and not at.table
     own = " ".join(m.value for m in at.markdown)
     assert "VOCAB_SIZE" in own and "`2`" in own  # the contract and the exit codes
     commands = [c.value for c in at.code]
@@ -194,7 +202,7 @@ def test_a_recorded_real_run_reads_as_verdicts_notes_and_a_heat_map(launches, la
     at.button(key="chk_run").click().run()
     assert not at.exception, at.exception
     say = lambda key, **v: i18n.text(lang, key, **v)  # noqa: E731
-    table = verdicts(at)
+    table = verdicts(at, lang)
     yes, no = say("common.yes"), say("common.no")
     assert list(table["same_update"]) == [no, no, no, yes, yes]
     assert table["scheme"].iloc[0] == say("schemes.microbatch_mean")
@@ -202,14 +210,20 @@ def test_a_recorded_real_run_reads_as_verdicts_notes_and_a_heat_map(launches, la
     first = say("check.results.divergence", rank=0, tensor="parameter 0.weight")
     assert table["first_divergence"].iloc[0] == first
     assert table["first_divergence"].iloc[3] == say("check.results.none")
-    assert say("check.note.control") in table["notes"].iloc[3]  # equal counts: the control
-    listed = f"**{say('check.scenario.equal_counts')}**: {say('check.note.control')}"
-    assert any(listed in m.value for m in at.markdown)  # and at full length under the table
+    assert say("check.note.control") in table["notes"].iloc[3]  # it passed: the note holds
+    ties = [say(f"schemes.{x}") for x in ("replica_mean", "microbatch_mean")]
+    tie_note = say("check.note.ties", schemes=i18n.join(lang, ties))
+    assert table["notes"].iloc[3].startswith(tie_note)  # ties read in the notes, in full
+    assert table["scheme"].iloc[3] == say("schemes.global_token")
     assert table["max_abs_diff"].iloc[0] == "3.89e-03"
-    scenarios = ", ".join(
-        say(f"check.scenario.{n}") for n in ("uneven", "empty_microbatch", "empty_rank")
+    scenarios = i18n.join(
+        lang, [say(f"check.scenario.{n}") for n in ("uneven", "empty_microbatch", "empty_rank")]
     )
-    assert any(w.value == say("check.results.failed", scenarios=scenarios) for w in at.warning)
+    assert [e.value for e in at.error] == [say("check.results.failed", scenarios=scenarios)]
+    fix = say("check.fix.microbatch_mean", scenarios=scenarios)
+    assert fix in [m.value for m in at.markdown]
+    link = say("check.fix.link", page=say("denominator.nav"))  # the page that teaches it
+    assert [(a.proto.page, a.proto.label) for a in at.get("page_link")] == [("denominator", link)]
     assert len(at.get("vega_lite_chart")) == 2  # the schemes' predictions, then the measured
     assert say("downloads.run_record") in [b.label for b in at.get("download_button")]
 
@@ -219,11 +233,16 @@ def test_the_heat_map_shows_undefined_cells_as_undefined_never_as_zero(launches)
     at = open_section(PAGE, chk_example="microbatch_means")
     at.button(key="chk_run").click().run()
     spec, frame = chart_frames(at)[-1]
-    rect, empty, text = spec["spec"]["layer"]
+    rect, empty, text, words = spec["spec"]["layer"]
     assert rect["transform"] == [{"filter": "datum.defined"}]  # only defined cells get a colour
-    assert rect["encoding"]["color"]["scale"]["domainMid"] == 1  # diverging around 1
+    scale = rect["encoding"]["color"]["scale"]
+    assert scale["domainMid"] == 1 and scale["domain"] == [0.5, 2.0]  # diverging around 1
+    # Undefined: no fill of its own (the theme's background), a dashed outline, its word in the
+    # theme's text colour (no colour encoded: black on a dark page would vanish).
     assert empty["transform"] == [{"filter": "!datum.defined"}] and "strokeDash" in empty["mark"]
-    assert text["encoding"]["text"]["field"] == "text"
+    assert empty["mark"]["fill"] is None
+    assert text["encoding"]["text"]["field"] == "text" == words["encoding"]["text"]["field"]
+    assert words["transform"] == [{"filter": "!datum.defined"}] and "color" not in words["encoding"]
     undefined = frame[~frame["defined"]]
     assert set(undefined["text"]) == {"undefined"} and undefined["weight"].isna().all()
     cell = lambda group, r, k: frame[  # noqa: E731
