@@ -45,10 +45,12 @@ CAPACITY = 8 * 2  # tiny_lm's SEQ_LEN x BATCH_SIZE: the most labels a microbatch
 CAPACITIES = {"hf_trainer_no_first_label": 7 * 2}
 WORLD_SIZES, ACCUM_STEPS = (1, 2, 4), (1, 2, 3)
 FOLD_LINES = 80  # an example file longer than this is shown folded
-# The colour scale: log, diverging around 1, saturating at 1/2 and 2, so a 0.8 / 1.25 cell is
-# already a clear tint (the cell's label gives the number beyond). Dark ends read in both themes.
-WEIGHT_DOMAIN, WEIGHT_RANGE = (0.5, 2.0), ("#1f5fa8", "#efefef", "#b3530b")
-SATURATED = (0.62, 1.6)  # beyond these the cell is dark enough for white ink
+# The colour scale: log, diverging around 1, saturating at 2/3 and 3/2, so a 0.8 / 1.25 cell
+# is already more than half way to full colour (beyond, the cell's label gives the number).
+WEIGHT_DOMAIN, WEIGHT_RANGE = (2 / 3, 3 / 2), ("#1f5fa8", "#efefef", "#b3530b")
+SATURATED = (0.72, 1.38)  # beyond these a cell is dark enough for white ink
+# Undefined cells: outline and word in a grey that reads on a light and a dark page (4.3:1).
+UNDEFINED_INK = "#7b7b7b"
 SKIP_REASONS = {  # experiments.trainer_check.scenarios' reasons -> catalogue codes
     "needs at least 2 microsteps": "needs_microsteps",
     "needs at least 2 ranks": "needs_ranks",
@@ -146,7 +148,7 @@ def weight_rows(counts, weights, group: str) -> list[dict]:
 
 def _colour_scale(weights: list[float]) -> alt.Scale:
     """Diverging around 1 (the global token mean). When every weight is positive, a log scale
-    from 1/2 to 2 (a ratio reads the same both ways; beyond it the colour saturates and the
+    from 2/3 to 3/2 (a ratio reads the same both ways; beyond it the colour saturates and the
     cell's label gives the number); linear otherwise."""
     if weights and min(weights) > 0:
         low, high = WEIGHT_DOMAIN
@@ -181,20 +183,20 @@ def heat_map(rows: list[dict], order: list[str], key: str) -> None:
         tooltip=tip,
     )
     scale = _colour_scale(weights)
-    ticks = [0.5, 0.8, 1, 1.25, 2] if scale.type == "log" else alt.Undefined
+    ticks = [0.67, 0.8, 1, 1.25, 1.5] if scale.type == "log" else alt.Undefined
     legend = alt.Legend(values=ticks, orient="bottom", gradientLength=160, direction="horizontal")
     colour = alt.Color("weight:Q", scale=scale, title=t("check.chart.weight"), legend=legend)
     cells = base.mark_rect().encode(color=colour).transform_filter("datum.defined")
-    # Undefined: no fill at all (the theme's background shows), a dashed outline, its word in
-    # the theme's own text colour.
-    empty = base.mark_rect(fill=None, stroke="#8a8a8a", strokeWidth=1.5, strokeDash=[4, 3])
+    # Undefined: no fill at all (the theme's background shows), a dashed outline and its word
+    # in a grey that reads in both themes.
+    empty = base.mark_rect(fill=None, stroke=UNDEFINED_INK, strokeWidth=1.5, strokeDash=[4, 3])
     empty = empty.transform_filter("!datum.defined")
     low, high = SATURATED
     dark = f"datum.weight < {low} || datum.weight > {high}"
     ink = alt.condition(dark, alt.value("white"), alt.value("#1a1a1a"))
     text = base.mark_text(fontSize=11).encode(text="text:N", color=ink)
     text = text.transform_filter("datum.defined")
-    words = base.mark_text(fontSize=11).encode(text="text:N")
+    words = base.mark_text(fontSize=11, color=UNDEFINED_INK).encode(text="text:N")
     words = words.transform_filter("!datum.defined")
     height = 34 * (int(frame["rank"].max()) + 1)
     chart = (

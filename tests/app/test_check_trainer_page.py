@@ -236,13 +236,16 @@ def test_the_heat_map_shows_undefined_cells_as_undefined_never_as_zero(launches)
     rect, empty, text, words = spec["spec"]["layer"]
     assert rect["transform"] == [{"filter": "datum.defined"}]  # only defined cells get a colour
     scale = rect["encoding"]["color"]["scale"]
-    assert scale["domainMid"] == 1 and scale["domain"] == [0.5, 2.0]  # diverging around 1
-    # Undefined: no fill of its own (the theme's background), a dashed outline, its word in the
-    # theme's text colour (no colour encoded: black on a dark page would vanish).
+    assert scale["domainMid"] == 1 and scale["type"] == "log"  # diverging around 1
+    low, high = scale["domain"]  # a 0.8 / 1.25 cell at least half way to full colour
+    assert math.log(0.8) / math.log(low) >= 0.5 and math.log(1.25) / math.log(high) >= 0.5
+    # Undefined: no fill of its own (the theme's background), a dashed outline, its word in a
+    # grey (black on a dark page would vanish).
     assert empty["transform"] == [{"filter": "!datum.defined"}] and "strokeDash" in empty["mark"]
     assert empty["mark"]["fill"] is None
     assert text["encoding"]["text"]["field"] == "text" == words["encoding"]["text"]["field"]
-    assert words["transform"] == [{"filter": "!datum.defined"}] and "color" not in words["encoding"]
+    assert words["transform"] == [{"filter": "!datum.defined"}]
+    assert words["mark"]["color"] == empty["mark"]["stroke"] == views.UNDEFINED_INK
     undefined = frame[~frame["defined"]]
     assert set(undefined["text"]) == {"undefined"} and undefined["weight"].isna().all()
     cell = lambda group, r, k: frame[  # noqa: E731

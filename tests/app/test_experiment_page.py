@@ -61,13 +61,13 @@ def test_rendering_needs_no_torch():
 
 def test_label_counts_drive_the_text_and_the_theory():
     at = open_page()
-    highlighted = [m.value for m in at.markdown if ":orange-background[" in m.value]
+    highlighted = [m.value for m in at.markdown if 'class="pcl-label"' in m.value]
     assert len(highlighted) == 3  # window 2 carries no label by default
     assert theory(at)[2] == "different update" and theory(at)[3] == "different update"
     for i, n in enumerate((30, 10, 25, 15)):  # equal microbatch and rank counts
         at.number_input(key=f"exp_labels{i}").set_value(n).run()
     assert not at.exception
-    assert len([m for m in at.markdown if ":orange-background[" in m.value]) == 4
+    assert len([m for m in at.markdown if 'class="pcl-label"' in m.value]) == 4
     assert set(theory(at)) == {"same update"}
     at.number_input(key="exp_labels0").set_value(0).run()
     at.number_input(key="exp_labels1").set_value(0).run()
@@ -132,7 +132,7 @@ def test_exercise_asks_whether_ddp_mean_of_means_matches():
 def test_workshop_mode_hides_the_theory_table_until_revealed():
     at = open_page(workshop=True)
     assert not at.dataframe and not at.get("download_button")
-    assert len([m for m in at.markdown if ":orange-background[" in m.value]) == 3  # the inputs stay
+    assert len([m for m in at.markdown if 'class="pcl-label"' in m.value]) == 3  # the inputs stay
     at = predict(at, "different")
     assert theory(at)[3] == "different update" and download_labels(at) == ["CSV", "JSON"]
     at.number_input(key="exp_labels0").set_value(
