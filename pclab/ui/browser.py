@@ -74,23 +74,28 @@ window.pclTexts = %(texts)s;
 if (!window.pclRoomReady) {
   window.pclRoomReady = true;
   const sidebar = () => document.querySelector('[data-testid="stSidebar"]');
-  const collapse = (tries) => {
-    if (window.innerWidth >= %(narrow)d) return;
+  let request = 0;  // the latest navigation's number: a reader's own click cancels it
+  const collapse = (asked, tries) => {
+    if (asked !== request || window.innerWidth >= %(narrow)d) return;
     const bar = sidebar();
     const button = document.querySelector('[data-testid="stSidebarCollapseButton"] button');
     if (bar && button) {
       if (bar.getAttribute("data-collapsed") !== "true") button.click();
     } else if (tries > 0) {
-      setTimeout(() => collapse(tries - 1), 100);
+      setTimeout(() => collapse(asked, tries - 1), 100);
     }
   };
-  collapse(50);
+  collapse(request, 50);
   let shownPath = window.location.pathname;
   const navigated = () => {  // a new page (sidebar, page link, back button): close it again
     if (window.location.pathname === shownPath) return;
     shownPath = window.location.pathname;
-    collapse(50);
+    request += 1;
+    collapse(request, 50);
   };
+  document.addEventListener("click", (event) => {  // opened by hand: stays open till a page
+    if (event.target.closest('[data-testid="stExpandSidebarButton"]')) request += 1;
+  }, true);
   window.addEventListener("popstate", navigated);
   const range = new RegExp([
     "Number is (outside|below|above) the allowed range\\.(?: Please enter a value ",
