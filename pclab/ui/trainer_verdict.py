@@ -49,11 +49,17 @@ def cause(scenario: dict) -> str | None:
 
 
 def causes(check: dict) -> dict[str, list[str]]:
-    """Each cause of a failure -> the scenarios (their names in the reader's language)."""
+    """Each cause of a failure -> the scenarios (their names in the reader's language).
+
+    A scenario whose counts fit several schemes (an empty rank at K = 2: the mean of replica
+    means and a double ÷K give the same weights) goes with the scheme another scenario
+    measured without a tie, so one slip reads as one line."""
+    failed = [(s, cause(s)) for s in check["scenarios"] if not s["passed"]]
+    sure = {why for s, why in failed if len(s["matching_schemes"]) <= 1}
     found: dict[str, list[str]] = {}
-    for s in check["scenarios"]:
-        if (why := cause(s)) is not None:
-            found.setdefault(why, []).append(views.say("scenario", s["name"]))
+    for s, why in failed:
+        why = next((x for x in s["matching_schemes"] if x in sure and why not in sure), why)
+        found.setdefault(why, []).append(views.say("scenario", s["name"]))
     return found
 
 

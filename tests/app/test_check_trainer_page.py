@@ -29,6 +29,7 @@ from pclab.experiments.trainer_check.scenarios import scenario_counts
 from pclab.runners.results import RunResult
 from pclab.ui import i18n
 from pclab.ui import trainer_views as views
+from pclab.ui.trainer_verdict import TEACHES
 from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -335,3 +336,81 @@ def test_the_answer_key_and_the_capacity_match_the_bundled_files():
     recorded = build_report(RECORDED)["checks"][0]["scenarios"][0]  # a real run's "uneven"
     assert recorded["scheme"] == views.EXAMPLES["microbatch_means"]
     assert set(views.EXAMPLES.values()) == set(update_weights.NAMED_SCHEMES)
+
+
+TEACHING_PAGE = {  # example -> the page its failed verdict links to (None: it passes)
+    "correct_manual": None,
+    "ddp_mean_of_local_means": "ledger",
+    "microbatch_means": "denominator",
+    "double_divide_by_k": "framework",
+    "unnormalised_sum": "framework",
+    "adamw_steps_at_zero": "coordinated-step",
+}
+
+
+@pytest.mark.parametrize(("example", "page"), TEACHING_PAGE.items())
+def test_a_failed_verdict_says_what_to_change_and_links_the_page_that_teaches_it(
+    launches, example, page
+):
+    at = open_section(PAGE, chk_example=example)
+    at.button(key="chk_run").click().run()
+    assert not at.exception, at.exception
+    links = [(a.proto.page, a.proto.label) for a in at.get("page_link")]
+    if page is None:  # the same update everywhere: a success, no fix, no link
+        assert at.success and not at.error and links == []
+        return
+    assert len(at.error) == 1 and not at.warning  # a failure is an error, not a warning
+    assert [p for p, _ in links] == [page]
+    assert links[0][1].startswith(i18n.text("en", "check.fix.link", page="")[:10])
+    heads = [i18n.text("en", f"check.fix.{c}", scenarios="").split(" (")[0] for c in TEACHES]
+    fixes = [m.value for m in at.markdown if m.value.startswith(tuple(heads))]
+    assert len(fixes) == 1  # one line per measured cause: these examples have one each
+    table = verdicts(at)
+    control = table[table["scenario"] == i18n.text("en", "check.scenario.equal_counts")]
+    note = i18n.text("en", "check.note.control")
+    passed = control["same_update"].iloc[0] == "yes"
+    assert (note in control["notes"].iloc[0]) == passed  # said only when it is true
+
+
+def test_a_comparison_stopped_by_new_optimizer_state_reads_as_a_bound_and_a_note(launches):
+    """AdamW stepping at N = 0 creates state the reference lacks: the worker's max |delta| is
+    then None; the table shows the gap seen before it as a lower bound, and says why."""
+
+    def ranks(world_size, accum, example):
+        out = hand_made_ranks(world_size, accum, example)
+        for rank in out:
+            zero = rank["checks"][0]["scenarios"][-1]
+            zero["max_abs_diff"] = None
+            zero["first_divergence"] = {
+                "tensor": "parameter 0.weight",
+                "abs_diff": 3.15e-3,
+                "why": "differs",
+            }
+        return out
+
+    launches.use(ranks)
+    at = open_section(PAGE, chk_example="adamw_steps_at_zero")
+    at.button(key="chk_run").click().run()
+    row = verdicts(at).iloc[-1]
+    assert row["max_abs_diff"] == "≥ 3.15e-03"
+    assert i18n.text("en", "check.note.state_apart") in row["notes"]
+    assert "exp_avg" in i18n.text("en", "check.note.state_apart")  # it says what appeared
+
+
+def test_the_chinese_page_is_punctuated_as_chinese(launches):
+    """Everything code assembles on the Chinese page (lists, clauses, notes, table cells)
+    joins Chinese with Chinese punctuation, and Latin words stand apart from Chinese."""
+    import re
+
+    launches.use(lambda *_: RECORDED)
+    at = open_section(PAGE, "zh", chk_example="microbatch_means")
+    at.button(key="chk_run").click().run()
+    texts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    texts += [e.value for e in at.error] + list(verdicts(at, "zh").to_numpy().ravel())
+    cjk = "\u4e00-\u9fff"
+    ascii_between = re.compile(rf"[{cjk}）](\*\*)? ?[,;:!?()](\*\*)? ?[{cjk}（]")
+    touching = re.compile(rf"[A-Za-z0-9]\**[{cjk}]|[{cjk}]\**[A-Za-z0-9]")
+    for text in texts:
+        prose = re.sub(r"`[^`]*`|\$[^$]*\$", " ", text)
+        assert not ascii_between.search(prose), text
+        assert not touching.search(prose), text

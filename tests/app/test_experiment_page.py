@@ -6,16 +6,19 @@ built from `transformer.predictions` (the real run is tested in tests/runners)."
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from pclab.experiments.transformer import params as transformer
 from pclab.experiments.transformer.lm import data
 from pclab.runners.results import RunResult
+from pclab.ui import i18n, transformer_views
 from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -178,5 +181,16 @@ def test_a_stored_run_renders_its_results(monkeypatch, lang):
     assert at.metric[0].value == ("yes" if lang == "en" else "是")
     charts = at.get("vega_lite_chart")
     assert len(charts) == 1 and '"log"' in charts[0].proto.spec  # |delta| per tensor, log scale
+    # The optimizer legend: in the reader's language, symbols in a grey both themes show.
+    spec = json.loads(charts[0].proto.spec)
+    shape = spec["layer"][0]["encoding"]["shape"]
+    assert shape["legend"]["symbolFillColor"] == transformer_views.NEUTRAL
+    rows = pa.ipc.open_stream(charts[0].proto.datasets[0].data.data).read_all().to_pandas()
+    optimizers = set(rows["optimizer"])
+    assert optimizers == {i18n.text(lang, f"experiment.optimizer.{o}") for o in ("adamw", "sgd")}
+    changed = i18n.join(
+        lang, [i18n.text(lang, f"experiment.zero.kind.{k}") for k in ("weights", "exp_avg")]
+    )
+    assert any(changed in m.value for m in at.markdown)  # plain text: never cut like a metric
     assert len(at.get("download_button")) == 7  # three tables as CSV and JSON, and the run record
     assert records[-1] == (params, "transformer")
