@@ -4,7 +4,7 @@ import streamlit as st
 
 from pclab.ui.page import header, t
 from pclab.ui.pages import WORKSHOP
-from pclab.ui.trainer_views import EXAMPLES
+from pclab.ui.trainer_examples import EXAMPLES
 
 header("home", share=False)
 # Where to start, before the why: a learner opens 01; an instructor learns workshop mode exists.
