@@ -7,7 +7,10 @@ assert, and the planted-variant tests prove the checks fire on a copy of the cat
 Run: python -m pytest tests/test_glossary.py -q
 """
 
+from __future__ import annotations
+
 import re
+import string
 import tomllib
 from collections import Counter, defaultdict
 
@@ -135,6 +138,58 @@ def parity_findings(en: dict[str, str], zh: dict[str, str]) -> list[str]:
     return findings
 
 
+class Sample(str):
+    """A placeholder's value for rendering a template: any format spec, any index or field."""
+
+    def __format__(self, spec: str) -> str:
+        return str(self)
+
+    def __getitem__(self, key: object) -> Sample:
+        return self
+
+    def __getattr__(self, name: str) -> Sample:
+        return self
+
+
+class Filled(dict):
+    def __init__(self, word: str):
+        super().__init__()
+        self.word = word
+
+    def __missing__(self, key: str) -> Sample:
+        return Sample(self.word)
+
+
+# ASCII punctuation with a Chinese character on each side (spaces allowed): "计数不均, 一个",
+# "（这里是 甲, 乙）", "**甲**: 乙". Code and maths are left out (`a, b`, $f(x)$).
+ASCII_BETWEEN_CJK = re.compile(r"[\u4e00-\u9fff）](?:\*\*)? ?[,;:!?()](?:\*\*)? ?[\u4e00-\u9fff（]")
+LATIN_TOUCHING_CJK = re.compile(r"[A-Za-z0-9]\**[\u4e00-\u9fff]|[\u4e00-\u9fff]\**[A-Za-z0-9]")
+
+
+def rendered(lang: str, key: str, word: str, catalogue: dict[str, str] | None = None) -> str:
+    """The text a page shows for `key`, every placeholder filled with `word`, through the same
+    i18n.text the pages call (a template str.format cannot fill is taken as written)."""
+    template = (catalogue or i18n.catalogue(lang))[key]
+    try:
+        filled = string.Formatter().vformat(template, (), Filled(word))
+    except (ValueError, KeyError, IndexError):
+        return template
+    has_values = any(field is not None for _, field, _, _ in string.Formatter().parse(template))
+    return i18n.space_latin(filled) if lang == "zh" and has_values else filled  # as i18n.text
+
+
+def chinese_punctuation_findings(zh: dict[str, str]) -> list[str]:
+    """ASCII punctuation between Chinese characters, or a Latin word touching one, in any
+    rendered Chinese string: with Chinese placeholders ("甲") and with Latin ones ("ab")."""
+    findings = []
+    for key in zh:
+        for word, pattern in (("甲", ASCII_BETWEEN_CJK), ("ab", LATIN_TOUCHING_CJK)):
+            text = rendered("zh", key, word, zh)
+            for m in pattern.finditer(prose(text)):
+                findings.append(f"{where('zh', key)}: {m.group()!r} in {text[:80]!r}")
+    return findings
+
+
 @pytest.fixture(scope="module")
 def catalogues() -> tuple[dict[str, str], dict[str, str]]:
     return dict(i18n.catalogue("en")), dict(i18n.catalogue("zh"))
@@ -243,3 +298,42 @@ def test_a_planted_second_wording_is_reported(catalogues):
     changed["clipping.run_button"] = "运行双进程对照"
     findings = different_chinese_for_same_english(en, changed)
     assert len(findings) == 1 and "'Run the two-process check'" in findings[0]
+
+
+def test_chinese_is_punctuated_as_chinese(catalogues):
+    findings = chinese_punctuation_findings(catalogues[1])
+    assert not findings, "\n".join(findings)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "caught"),
+    [
+        ("check.results.failed", "以下场景不是相同的更新：{scenarios}, 请修改。", "甲, 请"),
+        ("check.skipped.item", "场景**{scenario}**: {reason}。", "甲**: 甲"),
+        ("check.hf.shift", "这里是（{weights}）(实测)", "）(实"),
+        ("check.note.control", "计数相同不能作为证据;错误的方案也能通过。", "据;错"),
+        ("check.note.control", "计数相同的 microbatch不能作为证据。", "h不"),
+    ],
+)
+def test_a_planted_ascii_punctuation_is_reported(catalogues, key, value, caught):
+    zh = dict(catalogues[1])
+    zh[key] = value
+    findings = chinese_punctuation_findings(zh)
+    assert len(findings) == 1 and repr(caught) in findings[0], findings
+
+
+def test_the_locale_join_punctuates_each_language():
+    assert i18n.join("en", ["uneven counts", "an empty rank"]) == "uneven counts, an empty rank"
+    assert i18n.join("zh", ["计数不均", "一个空的 microbatch"]) == "计数不均、一个空的 microbatch"
+    assert i18n.join("zh", ["0.952", "1.05"]) == "0.952、1.05"
+    assert i18n.join("zh", ["甲", "乙"], "clauses") == "甲，乙"
+    assert i18n.join("en", ["a", "b"], "clauses") == "a; b"
+    assert i18n.join("zh", ["计数相同（对照）", "说明"], "head") == "计数相同（对照）：说明"
+    assert i18n.join("zh", ["rank 0", "参数"]) == "rank 0、参数"
+    assert (
+        i18n.space_latin("场景**一个空的 microbatch**已跳过")
+        == "场景**一个空的 microbatch** 已跳过"
+    )
+    assert i18n.space_latin("共3个rank") == "共 3 个 rank"
+    with pytest.raises(ValueError, match="how='sentence'"):
+        i18n.join("en", ["a"], "sentence")

@@ -5,9 +5,10 @@ import math
 import streamlit as st
 
 from pclab.core import clipping
+from pclab.ui import i18n
 from pclab.ui.clipping_run_view import run_table
 from pclab.ui.exercise import predict_choice
-from pclab.ui.page import coded_choice, fmt, guard, header, show_code, t
+from pclab.ui.page import coded_choice, fmt, guard, header, lang, show_code, t
 from pclab.ui.rank_table import rank_label, rank_table
 from pclab.ui.run_panel import run_panel
 
@@ -91,7 +92,11 @@ with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
     ]
     figures = {
         "unscale": " · ".join(flags),
-        "agree": t(f"step.{decision}", skipping=", ".join(skipping), stepping=", ".join(stepping)),
+        "agree": t(
+            f"step.{decision}",
+            skipping=i18n.join(lang(), skipping),
+            stepping=i18n.join(lang(), stepping),
+        ),
         "reduce": t("common.skipped")
         if not stepping
         else t("step.norm_line", norm=norms, c=coefficients),

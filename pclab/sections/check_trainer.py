@@ -15,6 +15,7 @@ from pclab.core import update_weights
 from pclab.experiments.trainer_check import scenarios
 from pclab.ui import deeplink
 from pclab.ui import hf_trainer_views as hf_views
+from pclab.ui import trainer_verdict as verdict
 from pclab.ui import trainer_views as views
 from pclab.ui.exercise import predict_choice
 from pclab.ui.page import guard, header, show_code, t
@@ -89,7 +90,7 @@ with guard():
             primary=True,
         )
         if result is not None:
-            views.run_results(result.report, example)
+            verdict.run_results(result.report, example)
         if example in views.HF_EXAMPLES:  # the recorded run of both settings, side by side
             hf_views.measured()
 

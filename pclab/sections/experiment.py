@@ -11,7 +11,7 @@ from pclab.ui.branch_table import table as branch_table
 from pclab.ui.exercise import predict_choice
 from pclab.ui.page import guard, header, show_code, t
 from pclab.ui.run_panel import run_panel
-from pclab.ui.transformer_views import md, run_results
+from pclab.ui.transformer_views import labelled, md, run_results
 
 
 @st.cache_resource(show_spinner=False)
@@ -56,10 +56,11 @@ with guard():
         rank = next(r for r, rows in enumerate(plan.rank_windows(world_size)) if i in rows)
         where = "tail" if window.index == "tail" else "chunk"
         shape = {"capacity": window.capacity, "padding": window.padding}
-        about = {"i": i, "document": window.document, "index": window.index, "rank": rank}
+        document = t(f"experiment.document.{window.document}")
+        about = {"i": i, "document": document, "index": window.index, "rank": rank}
         right.caption(t(f"experiment.windows.{where}", **about, **shape))
         plain, supervised = data.split_text(tokenizer, window, n)
-        right.markdown(md(plain) + (f":orange-background[{md(supervised)}]" if supervised else ""))
+        right.markdown(md(plain) + labelled(supervised), unsafe_allow_html=True)
 
     counts = plan.label_counts(labels, world_size)
     predicted = plan.expected_correct("ddp_mean_of_means", labels, world_size)  # not a run

@@ -4,6 +4,7 @@ import streamlit as st
 
 from pclab.ui.page import header, t
 from pclab.ui.pages import WORKSHOP
+from pclab.ui.trainer_examples import EXAMPLES
 
 header("home", share=False)
 # Where to start, before the why: a learner opens 01; an instructor learns workshop mode exists.
@@ -20,7 +21,8 @@ st.subheader(t("home.path_title"))
 st.caption(t("home.path_intro"))
 for page in WORKSHOP:  # in the order of the navigation
     step = page.key
-    minutes, shows, ask = (t(f"home.steps.{step}.{field}") for field in ("minutes", "shows", "ask"))
+    fields = ("minutes", "shows", "ask")  # the check step counts its bundled examples
+    minutes, shows, ask = (t(f"home.steps.{step}.{f}", examples=len(EXAMPLES)) for f in fields)
     with st.container(border=True):
         left, right = st.columns([1, 4])
         left.markdown(f"**{minutes}′**")

@@ -3,9 +3,10 @@ fallback, and Streamlit's own range hints in the reader's language.
 
 A workshop runs on a projector (often 800-1100 px wide) or a split screen, over plain http
 from the instructor's laptop. So:
-- below NARROW_PX the sidebar starts collapsed (once per tab: a reader who opens it again
-  keeps it open), columns wrap instead of squeezing their labels mid-word, metrics and
-  formulas get room instead of an ellipsis;
+- below NARROW_PX the sidebar starts collapsed and closes again after each navigation (a
+  reader who opens it keeps it open until they pick a page), columns wrap instead of
+  squeezing their labels mid-word, metrics and formulas get room instead of an ellipsis,
+  tables wrap their cells and wide charts scroll inside their own frame;
 - the copy button uses the clipboard where the browser gives one (https, localhost) and
   otherwise shows the link selected in a field, saying why;
 - a number typed outside an input's range gets the reason in the page's language:
@@ -23,6 +24,9 @@ import json
 import streamlit as st
 
 NARROW_PX = 1100
+# The labels' underline on the Full Transformer page: 3.3:1 on a white page, 5.7:1 on
+# Streamlit's dark one (WCAG's 3:1 for a graphic that carries meaning, in both themes).
+LABEL_MARK = "#d9730d"
 
 # Wrap before squeezing: a column narrower than this moves to the next row (Streamlit's
 # horizontal blocks already wrap; its columns only lack a minimum width). Metrics get a
@@ -42,6 +46,15 @@ button.pcl-share {{
   cursor: pointer;
 }}
 .pcl-share-fallback {{ margin-top: 0.5rem; font-size: 0.85rem; }}
+.pcl-label {{
+  background: rgba(217, 115, 13, 0.2); border-bottom: 3px solid {LABEL_MARK};
+  border-radius: 2px; padding: 0 1px;
+}}
+[data-testid="stTable"] {{ overflow-x: auto; }}
+[data-testid="stTable"] td, [data-testid="stTable"] th {{
+  white-space: normal; overflow-wrap: break-word; word-break: normal;
+}}
+[data-testid="stVegaLiteChart"] {{ max-width: 100%; overflow-x: auto; }}
 .pcl-share-fallback input {{
   width: 100%; font: inherit; padding: 0.35rem 0.5rem; border-radius: 0.4rem;
   border: 1px solid rgba(128, 128, 128, 0.6); background: transparent; color: inherit;
@@ -52,25 +65,38 @@ button.pcl-share {{
 }}
 """
 
-# Runs once per page load (guarded by a window flag): collapse the sidebar on a narrow
-# first visit, and rewrite the frontend's English range message wherever it appears.
+# Runs once per page load (guarded by a window flag): below NARROW_PX, collapse the sidebar on
+# the first visit and again after every navigation (a room follows the instructor page by
+# page through the sidebar: left open, it would take half of a projector's width), and
+# rewrite the frontend's English range message wherever it appears.
 SCRIPT = r"""
 window.pclTexts = %(texts)s;
 if (!window.pclRoomReady) {
   window.pclRoomReady = true;
   const sidebar = () => document.querySelector('[data-testid="stSidebar"]');
-  const collapseOnce = () => {
-    if (sessionStorage.getItem("pcl-sidebar-auto") || window.innerWidth >= %(narrow)d) return;
+  let request = 0;  // the latest navigation's number: a reader's own click cancels it
+  const collapse = (asked, tries) => {
+    if (asked !== request || window.innerWidth >= %(narrow)d) return;
     const bar = sidebar();
     const button = document.querySelector('[data-testid="stSidebarCollapseButton"] button');
     if (bar && button) {
-      sessionStorage.setItem("pcl-sidebar-auto", "1");
       if (bar.getAttribute("data-collapsed") !== "true") button.click();
-    } else {
-      setTimeout(collapseOnce, 100);
+    } else if (tries > 0) {
+      setTimeout(() => collapse(asked, tries - 1), 100);
     }
   };
-  collapseOnce();
+  collapse(request, 50);
+  let shownPath = window.location.pathname;
+  const navigated = () => {  // a new page (sidebar, page link, back button): close it again
+    if (window.location.pathname === shownPath) return;
+    shownPath = window.location.pathname;
+    request += 1;
+    collapse(request, 50);
+  };
+  document.addEventListener("click", (event) => {  // opened by hand: stays open till a page
+    if (event.target.closest('[data-testid="stExpandSidebarButton"]')) request += 1;
+  }, true);
+  window.addEventListener("popstate", navigated);
   const range = new RegExp([
     "Number is (outside|below|above) the allowed range\\.(?: Please enter a value ",
     "(?:between (\\S+) and (\\S+)|greater than or equal to (\\S+)",
@@ -100,6 +126,7 @@ if (!window.pclRoomReady) {
     }
   };
   new MutationObserver((records) => {
+    navigated();
     for (const record of records) {
       if (record.type === "characterData") rewrite(record.target);
       record.addedNodes.forEach(rewrite);

@@ -9,9 +9,9 @@ import pandas as pd
 import streamlit as st
 
 from pclab.core import coverage, sampler
-from pclab.ui import downloads
+from pclab.ui import downloads, i18n
 from pclab.ui.coverage_rows import coverage_rows
-from pclab.ui.page import fmt, t
+from pclab.ui.page import fmt, lang, t
 
 text_column = st.column_config.TextColumn
 
@@ -24,7 +24,7 @@ def num(x) -> str:
 
 
 def names(kind: str, codes) -> str:
-    return ", ".join(t(f"validation.{kind}.{code}") for code in codes)
+    return i18n.join(lang(), (t(f"validation.{kind}.{code}") for code in codes))
 
 
 def count_input(column, label: str, low: int, high: int, default: int, key: str) -> int:
@@ -82,8 +82,9 @@ def sampler_epoch_view(e: sampler.SamplerEpoch) -> None:
     even = pd.DataFrame({"y": [e.even_share_tokens]})
     share = alt.Chart(even).mark_rule(strokeDash=[4, 4]).encode(y=alt.Y("y:Q"))
     st.altair_chart(bars + share, key="val_chart")
-    seen = ", ".join(
-        t("validation.sampler.seen_item", times=k, samples=n) for k, n in e.times_seen.items()
+    seen = i18n.join(
+        lang(),
+        (t("validation.sampler.seen_item", times=k, samples=n) for k, n in e.times_seen.items()),
     )
     per_rank = e.rows[0]["samples"]
     st.markdown(

@@ -99,6 +99,7 @@ def table(
     name: str,
     *,
     data: pd.DataFrame | None = None,
+    static: bool = False,
     **dataframe_kwargs: object,
 ) -> None:
     """`st.dataframe` plus CSV and JSON downloads of the same rows.
@@ -106,8 +107,12 @@ def table(
     `data`: the rows as data when `frame` holds display text (a figure formatted as
     "+24 → +3", a shortened hash, "skipped"): the download then has one number per cell,
     full hashes and empty cells for undefined values. Its columns take the same headers.
+    `static`: an st.table instead, whose cells wrap (nothing cut, at any width).
     """
-    st.dataframe(frame, **dataframe_kwargs)
+    if static:
+        st.table(export_frame(frame, dataframe_kwargs.get("column_config")), hide_index=True)
+    else:
+        st.dataframe(frame, **dataframe_kwargs)
     export = export_frame(frame if data is None else data, dataframe_kwargs.get("column_config"))
     # Side by side at their own width, wrapping on a narrow screen (never cut to "C…").
     row = st.container(horizontal=True, gap="small")

@@ -7,7 +7,8 @@ import streamlit as st
 
 from pclab.core import ledger
 from pclab.core.framework import FrameworkUpdate
-from pclab.ui.page import fmt, t
+from pclab.ui import i18n
+from pclab.ui.page import fmt, lang, t
 
 
 def protocol_steps(update: FrameworkUpdate, counts, collective: str, divide_by_accum: bool) -> None:
@@ -22,7 +23,7 @@ def protocol_steps(update: FrameworkUpdate, counts, collective: str, divide_by_a
     if update.regulariser_multiplier != 1:
         why.append(t("framework.why_reg", m=update.regulariser_multiplier))
     if why:
-        st.markdown(t("framework.step_backward_bad", why="; ".join(why)))
+        st.markdown(t("framework.step_backward_bad", why=i18n.join(lang(), why, "clauses")))
     else:
         st.markdown(t("framework.step_backward", scale=fmt(scale)))
     how = t(f"framework.collective_{collective}")

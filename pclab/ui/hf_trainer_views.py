@@ -13,9 +13,9 @@ import pandas as pd
 import streamlit as st
 
 from pclab.experiments.trainer_check import hf_recorded
-from pclab.ui import downloads
+from pclab.ui import downloads, i18n
 from pclab.ui import trainer_views as views
-from pclab.ui.page import t
+from pclab.ui.page import lang, t
 
 ADVICE = ("global_token", "replica_mean")  # measured schemes with advice of their own
 
@@ -32,7 +32,7 @@ def _scenario(check: dict, name: str) -> dict:
 def _weights(weights) -> str:
     """The distinct measured weights x N of a grid, to 3 significant digits."""
     seen = dict.fromkeys(f"{w:.3g}" for row in weights or [] for w in row if w is not None)
-    return ", ".join(seen) or t("common.undefined")
+    return i18n.join(lang(), seen) or t("common.undefined")
 
 
 def setting(example: str) -> str:
@@ -89,7 +89,7 @@ def measured() -> None:
     for column, (example, check) in zip(st.columns(len(checks)), checks.items(), strict=True):
         with column:
             st.markdown(advice(example, check))
-            downloads.table(_table(check), f"hf-{example}", hide_index=True, column_config=config)
+            downloads.table(_table(check), f"hf-{example}", static=True, column_config=config)
     default = _scenario(checks["hf_trainer"], "uneven")
     placed, terms = sum(map(sum, default["label_positions"])), sum(map(sum, default["counts"]))
     st.markdown(

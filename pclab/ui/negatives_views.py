@@ -7,8 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from pclab.experiments.negatives import report as negatives_report
-from pclab.ui import downloads
-from pclab.ui.page import fmt, t
+from pclab.ui import downloads, i18n
+from pclab.ui.page import fmt, lang, t
 
 number = st.column_config.NumberColumn
 
@@ -40,5 +40,6 @@ def run_check(report: dict) -> None:
             icon=":material/check:",
         )
     else:
-        failing = ", ".join(t(f"parameters.scheme.{r['scheme']}") for r in rows if not r["agree"])
+        failing = [t(f"parameters.scheme.{r['scheme']}") for r in rows if not r["agree"]]
+        failing = i18n.join(lang(), failing)
         st.warning(t("parameters.run.disagree", schemes=failing), icon=":material/warning:")

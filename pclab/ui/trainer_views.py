@@ -21,29 +21,23 @@ import streamlit as st
 
 from pclab.core import update_weights
 from pclab.paths import EXAMPLES_DIR
-from pclab.ui import downloads, i18n
-from pclab.ui.page import fmt, lang, t
+from pclab.ui import i18n
+from pclab.ui.page import lang, t
+from pclab.ui.trainer_examples import EXAMPLES, HF_EXAMPLES
 
-EXAMPLES = {  # option code (= file stem) -> the scheme its train_step applies
-    "correct_manual": "global_token",
-    "correct_ddp_no_sync": "global_token",
-    "ddp_mean_of_local_means": "replica_mean",
-    "microbatch_means": "microbatch_mean",
-    "double_divide_by_k": "double_scaled",
-    "unnormalised_sum": "unnormalised_sum",
-    "adamw_steps_at_zero": "global_token",  # right weights; its slip is the step at N = 0
-    # the real transformers.Trainer (measured with 5.24.0; README, "The Hugging Face Trainer")
-    "hf_trainer": "global_token",  # average_tokens_across_devices=True, the default
-    "hf_trainer_local_average": "replica_mean",  # False: each rank divides by its own count
-    "hf_trainer_no_first_label": "global_token",  # True, no label at position 0
-}
-HF_EXAMPLES = ("hf_trainer", "hf_trainer_local_average", "hf_trainer_no_first_label")
 MODEL_FILE = EXAMPLES_DIR / "tiny_lm.py"  # the model every other example imports
 HF_MODEL_FILE = EXAMPLES_DIR / "hf_trainer.py"  # the Trainer adapter the other HF files import
 CAPACITY = 8 * 2  # tiny_lm's SEQ_LEN x BATCH_SIZE: the most labels a microbatch holds
 # hf_trainer_no_first_label sets FIRST_POSITION_LABELLED = False: (SEQ_LEN - 1) x BATCH_SIZE
 CAPACITIES = {"hf_trainer_no_first_label": 7 * 2}
 WORLD_SIZES, ACCUM_STEPS = (1, 2, 4), (1, 2, 3)
+FOLD_LINES = 80  # an example file longer than this is shown folded
+# The colour scale: log, diverging around 1, saturating at 2/3 and 3/2, so a 0.8 / 1.25 cell
+# is already more than half way to full colour (beyond, the cell's label gives the number).
+WEIGHT_DOMAIN, WEIGHT_RANGE = (2 / 3, 3 / 2), ("#1f5fa8", "#efefef", "#b3530b")
+SATURATED = (0.72, 1.38)  # beyond these a cell is dark enough for white ink
+# Undefined cells: outline and word in a grey that reads on a light and a dark page (4.3:1).
+UNDEFINED_INK = "#7b7b7b"
 SKIP_REASONS = {  # experiments.trainer_check.scenarios' reasons -> catalogue codes
     "needs at least 2 microsteps": "needs_microsteps",
     "needs at least 2 ranks": "needs_ranks",
@@ -94,7 +88,13 @@ def example_code(code: str, installed_transformers: str) -> None:
     hf = code in HF_EXAMPLES
     caption = t("check.code.caption_hf", file=file, version=installed_transformers)
     st.caption(caption if hf else t("check.code.caption", file=file))
-    st.code(path.read_text(encoding="utf-8"), language="python", line_numbers=True)
+    source = path.read_text(encoding="utf-8")
+    lines = source.count("\n") + 1
+    if lines > FOLD_LINES:  # a long file folds, so Predict and Run stay near the top
+        with st.expander(t("check.code.fold", file=file, lines=lines), icon=":material/code:"):
+            st.code(source, language="python", line_numbers=True)
+    else:
+        st.code(source, language="python", line_numbers=True)
     if (model := model_file(code)) is not None:
         label = t("check.code.model_hf") if hf else t("check.code.model")
         with st.expander(label, icon=":material/code:"):
@@ -135,12 +135,15 @@ def weight_rows(counts, weights, group: str) -> list[dict]:
 
 def _colour_scale(weights: list[float]) -> alt.Scale:
     """Diverging around 1 (the global token mean). When every weight is positive, a log scale
-    from 1/4 to 4 (a ratio reads the same both ways; beyond it the colour saturates and the
+    from 2/3 to 3/2 (a ratio reads the same both ways; beyond it the colour saturates and the
     cell's label gives the number); linear otherwise."""
     if weights and min(weights) > 0:
-        return alt.Scale(type="log", domain=[0.25, 4], domainMid=1, clamp=True, scheme="blueorange")
-    low, high = min([0.5, *weights]), max([2.0, *weights])
-    return alt.Scale(domain=[low, high], domainMid=1, scheme="blueorange")
+        low, high = WEIGHT_DOMAIN
+        return alt.Scale(
+            type="log", domain=[low, high], domainMid=1, clamp=True, range=list(WEIGHT_RANGE)
+        )
+    low, high = min([WEIGHT_DOMAIN[0], *weights]), max([WEIGHT_DOMAIN[1], *weights])
+    return alt.Scale(domain=[low, high], domainMid=1, range=list(WEIGHT_RANGE))
 
 
 def heat_map(rows: list[dict], order: list[str], key: str) -> None:
@@ -155,25 +158,37 @@ def heat_map(rows: list[dict], order: list[str], key: str) -> None:
         alt.Tooltip("labels:Q", title=t("check.chart.labels")),
         alt.Tooltip("text:N", title=t("check.chart.weight")),
     ]
+    gaps = alt.Scale(paddingInner=0.08)  # cells apart by the page's own background
     base = alt.Chart().encode(
-        x=alt.X("microstep:O", title=t("check.chart.microstep"), axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("rank:O", title=t("check.chart.rank")),
+        x=alt.X(
+            "microstep:O",
+            title=t("check.chart.microstep"),
+            axis=alt.Axis(labelAngle=0),
+            scale=gaps,
+        ),
+        y=alt.Y("rank:O", title=t("check.chart.rank"), scale=gaps),
         tooltip=tip,
     )
     scale = _colour_scale(weights)
-    ticks = [0.25, 0.5, 1, 2, 4] if scale.type == "log" else alt.Undefined
-    legend = alt.Legend(values=ticks, gradientLength=120)
+    ticks = [0.67, 0.8, 1, 1.25, 1.5] if scale.type == "log" else alt.Undefined
+    legend = alt.Legend(values=ticks, orient="bottom", gradientLength=160, direction="horizontal")
     colour = alt.Color("weight:Q", scale=scale, title=t("check.chart.weight"), legend=legend)
-    cells = base.mark_rect(stroke="white").encode(color=colour).transform_filter("datum.defined")
-    empty = base.mark_rect(fill="white", stroke="#8a8a8a", strokeDash=[3, 3])
+    cells = base.mark_rect().encode(color=colour).transform_filter("datum.defined")
+    # Undefined: no fill at all (the theme's background shows), a dashed outline and its word
+    # in a grey that reads in both themes.
+    empty = base.mark_rect(fill=None, stroke=UNDEFINED_INK, strokeWidth=1.5, strokeDash=[4, 3])
     empty = empty.transform_filter("!datum.defined")
-    dark = "datum.defined && (datum.weight < 0.5 || datum.weight > 2)"  # a saturated cell
-    ink = alt.condition(dark, alt.value("white"), alt.value("black"))
+    low, high = SATURATED
+    dark = f"datum.weight < {low} || datum.weight > {high}"
+    ink = alt.condition(dark, alt.value("white"), alt.value("#1a1a1a"))
     text = base.mark_text(fontSize=11).encode(text="text:N", color=ink)
+    text = text.transform_filter("datum.defined")
+    words = base.mark_text(fontSize=11, color=UNDEFINED_INK).encode(text="text:N")
+    words = words.transform_filter("!datum.defined")
     height = 34 * (int(frame["rank"].max()) + 1)
     chart = (
-        alt.layer(cells, empty, text)
-        .properties(width=150, height=height)
+        alt.layer(cells, empty, text, words)
+        .properties(width=140, height=height)
         .facet(
             facet=alt.Facet("group:N", sort=order, title=None, header=alt.Header(labelLimit=0)),
             data=frame,
@@ -195,81 +210,12 @@ def predicted_maps(counts) -> None:
     heat_map(rows, names, "chk_predicted")
 
 
-def _divergence(d: dict | None) -> str:
-    if d is None:
-        return t("check.results.none")
-    if d["rank"] is None:  # every rank matched the reference alone, but not each other
-        return t("check.results.ranks_differ")
-    where = t("check.results.divergence", rank=d["rank"], tensor=d["tensor"])
-    return where if d["why"] == "differs" else f"{where} ({say('divergence_why', d['why'])})"
-
-
 def scheme_text(s: dict) -> str:
-    """A scenario's measured scheme as the verdict table words it (ties and N = 0 included)."""
+    """A scenario's measured scheme as the verdict table words it: its name alone (the
+    schemes these counts cannot tell from it go to the notes)."""
     if s["scheme"] is None:
         return t("check.results.scheme_undefined")
-    name = scheme_name(s["scheme"]) if s["scheme"] != "other" else t("check.results.other")
-    more = len(s["matching_schemes"]) - 1
-    return t("check.results.ties", scheme=name, more=more) if more > 0 else name
-
-
-def verdict_frame(check: dict) -> pd.DataFrame:
-    """One row per scenario, every cell text in the reader's language."""
-
-    def small(x: float | None, digits: int) -> str:
-        return fmt(None) if x is None else f"{x:.{digits}e}"
-
-    return pd.DataFrame(
-        {
-            "scenario": say("scenario", s["name"]),
-            "same_update": t("common.yes") if s["passed"] else t("common.no"),
-            "max_abs_diff": small(s["max_abs_diff"], 2),
-            "scheme": scheme_text(s),
-            "residual": small(s["residual"], 1),
-            "first_divergence": _divergence(s["first_divergence"]),
-            "notes": " ".join(say("note", n) for n in s["notes"]),
-        }
-        for s in check["scenarios"]
-    )
-
-
-def run_results(report: dict, example: str) -> None:
-    """Everything a finished check shows: the verdict, the table, skips, notes, weights."""
-    check = report["checks"][0]
-    shape = {"world_size": check["world_size"], "accum": check["accum_steps"]}
-    st.subheader(t("check.results.heading"))
-    tolerance = f"{check['tolerance']:.0e}"
-    st.caption(
-        t("check.results.caption", example=say("example", example), tolerance=tolerance, **shape)
-    )
-    failed = [say("scenario", s["name"]) for s in check["scenarios"] if not s["passed"]]
-    if failed:
-        st.warning(
-            t("check.results.failed", scenarios=", ".join(failed)), icon=":material/warning:"
-        )
-    else:
-        st.success(t("check.results.passed"), icon=":material/check:")
-    frame = verdict_frame(check)
-    config = {c: t(f"check.results.{c}") for c in frame.columns}
-    downloads.table(
-        frame, "trainer-check", hide_index=True, column_config=config, key="chk_verdicts"
-    )
-    noted = [(say("scenario", s["name"]), n) for s in check["scenarios"] for n in s["notes"]]
-    if noted:  # the table's notes column, readable at full length
-        st.markdown("\n".join(f"- **{name}**: {say('note', n)}" for name, n in noted))
-    for skipped in check["skipped_scenarios"]:
-        reason = SKIP_REASONS.get(skipped["reason"])
-        why = t(f"check.skipped.{reason}") if reason else skipped["reason"]
-        st.caption(t("check.skipped.item", scenario=say("scenario", skipped["name"]), reason=why))
-    st.subheader(t("check.results.weights_heading"))
-    st.caption(t("check.results.weights_caption"))
-    names = [say("scenario", s["name"]) for s in check["scenarios"]]
-    rows = [
-        row
-        for s, name in zip(check["scenarios"], names, strict=True)
-        for row in weight_rows(s["counts"], s["weights"], name)
-    ]
-    heat_map(rows, names, "chk_weights")
+    return scheme_name(s["scheme"]) if s["scheme"] != "other" else t("check.results.other")
 
 
 def own_trainer() -> None:

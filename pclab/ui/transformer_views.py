@@ -11,13 +11,17 @@ import pandas as pd
 import streamlit as st
 
 from pclab.runners.results import RunResult
+from pclab.ui import i18n
 from pclab.ui.branch_table import table as branch_table
+from pclab.ui.page import lang, t
 from pclab.ui.page import plain as md  # noqa: F401 - experiment.py's name for it
-from pclab.ui.page import t
 
 MEASURED = ("max_abs_diff", "passed", "first", "hashes")
 
 DIFF_FLOOR = 1e-20  # where an exact 0 is drawn on a log axis (which has no 0)
+# A mid grey reads on a light and on a dark page alike (>= 3:1 on both): legend symbols that
+# carry no colour of their own would otherwise be drawn black, invisible in the dark theme.
+NEUTRAL = "#8a8a8a"
 
 
 def transformer_chart_rows(branches: list[dict], floor: float = DIFF_FLOOR) -> list[dict]:
@@ -37,9 +41,16 @@ def transformer_chart_rows(branches: list[dict], floor: float = DIFF_FLOOR) -> l
     ]
 
 
+def labelled(text: str) -> str:
+    """The supervised suffix of a window, marked as the labels (CSS class pcl-label in
+    ui.browser: a tint and a solid underline with >= 3:1 contrast in both themes)."""
+    return f'<span class="pcl-label">{md(text)}</span>' if text else ""  # md: markup-proof
+
+
 def _diff_chart(report: dict) -> None:
     chart = pd.DataFrame(transformer_chart_rows(report["branches"]))
     chart["branch"] = chart["branch"].map(lambda b: t(f"experiment.branch.{b}"))
+    chart["optimizer"] = chart["optimizer"].map(lambda o: t(f"experiment.optimizer.{o}"))
     points = (
         alt.Chart(chart)
         .mark_point(filled=True, opacity=0.8)
@@ -47,7 +58,11 @@ def _diff_chart(report: dict) -> None:
             x=alt.X("tensor:N", sort=None, title=t("experiment.chart.tensor")),
             y=alt.Y("plotted:Q", scale=alt.Scale(type="log"), title=t("experiment.chart.diff")),
             color=alt.Color("branch:N", title=t("experiment.results.branch")),
-            shape=alt.Shape("optimizer:N", title=t("experiment.results.optimizer")),
+            shape=alt.Shape(
+                "optimizer:N",
+                title=t("experiment.results.optimizer"),
+                legend=alt.Legend(symbolFillColor=NEUTRAL, symbolStrokeColor=NEUTRAL),
+            ),
             tooltip=[
                 alt.Tooltip("branch:N", title=t("experiment.results.branch")),
                 alt.Tooltip("optimizer:N", title=t("experiment.results.optimizer")),
@@ -68,12 +83,14 @@ def _zero_labels(report: dict) -> None:
     st.subheader(t("experiment.zero.heading"))
     steps = {"before": int(adamw["steps_before"][0]), "after": int(adamw["steps_after_naive"][0])}
     st.markdown(t("experiment.zero.body", **steps))
-    z1, z2, z3 = st.columns(3)
+    z1, z2 = st.columns(2)
     skipped = t("common.yes") if zero["skip_state_identical"] else t("common.no")
     z1.metric(t("experiment.zero.skip"), skipped)
-    changed = ", ".join(t(f"experiment.zero.kind.{k}") for k in adamw["naive_changed"])
-    z2.metric(t("experiment.zero.changed"), changed or t("experiment.zero.none"))
-    z3.metric(t("experiment.zero.max_change"), f"{adamw['naive_max_weight_change']:.2e}")
+    z2.metric(t("experiment.zero.max_change"), f"{adamw['naive_max_weight_change']:.2e}")
+    # A list, not a metric: plain text wraps, where a metric's value would be cut.
+    changed = i18n.join(lang(), (t(f"experiment.zero.kind.{k}") for k in adamw["naive_changed"]))
+    head = f"**{t('experiment.zero.changed')}**"
+    st.markdown(i18n.join(lang(), [head, changed or t("experiment.zero.none")], "head"))
 
 
 def run_results(result: RunResult) -> None:
@@ -87,6 +104,6 @@ def run_results(result: RunResult) -> None:
     _diff_chart(report)
     control = report["equal_count_control"]
     st.subheader(t("experiment.control.heading"))
-    st.markdown(t("experiment.control.body", labels=", ".join(map(str, control["labels"]))))
+    st.markdown(t("experiment.control.body", labels=i18n.join(lang(), control["labels"])))
     branch_table(control["branches"], "exp_control", MEASURED)
     _zero_labels(report)

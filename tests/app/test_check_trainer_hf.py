@@ -61,12 +61,15 @@ def test_the_two_settings_side_by_side_without_importing_transformers(lang):
     keep = say("check.hf.advice.global_token", setting=f"`{groups[0]}`", weights="1")
     assert keep in text
     local = say(
-        "check.hf.advice.replica_mean", setting=f"`{groups[1]}`", weights="0.69, 1.81", empty="0.5"
+        "check.hf.advice.replica_mean",
+        setting=f"`{groups[1]}`",
+        weights=i18n.join(lang, ["0.69", "1.81"]),  # 0.69、1.81 in Chinese
+        empty="0.5",
     )
     assert local in text
     shift = say("check.hf.shift", placed=34, terms=29, ratio="0.853", weights="1")
     assert shift in text
-    assert len(at.dataframe) == 2  # each setting's verdicts, under its own sentence
+    assert len(at.table) == 2  # each setting's verdicts, under its own sentence, cells wrapping
 
 
 def test_each_hf_file_shows_its_code_the_version_and_its_counts():
@@ -81,6 +84,10 @@ def test_each_hf_file_shows_its_code_the_version_and_its_counts():
         assert caption in [c.value for c in at.caption]
         expanders = [e.label for e in at.expander]
         assert (i18n.text("en", "check.code.model_hf") in expanders) == (code != "hf_trainer")
+        source = views.bundled_path(code).read_text()
+        lines = source.count("\n") + 1
+        fold = i18n.text("en", "check.code.fold", file=file, lines=lines)
+        assert (fold in expanders) == (lines > views.FOLD_LINES)  # a long file folds
         shift = i18n.text("en", "check.predict.shift") in [c.value for c in at.caption]
         assert shift == (code != "hf_trainer_no_first_label")
         predicted = chart_frame(at, 0)

@@ -29,6 +29,7 @@ from pclab.experiments.trainer_check.scenarios import scenario_counts
 from pclab.runners.results import RunResult
 from pclab.ui import i18n
 from pclab.ui import trainer_views as views
+from pclab.ui.trainer_verdict import TEACHES
 from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,8 +122,16 @@ def chart_frames(at) -> list[tuple[dict, object]]:
     return out
 
 
-def verdicts(at):
-    return at.dataframe[0].value
+COLUMNS = ("scenario", "same_update", "max_abs_diff", "scheme", "residual")
+COLUMNS += ("first_divergence", "notes")
+
+
+def verdicts(at, lang: str = "en"):
+    """The verdict table (a static st.table, whose cells wrap) with the columns' codes."""
+    table = at.table[0].value
+    headers = {i18n.text(lang, f"check.results.{c}"): c for c in COLUMNS}
+    assert list(table.columns) == list(headers)
+    return table.rename(columns=headers).reset_index(drop=True)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -133,7 +142,7 @@ def test_renders_in_both_languages_without_starting_anything(lang, launches):
     assert box.options == [i18n.text(lang, f"check.example.{c}") for c in views.EXAMPLES]
     assert at.code[0].value == views.bundled_path("correct_manual").read_text().rstrip()
     assert len(at.get("vega_lite_chart")) == 1  # each scheme's prediction, before any run
-    assert at.button(key="chk_run") is not None and not at.dataframe
+    assert at.button(key="chk_run") is not None and not at.table
     own = " ".join(m.value for m in at.markdown)
     assert "VOCAB_SIZE" in own and "`2`" in own  # the contract and the exit codes
     commands = [c.value for c in at.code]
@@ -194,7 +203,7 @@ def test_a_recorded_real_run_reads_as_verdicts_notes_and_a_heat_map(launches, la
     at.button(key="chk_run").click().run()
     assert not at.exception, at.exception
     say = lambda key, **v: i18n.text(lang, key, **v)  # noqa: E731
-    table = verdicts(at)
+    table = verdicts(at, lang)
     yes, no = say("common.yes"), say("common.no")
     assert list(table["same_update"]) == [no, no, no, yes, yes]
     assert table["scheme"].iloc[0] == say("schemes.microbatch_mean")
@@ -202,14 +211,20 @@ def test_a_recorded_real_run_reads_as_verdicts_notes_and_a_heat_map(launches, la
     first = say("check.results.divergence", rank=0, tensor="parameter 0.weight")
     assert table["first_divergence"].iloc[0] == first
     assert table["first_divergence"].iloc[3] == say("check.results.none")
-    assert say("check.note.control") in table["notes"].iloc[3]  # equal counts: the control
-    listed = f"**{say('check.scenario.equal_counts')}**: {say('check.note.control')}"
-    assert any(listed in m.value for m in at.markdown)  # and at full length under the table
+    assert say("check.note.control") in table["notes"].iloc[3]  # it passed: the note holds
+    ties = [say(f"schemes.{x}") for x in ("replica_mean", "microbatch_mean")]
+    tie_note = say("check.note.ties", schemes=i18n.join(lang, ties))
+    assert table["notes"].iloc[3].startswith(tie_note)  # ties read in the notes, in full
+    assert table["scheme"].iloc[3] == say("schemes.global_token")
     assert table["max_abs_diff"].iloc[0] == "3.89e-03"
-    scenarios = ", ".join(
-        say(f"check.scenario.{n}") for n in ("uneven", "empty_microbatch", "empty_rank")
+    scenarios = i18n.join(
+        lang, [say(f"check.scenario.{n}") for n in ("uneven", "empty_microbatch", "empty_rank")]
     )
-    assert any(w.value == say("check.results.failed", scenarios=scenarios) for w in at.warning)
+    assert [e.value for e in at.error] == [say("check.results.failed", scenarios=scenarios)]
+    fix = say("check.fix.microbatch_mean", scenarios=scenarios)
+    assert fix in [m.value for m in at.markdown]
+    link = say("check.fix.link", page=say("denominator.nav"))  # the page that teaches it
+    assert [(a.proto.page, a.proto.label) for a in at.get("page_link")] == [("denominator", link)]
     assert len(at.get("vega_lite_chart")) == 2  # the schemes' predictions, then the measured
     assert say("downloads.run_record") in [b.label for b in at.get("download_button")]
 
@@ -219,11 +234,19 @@ def test_the_heat_map_shows_undefined_cells_as_undefined_never_as_zero(launches)
     at = open_section(PAGE, chk_example="microbatch_means")
     at.button(key="chk_run").click().run()
     spec, frame = chart_frames(at)[-1]
-    rect, empty, text = spec["spec"]["layer"]
+    rect, empty, text, words = spec["spec"]["layer"]
     assert rect["transform"] == [{"filter": "datum.defined"}]  # only defined cells get a colour
-    assert rect["encoding"]["color"]["scale"]["domainMid"] == 1  # diverging around 1
+    scale = rect["encoding"]["color"]["scale"]
+    assert scale["domainMid"] == 1 and scale["type"] == "log"  # diverging around 1
+    low, high = scale["domain"]  # a 0.8 / 1.25 cell at least half way to full colour
+    assert math.log(0.8) / math.log(low) >= 0.5 and math.log(1.25) / math.log(high) >= 0.5
+    # Undefined: no fill of its own (the theme's background), a dashed outline, its word in a
+    # grey (black on a dark page would vanish).
     assert empty["transform"] == [{"filter": "!datum.defined"}] and "strokeDash" in empty["mark"]
-    assert text["encoding"]["text"]["field"] == "text"
+    assert empty["mark"]["fill"] is None
+    assert text["encoding"]["text"]["field"] == "text" == words["encoding"]["text"]["field"]
+    assert words["transform"] == [{"filter": "!datum.defined"}]
+    assert words["mark"]["color"] == empty["mark"]["stroke"] == views.UNDEFINED_INK
     undefined = frame[~frame["defined"]]
     assert set(undefined["text"]) == {"undefined"} and undefined["weight"].isna().all()
     cell = lambda group, r, k: frame[  # noqa: E731
@@ -316,3 +339,81 @@ def test_the_answer_key_and_the_capacity_match_the_bundled_files():
     recorded = build_report(RECORDED)["checks"][0]["scenarios"][0]  # a real run's "uneven"
     assert recorded["scheme"] == views.EXAMPLES["microbatch_means"]
     assert set(views.EXAMPLES.values()) == set(update_weights.NAMED_SCHEMES)
+
+
+TEACHING_PAGE = {  # example -> the page its failed verdict links to (None: it passes)
+    "correct_manual": None,
+    "ddp_mean_of_local_means": "ledger",
+    "microbatch_means": "denominator",
+    "double_divide_by_k": "framework",
+    "unnormalised_sum": "framework",
+    "adamw_steps_at_zero": "coordinated-step",
+}
+
+
+@pytest.mark.parametrize(("example", "page"), TEACHING_PAGE.items())
+def test_a_failed_verdict_says_what_to_change_and_links_the_page_that_teaches_it(
+    launches, example, page
+):
+    at = open_section(PAGE, chk_example=example)
+    at.button(key="chk_run").click().run()
+    assert not at.exception, at.exception
+    links = [(a.proto.page, a.proto.label) for a in at.get("page_link")]
+    if page is None:  # the same update everywhere: a success, no fix, no link
+        assert at.success and not at.error and links == []
+        return
+    assert len(at.error) == 1 and not at.warning  # a failure is an error, not a warning
+    assert [p for p, _ in links] == [page]
+    assert links[0][1].startswith(i18n.text("en", "check.fix.link", page="")[:10])
+    heads = [i18n.text("en", f"check.fix.{c}", scenarios="").split(" (")[0] for c in TEACHES]
+    fixes = [m.value for m in at.markdown if m.value.startswith(tuple(heads))]
+    assert len(fixes) == 1  # one line per measured cause: these examples have one each
+    table = verdicts(at)
+    control = table[table["scenario"] == i18n.text("en", "check.scenario.equal_counts")]
+    note = i18n.text("en", "check.note.control")
+    passed = control["same_update"].iloc[0] == "yes"
+    assert (note in control["notes"].iloc[0]) == passed  # said only when it is true
+
+
+def test_a_comparison_stopped_by_new_optimizer_state_reads_as_a_bound_and_a_note(launches):
+    """AdamW stepping at N = 0 creates state the reference lacks: the worker's max |delta| is
+    then None; the table shows the gap seen before it as a lower bound, and says why."""
+
+    def ranks(world_size, accum, example):
+        out = hand_made_ranks(world_size, accum, example)
+        for rank in out:
+            zero = rank["checks"][0]["scenarios"][-1]
+            zero["max_abs_diff"] = None
+            zero["first_divergence"] = {
+                "tensor": "parameter 0.weight",
+                "abs_diff": 3.15e-3,
+                "why": "differs",
+            }
+        return out
+
+    launches.use(ranks)
+    at = open_section(PAGE, chk_example="adamw_steps_at_zero")
+    at.button(key="chk_run").click().run()
+    row = verdicts(at).iloc[-1]
+    assert row["max_abs_diff"] == "≥ 3.15e-03"
+    assert i18n.text("en", "check.note.state_apart") in row["notes"]
+    assert "exp_avg" in i18n.text("en", "check.note.state_apart")  # it says what appeared
+
+
+def test_the_chinese_page_is_punctuated_as_chinese(launches):
+    """Everything code assembles on the Chinese page (lists, clauses, notes, table cells)
+    joins Chinese with Chinese punctuation, and Latin words stand apart from Chinese."""
+    import re
+
+    launches.use(lambda *_: RECORDED)
+    at = open_section(PAGE, "zh", chk_example="microbatch_means")
+    at.button(key="chk_run").click().run()
+    texts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    texts += [e.value for e in at.error] + list(verdicts(at, "zh").to_numpy().ravel())
+    cjk = "\u4e00-\u9fff"
+    ascii_between = re.compile(rf"[{cjk}）](\*\*)? ?[,;:!?()](\*\*)? ?[{cjk}（]")
+    touching = re.compile(rf"[A-Za-z0-9]\**[{cjk}]|[{cjk}]\**[A-Za-z0-9]")
+    for text in texts:
+        prose = re.sub(r"`[^`]*`|\$[^$]*\$", " ", text)
+        assert not ascii_between.search(prose), text
+        assert not touching.search(prose), text

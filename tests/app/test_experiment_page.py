@@ -6,16 +6,19 @@ built from `transformer.predictions` (the real run is tested in tests/runners)."
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from pclab.experiments.transformer import params as transformer
 from pclab.experiments.transformer.lm import data
 from pclab.runners.results import RunResult
+from pclab.ui import i18n, transformer_views
 from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,13 +64,13 @@ def test_rendering_needs_no_torch():
 
 def test_label_counts_drive_the_text_and_the_theory():
     at = open_page()
-    highlighted = [m.value for m in at.markdown if ":orange-background[" in m.value]
+    highlighted = [m.value for m in at.markdown if 'class="pcl-label"' in m.value]
     assert len(highlighted) == 3  # window 2 carries no label by default
     assert theory(at)[2] == "different update" and theory(at)[3] == "different update"
     for i, n in enumerate((30, 10, 25, 15)):  # equal microbatch and rank counts
         at.number_input(key=f"exp_labels{i}").set_value(n).run()
     assert not at.exception
-    assert len([m for m in at.markdown if ":orange-background[" in m.value]) == 4
+    assert len([m for m in at.markdown if 'class="pcl-label"' in m.value]) == 4
     assert set(theory(at)) == {"same update"}
     at.number_input(key="exp_labels0").set_value(0).run()
     at.number_input(key="exp_labels1").set_value(0).run()
@@ -132,7 +135,7 @@ def test_exercise_asks_whether_ddp_mean_of_means_matches():
 def test_workshop_mode_hides_the_theory_table_until_revealed():
     at = open_page(workshop=True)
     assert not at.dataframe and not at.get("download_button")
-    assert len([m for m in at.markdown if ":orange-background[" in m.value]) == 3  # the inputs stay
+    assert len([m for m in at.markdown if 'class="pcl-label"' in m.value]) == 3  # the inputs stay
     at = predict(at, "different")
     assert theory(at)[3] == "different update" and download_labels(at) == ["CSV", "JSON"]
     at.number_input(key="exp_labels0").set_value(
@@ -178,5 +181,16 @@ def test_a_stored_run_renders_its_results(monkeypatch, lang):
     assert at.metric[0].value == ("yes" if lang == "en" else "是")
     charts = at.get("vega_lite_chart")
     assert len(charts) == 1 and '"log"' in charts[0].proto.spec  # |delta| per tensor, log scale
+    # The optimizer legend: in the reader's language, symbols in a grey both themes show.
+    spec = json.loads(charts[0].proto.spec)
+    shape = spec["layer"][0]["encoding"]["shape"]
+    assert shape["legend"]["symbolFillColor"] == transformer_views.NEUTRAL
+    rows = pa.ipc.open_stream(charts[0].proto.datasets[0].data.data).read_all().to_pandas()
+    optimizers = set(rows["optimizer"])
+    assert optimizers == {i18n.text(lang, f"experiment.optimizer.{o}") for o in ("adamw", "sgd")}
+    changed = i18n.join(
+        lang, [i18n.text(lang, f"experiment.zero.kind.{k}") for k in ("weights", "exp_avg")]
+    )
+    assert any(changed in m.value for m in at.markdown)  # plain text: never cut like a metric
     assert len(at.get("download_button")) == 7  # three tables as CSV and JSON, and the run record
     assert records[-1] == (params, "transformer")

@@ -1,0 +1,23 @@
+"""The bundled example trainers of the "Check a trainer" page, by option code (= the file stem
+in examples/trainers/), with the scheme each one applies: the exercise's answer key.
+
+Kept apart from ui.trainer_views (Altair, pandas) so the home page can count them without
+loading a chart library.
+
+    python -c "from pclab.ui.trainer_examples import EXAMPLES; print(len(EXAMPLES))"
+"""
+
+EXAMPLES = {  # option code (= file stem) -> the scheme its train_step applies
+    "correct_manual": "global_token",
+    "correct_ddp_no_sync": "global_token",
+    "ddp_mean_of_local_means": "replica_mean",
+    "microbatch_means": "microbatch_mean",
+    "double_divide_by_k": "double_scaled",
+    "unnormalised_sum": "unnormalised_sum",
+    "adamw_steps_at_zero": "global_token",  # right weights; its slip is the step at N = 0
+    # the real transformers.Trainer (measured with 5.24.0; README, "The Hugging Face Trainer")
+    "hf_trainer": "global_token",  # average_tokens_across_devices=True, the default
+    "hf_trainer_local_average": "replica_mean",  # False: each rank divides by its own count
+    "hf_trainer_no_first_label": "global_token",  # True, no label at position 0
+}
+HF_EXAMPLES = ("hf_trainer", "hf_trainer_local_average", "hf_trainer_no_first_label")

@@ -1,0 +1,169 @@
+"""The verdict of a finished trainer check on the "Check a trainer" page: the banner, one line
+per cause on what to change in the trainer (with a link to the page that teaches it), the
+verdict table and the measured weights.
+
+A cause comes from what the check measured, never from the example's name: the scheme the
+weights fit, or where the state went wrong (N = 0 not skipped, ranks apart, a non-finite
+update). The Hugging Face examples say it in Trainer's own terms: the setting to choose.
+
+    python -c "from pclab.ui import trainer_verdict as v; print(v.TEACHES)"
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pclab.ui import downloads, i18n
+from pclab.ui import hf_trainer_views as hf_views
+from pclab.ui import trainer_views as views
+from pclab.ui.page import fmt, lang, t
+from pclab.ui.pages import PAGES
+
+TEACHES = {  # cause -> the page (pclab.ui.pages key) that teaches its fix
+    "replica_mean": "ledger",
+    "microbatch_mean": "denominator",
+    "double_scaled": "framework",
+    "unnormalised_sum": "framework",
+    "other": "clipping",
+    "not_finite": "denominator",
+    "skip_at_zero": "step",
+    "ranks_differ": "step",
+    "state": "step",
+}
+NOTE_FIRST = ("ranks_differ", "not_finite")  # causes a note names before the scheme does
+
+
+def cause(scenario: dict) -> str | None:
+    """Why a scenario failed, as a TEACHES key (None: it passed)."""
+    if scenario["passed"]:
+        return None
+    for note in NOTE_FIRST:
+        if note in scenario["notes"]:
+            return note
+    if scenario["scheme"] is None:  # N = 0: no weight, yet the state changed
+        return "skip_at_zero"
+    if scenario["scheme"] == "global_token":  # the right weights, something else moved
+        return "state"
+    return scenario["scheme"]
+
+
+def causes(check: dict) -> dict[str, list[str]]:
+    """Each cause of a failure -> the scenarios (their names in the reader's language).
+
+    A scenario whose counts fit several schemes (an empty rank at K = 2: the mean of replica
+    means and a double ÷K give the same weights) goes with the scheme another scenario
+    measured without a tie, so one slip reads as one line."""
+    failed = [(s, cause(s)) for s in check["scenarios"] if not s["passed"]]
+    sure = {why for s, why in failed if len(s["matching_schemes"]) <= 1}
+    found: dict[str, list[str]] = {}
+    for s, why in failed:
+        why = next((x for x in s["matching_schemes"] if x in sure and why not in sure), why)
+        found.setdefault(why, []).append(views.say("scenario", s["name"]))
+    return found
+
+
+def _page(key: str):
+    return next(p for p in PAGES if p.key == key)
+
+
+def fixes(check: dict, example: str) -> None:
+    """One line per cause on what to change, each with a link to the page that teaches it.
+    For a Hugging Face example the first line is Trainer's setting, from the live check."""
+    if example in views.HF_EXAMPLES:
+        st.markdown(hf_views.advice(example, check))
+    for why, scenarios in causes(check).items():
+        where = i18n.join(lang(), scenarios)
+        st.markdown(t(f"check.fix.{why}", scenarios=where))
+        page = _page(TEACHES[why])
+        label = t("check.fix.link", page=t(page.title_key))
+        st.page_link(page.file, label=label, icon=":material/school:")
+
+
+def _divergence(d: dict | None) -> str:
+    if d is None:
+        return t("check.results.none")
+    if d["rank"] is None:  # every rank matched the reference alone, but not each other
+        return t("check.results.ranks_differ")
+    where = t("check.results.divergence", rank=d["rank"], tensor=d["tensor"])
+    if d["why"] == "differs":
+        return where
+    return i18n.join(lang(), [where, views.say("divergence_why", d["why"])], "clauses")
+
+
+def _max_diff(s: dict) -> str:
+    """The largest gap; when a tensor one side lacks stopped the comparison, the gap seen
+    before it, as a lower bound (an undefined gap is never shown as a number)."""
+    if s["max_abs_diff"] is not None:
+        return f"{s['max_abs_diff']:.2e}"
+    seen = (s["first_divergence"] or {}).get("abs_diff")
+    return fmt(None) if seen is None else f"≥ {seen:.2e}"
+
+
+def notes(s: dict) -> list[str]:
+    """A scenario's notes in the reader's language: the ties of its scheme, the report's notes
+    (the control's only when true: it passed), a gap that stopped at a missing tensor."""
+    out = []
+    ties = [views.scheme_name(x) for x in s["matching_schemes"] if x != s["scheme"]]
+    if ties:
+        out.append(t("check.note.ties", schemes=i18n.join(lang(), ties)))
+    codes = [n for n in s["notes"] if n != "control" or s["passed"]]
+    out += [views.say("note", n) for n in codes]
+    if s["max_abs_diff"] is None and not s["passed"] and s["first_divergence"]:
+        out.append(t("check.note.state_apart"))
+    for diagnosis in s.get("diagnoses", ()):  # stable codes; the check's own words otherwise
+        key = f"check.diagnosis.{diagnosis.get('code')}"
+        out.append(t(key) if key in i18n.catalogue(lang()) else diagnosis.get("message", ""))
+    return out
+
+
+def verdict_frame(check: dict) -> pd.DataFrame:
+    """One row per scenario, every cell text in the reader's language."""
+    return pd.DataFrame(
+        {
+            "scenario": views.say("scenario", s["name"]),
+            "same_update": t("common.yes") if s["passed"] else t("common.no"),
+            "max_abs_diff": _max_diff(s),
+            "scheme": views.scheme_text(s),
+            "residual": fmt(None) if s["residual"] is None else f"{s['residual']:.1e}",
+            "first_divergence": _divergence(s["first_divergence"]),
+            "notes": " ".join(notes(s)),
+        }
+        for s in check["scenarios"]
+    )
+
+
+def run_results(report: dict, example: str) -> None:
+    """Everything a finished check shows: the verdict and its fixes, the table, the skipped
+    scenarios, the measured weights."""
+    check = report["checks"][0]
+    shape = {"world_size": check["world_size"], "accum": check["accum_steps"]}
+    st.subheader(t("check.results.heading"))
+    tolerance = f"{check['tolerance']:.0e}"
+    example_name = views.say("example", example)
+    st.caption(t("check.results.caption", example=example_name, tolerance=tolerance, **shape))
+    failed = [views.say("scenario", s["name"]) for s in check["scenarios"] if not s["passed"]]
+    if failed:
+        where = i18n.join(lang(), failed)
+        st.error(t("check.results.failed", scenarios=where), icon=":material/error:")
+    else:
+        st.success(t("check.results.passed"), icon=":material/check:")
+    fixes(check, example)
+    frame = verdict_frame(check)
+    config = {c: t(f"check.results.{c}") for c in frame.columns}
+    downloads.table(frame, "trainer-check", static=True, column_config=config)
+    st.caption(t("check.results.residual_means"))
+    for skipped in check["skipped_scenarios"]:
+        reason = views.SKIP_REASONS.get(skipped["reason"])
+        why = t(f"check.skipped.{reason}") if reason else skipped["reason"]
+        name = views.say("scenario", skipped["name"])
+        st.caption(t("check.skipped.item", scenario=name, reason=why))
+    st.subheader(t("check.results.weights_heading"))
+    st.caption(t("check.results.weights_caption"))
+    names = [views.say("scenario", s["name"]) for s in check["scenarios"]]
+    rows = [
+        row
+        for s, name in zip(check["scenarios"], names, strict=True)
+        for row in views.weight_rows(s["counts"], s["weights"], name)
+    ]
+    views.heat_map(rows, names, "chk_weights")
