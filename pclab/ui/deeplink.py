@@ -17,6 +17,7 @@ import streamlit as st
 # and the unusable ones found (kept for the whole visit to the page).
 VISIT_KEY, LINK_KEY, FOUND_KEY = "deeplink_visit", "deeplink_link", "deeplink_unusable"
 REFUSED_KEY = "deeplink_tables_refused"  # tables whose link value did not fit, this visit
+HELD_KEY = "deeplink_held"  # those values, for a choice whose option code they are (once)
 DROPPED_KEY = "deeplink_dropped"  # parameters removed as numbers beyond float64, this visit
 
 
@@ -28,6 +29,11 @@ def _initial(key: str, options: Sequence[str], default: str) -> str:
     then would overwrite the choice the user just clicked.
     """
     wanted = st.query_params.get(key)
+    held = st.session_state.get(HELD_KEY, {})
+    if wanted is None and key in held:
+        # "inf" and "nan" are option codes too (page 09's injection): `drop_extremes` took
+        # them out of the URL as numbers before any widget ran, and held them for a choice
+        wanted = held.pop(key)
     return wanted if wanted in options else default
 
 
@@ -158,6 +164,7 @@ def drop_extremes() -> None:
     extremes = [k for k in st.query_params if _beyond_float64(st.query_params.get(k) or "")]
     if not extremes:
         return
+    held = {key: st.query_params.get(key) for key in extremes}
     # st.query_params refuses to delete a widget's bound parameter, and bound widgets are
     # seeded from the URL as the run found it: so the session's own query parameters drop
     # the value and re-take that copy (as Streamlit does after a page change, to drop another
@@ -169,6 +176,7 @@ def drop_extremes() -> None:
             params.remove_param(key)
         params.set_initial_query_params_from_current()
     st.session_state[DROPPED_KEY] = [*st.session_state.get(DROPPED_KEY, ()), *extremes]
+    st.session_state[HELD_KEY] = {**st.session_state.get(HELD_KEY, {}), **held}
 
 
 def _same(raw: str, value: object) -> bool:
