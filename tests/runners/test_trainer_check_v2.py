@@ -321,3 +321,13 @@ def test_extra_parameters_with_defaults_still_fit_the_signature(tmp_path):
     trainer = load(path)  # VOCAB_SIZE is optional with make_microbatch
     assert trainer.has("make_microbatch") and trainer.dtype == "float64"
     assert trainer.max_grad_norm is None
+
+
+def test_no_evidence_messages_name_the_reason():
+    one = diagnoses.no_evidence_scenario("uneven", [])
+    assert one["message"] == (
+        "uneven: one microbatch in all splits nothing, so matching the reference here is no "
+        "evidence"
+    )
+    two = diagnoses.no_evidence_scenario("equal_counts", ["replica_mean"])
+    assert "give DDP's mean of local means (replica_mean) the global token mean's" in two["message"]

@@ -63,9 +63,9 @@ def model_not_deterministic(tensor: str, gap: float | None, across_ranks: bool) 
 
 def dtype_built(tensor: str, dtype: str, declared: str) -> dict:
     message = (
-        f"build_model() returned {tensor} in {dtype}, but the file's DTYPE is {declared} "
-        f'(the default is float64): set DTYPE = "{dtype}" to check in that precision, or '
-        f"build the model in {declared}"
+        f"build_model() returned {tensor} in {dtype} where DTYPE is {declared} (float64 when "
+        f'the file sets none): set DTYPE = "{dtype}" to check in that precision, or build the '
+        f"model in {declared}"
     )
     return _diagnosis("dtype_changed", message, tensor=tensor, dtype=dtype, declared=declared)
 
@@ -133,10 +133,12 @@ def extra_optimizer_state(scenario: str, keys: list[str], parameters: int, n: in
 
 def no_evidence_scenario(scenario: str, untold: list[str]) -> dict:
     names = ", ".join(SCHEME_WORDS.get(s, s) for s in untold)
-    message = (
-        f"{scenario}: these counts give {names} the global token mean's weights, so matching "
-        "the reference here is no evidence"
+    why = (
+        f"these counts give {names} the global token mean's weights"
+        if untold
+        else "one microbatch in all splits nothing"
     )
+    message = f"{scenario}: {why}, so matching the reference here is no evidence"
     return _diagnosis("no_evidence", message, scenario, untold=untold)
 
 
