@@ -117,10 +117,11 @@ st.session_state["bench_status_s"] = time.perf_counter() - began
 """
 
 
-def launch_job(job: str):
-    """One run of `job` with its default parameters, through the lab's launcher."""
+def launch_job(job: str, runtime=None):
+    """One run of `job` with its default parameters, through the lab's launcher (in
+    `runtime`, or a fresh cold one for this run, as a CLI's)."""
     experiment, params = job_experiment(job)
-    return experiment.run(experiment.params(**params))
+    return experiment.run(experiment.params(**params), runtime=runtime)
 
 
 class _Sampler(threading.Thread):
@@ -182,23 +183,29 @@ def child(job: str) -> dict:
 
 def pooled(repeats: int, jobs=("noop", *EXPERIMENTS)) -> dict:
     """The opt-in warm pool (PCL_WARM_POOL=1): its start-up, then each job's runs through the
-    same `run()` calls as the cold rows, and the zygote's memory."""
-    from pclab.runners import settings, warm_pool
+    same `run()` calls as the cold rows, in one runtime whose pool is on (as the server's),
+    and the zygote's memory."""
+    from dataclasses import replace
 
-    settings.configure(warm_pool=True)
+    from pclab.runners.runtime import Runtime
+    from pclab.runners.settings import Settings
+    from pclab.runners.warm_pool import START_TIMEOUT_S
+
+    runtime = Runtime.start(replace(Settings.from_env(os.environ), warm_pool=True))
     began = time.perf_counter()
-    warm_pool.prestart(preload=registry.worker_modules())
-    while warm_pool.size()["idle"] == 0:
-        if time.perf_counter() - began > warm_pool.START_TIMEOUT_S:
+    runtime.pool.prestart(preload=registry.worker_modules())
+    while runtime.pool.size()["idle"] == 0:
+        if time.perf_counter() - began > START_TIMEOUT_S:
+            runtime.shutdown()
             return {"error": "the warm pool did not start"}
         time.sleep(0.01)
     out: dict = {"pool_start_s": time.perf_counter() - began, "jobs": {}}
-    (zygote,) = warm_pool.zygote_pids()
+    (zygote,) = runtime.pool.zygote_pids()
     try:
         for _ in range(repeats):
             for job in jobs:
                 began = time.perf_counter()
-                result = launch_job(job)
+                result = launch_job(job, runtime)
                 row = {
                     "ok": result.ok,
                     "message": result.message,
@@ -207,7 +214,7 @@ def pooled(repeats: int, jobs=("noop", *EXPERIMENTS)) -> dict:
                 out["jobs"].setdefault(job, []).append(row)
         out["zygote_hwm_kb"] = vm_kb(zygote)
     finally:
-        warm_pool.shutdown()
+        runtime.shutdown()
     return out
 
 
@@ -242,17 +249,19 @@ def check_cost(pool: bool, grid=COST_GRID) -> dict:
     an embedding-tanh-linear model of ~`size` parameters, 11 tokens: 22 x width + 11) per
     (P, K, size), cold (torchrun) or through the warm pool, one run each."""
     import tempfile
+    from dataclasses import replace
     from pathlib import Path
 
     from pclab.experiments.trainer_check import EXPERIMENT
     from pclab.experiments.trainer_check.params import Params
-    from pclab.runners import settings, warm_pool
+    from pclab.runners.runtime import Runtime
+    from pclab.runners.settings import Settings
 
     rows = []
+    runtime = Runtime.start(replace(Settings.from_env(os.environ), warm_pool=pool))
     with tempfile.TemporaryDirectory(prefix="pcl-check-cost-") as folder:
         if pool:
-            settings.configure(warm_pool=True)
-            warm_pool.prestart(preload=registry.worker_modules())
+            runtime.pool.prestart(preload=registry.worker_modules())
         try:
             for world_size, accum, size in grid:
                 width = max(1, round((size - 11) / 22))
@@ -261,13 +270,12 @@ def check_cost(pool: bool, grid=COST_GRID) -> dict:
                 path.write_text(SIZED_TRAINER.format(width=width, examples=examples))
                 params = Params.checked(str(path), world_size=world_size, accum=accum)
                 began = time.perf_counter()
-                result = EXPERIMENT.run(params, timeout_s=1200)
+                result = EXPERIMENT.run(params, timeout_s=1200, runtime=runtime)
                 row = {"world_size": world_size, "accum": accum, "parameters": 22 * width + 11}
                 row |= {"ok": result.ok, "wall_s": time.perf_counter() - began}
                 rows.append(row | {"status": result.report["checks"][0]["status"]})
         finally:
-            if pool:
-                warm_pool.shutdown()
+            runtime.shutdown()
     return {"pooled": pool, "loadavg": loadavg(), "rows": rows}
 
 

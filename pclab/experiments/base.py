@@ -22,8 +22,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from pclab.runners.jobs import Cancel
 from pclab.runners.launcher import launch
 from pclab.runners.results import ProgressEvent, RunResult
+from pclab.runners.runtime import Runtime
 
 
 class Params(Protocol):
@@ -59,11 +61,15 @@ class Experiment:
         timeout_s: float | None = None,
         pg_timeout_s: float | None = None,
         progress: Callable[[ProgressEvent], None] | None = None,
+        cancel: Cancel = None,
+        runtime: Runtime | None = None,
     ) -> RunResult:
         """Launch `params` (already validated); `.report` is the experiment's report.
 
-        A failed or timed-out run, or ranks whose outputs do not fit together, is a
-        RunResult with ok=False and a one-line message - never an exception.
+        `runtime`: the server's (pclab.ui.serving); None runs in a fresh one for this call
+        (runners.launcher.launch, as are `progress` and `cancel`). A failed or timed-out run,
+        or ranks whose outputs do not fit together, is a RunResult with ok=False and a
+        one-line message - never an exception.
         """
         result = launch(
             self.worker,
@@ -72,6 +78,8 @@ class Experiment:
             timeout_s=self.timeout_s if timeout_s is None else timeout_s,
             pg_timeout_s=pg_timeout_s,
             progress=progress,
+            cancel=cancel,
+            runtime=runtime,
         )
         if not result.ok:
             return result
@@ -89,12 +97,21 @@ class Experiment:
         timeout_s: float | None = None,
         pg_timeout_s: float | None = None,
         progress: Callable[[ProgressEvent], None] | None = None,
+        cancel: Cancel = None,
+        runtime: Runtime | None = None,
         **raw: object,
     ) -> RunResult:
         """Validate raw parameters (`params`' names; ValueError / TypeError before anything
         starts) and `run` them: what a notebook or a test calls."""
         checked = self.params(**raw)
-        return self.run(checked, timeout_s=timeout_s, pg_timeout_s=pg_timeout_s, progress=progress)
+        return self.run(
+            checked,
+            timeout_s=timeout_s,
+            pg_timeout_s=pg_timeout_s,
+            progress=progress,
+            cancel=cancel,
+            runtime=runtime,
+        )
 
 
 def params_record(params: Params) -> dict[str, Any]:

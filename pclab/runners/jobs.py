@@ -1,7 +1,7 @@
-"""One registry of torchrun jobs for the whole server process: share, queue, refuse, cancel.
+"""The job line of one runtime (the whole server's, in Streamlit): share, queue, refuse, cancel.
 
-Every `runners.launcher.launch` call goes through `submit`, so every experiment's `run()`
-gets these rules without knowing about them:
+Every `runners.launcher.launch` call goes through its runtime's `JobRegistry.submit`, so
+every experiment's `run()` gets these rules without knowing about them:
 
     identical requests share one run   key: (worker, world_size, args, worker code hash);
                                        a second identical request waits for the first's
@@ -30,24 +30,21 @@ gets these rules without knowing about them:
 A job runs in its own thread; each requester polls in its *own* thread and calls its own
 progress callback there, so a Streamlit page only ever draws from its script thread.
 
-    python -c "from pclab.runners import jobs; print(jobs.in_flight())"
+    nice -n 10 python -m pytest tests/runners/test_jobs.py     # the rules, with fake jobs
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import gc
 import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable, Hashable
 
-from pclab.runners import memory
+from pclab.runners.memory import MemoryBudget
 from pclab.runners.results import Outcome, ProgressEvent, RunResult
-from pclab.runners.settings import current
+from pclab.runners.settings import Settings
 
 POLL_S = 0.1  # how often a requester forwards events and checks its cancel flag
 MEMORY_CHECK_S = 0.5  # how often a job held back by the memory budget measures again
@@ -56,40 +53,202 @@ MEMORY_CHECK_S = 0.5  # how often a job held back by the memory budget measures 
 # a running job's own estimate counts beside any reading.
 MEMORY_MAX_AGE_S = 5.0
 CLEANUP_S = 30.0  # longest wait for a cancelled job's processes to be stopped and reaped
-# launched: torchrun jobs started; shared: requests served by another's run; busy: refused;
-# cancelled: jobs ended because nobody waited any more; max_running: peak concurrent jobs.
-STATS: Counter[str] = Counter()
 
+# A requester's way to stop: a threading.Event or a zero-argument callable, polled every
+# POLL_S seconds in its own thread. A callable may also *raise* (Streamlit raises its stop
+# or rerun exception from any element call): the run is cleaned up and the exception goes on.
 Cancel = threading.Event | Callable[[], object] | None
-_CANCEL: ContextVar[Cancel] = ContextVar("pcl_cancel", default=None)
-_LOCK = threading.Condition()  # guards everything below (an RLock inside: re-entrant)
-_JOBS: dict[Hashable, Job] = {}  # in flight, by key: what an identical request joins
-_WAITING: list[Job] = []  # FIFO of jobs waiting for a slot
-_RUNNING: set[Job] = set()  # jobs holding a slot (their processes may be alive)
-_STARTED: set[Job] = set()  # jobs that took a slot and have not yet measured memory after
 
 
-@contextlib.contextmanager
-def cancel_when(check: Cancel) -> Iterator[None]:
-    """Within the block, launches from this thread also stop when `check` fires.
+class JobRegistry:
+    """One runtime's jobs: in flight, waiting and running, and its counters."""
 
-    `check` is a threading.Event or a zero-argument callable, polled every POLL_S seconds
-    in the requester's thread. A callable may also *raise* (Streamlit raises its stop or
-    rerun exception from any element call): the run is cleaned up and the exception goes on.
-    """
-    token = _CANCEL.set(check)
-    try:
-        yield
-    finally:
-        _CANCEL.reset(token)
+    def __init__(self, settings: Settings, memory: MemoryBudget) -> None:
+        self.settings, self.memory = settings, memory
+        # launched: jobs started; shared: requests served by another's run; busy: refused;
+        # cancelled: jobs ended because nobody waited any more; max_running: peak running.
+        self.stats: Counter[str] = Counter()
+        self._lock = threading.Condition()  # guards everything below (re-entrant inside)
+        self._jobs: dict[Hashable, Job] = {}  # in flight, by key: what an identical one joins
+        self._waiting: list[Job] = []  # FIFO of jobs waiting for a slot
+        self._running: set[Job] = set()  # jobs holding a slot (their processes may be alive)
+        self._started: set[Job] = set()  # took a slot, have not yet measured memory after
 
+    def submit(
+        self,
+        key: Hashable,
+        work: Callable[[Job], RunResult],
+        *,
+        timeout_s: float,
+        worker_hash: str,
+        progress: Callable[[ProgressEvent], None] | None = None,
+        cancel: Cancel = None,
+        memory_mb: float = 0.0,
+    ) -> RunResult:
+        """Run `work(job)` once per in-flight `key`, bounded and queued; returns its RunResult.
 
-def _is_set(check: Cancel) -> bool:
-    if check is None:
-        return False
-    if isinstance(check, threading.Event):
-        return check.is_set()
-    return bool(check())
+        Args:
+            key: what makes two requests identical.
+            work: the launch itself; it must poll `job.cancelled()` and honour `job.timeout_s`
+                counted from `job.start` (the time in line included).
+            timeout_s: this request's wall-clock limit (a joiner's own limit; a new job's too).
+            progress: called in this thread with every ProgressEvent of the job.
+            cancel: an Event or a callable (`Cancel`): this request leaves when it fires.
+            memory_mb: what the job's processes are expected to add to the server's tree.
+        Returns:
+            The job's RunResult (shared by identical requests), or one ended BUSY, CANCELLED
+            or TIMEOUT for this request alone.
+        """
+        request = _Request(timeout_s, worker_hash, progress, cancel)
+        admitted = self._admit(key, work, request, memory_mb)
+        if isinstance(admitted, _Refusal):
+            return self._refuse(admitted, request)
+        return self._await(admitted, request)
+
+    def in_flight(self) -> dict[str, int]:
+        """How many jobs wait and run right now, and how many requesters they serve."""
+        with self._lock:
+            jobs = set(self._jobs.values()) | set(self._waiting) | self._running
+            return {
+                "waiting": len(self._waiting),
+                "running": len(self._running),
+                "requesters": sum(len(j.waiters) for j in jobs),
+            }
+
+    def shutdown(self) -> None:
+        """Cancel every job and wait for its processes to be stopped."""
+        with self._lock:
+            jobs = set(self._jobs.values()) | set(self._waiting) | self._running
+            for job in jobs:
+                job.cancel.set()
+        for job in jobs:
+            job.done.wait(CLEANUP_S)
+
+    def _admit(
+        self, key: Hashable, work: Callable[[Job], RunResult], request: _Request, memory_mb: float
+    ) -> Job | _Refusal:
+        """Join the identical job in flight, start a new one (a slot or a place in line), or
+        refuse: all under the lock, so the very next request already counts this one."""
+        with self._lock:
+            # The request's clock starts under the lock: a joiner then never starts before the
+            # job it joins, so an equal limit always defers to the job's own (plus its cleanup)
+            # and identical requests share one result.
+            request.start = time.monotonic()
+            job = self._jobs.get(key)
+            if job is not None:
+                self.stats["shared"] += 1
+                request.joined = True
+                request.events.put(
+                    ProgressEvent.of(
+                        "shared", "an identical run is in progress; sharing its result"
+                    )
+                )
+                if job.last_queued is not None and job not in self._running:
+                    request.events.put(job.last_queued)
+            else:
+                waiting, running, used = len(self._waiting), len(self._running), None
+                must_wait = waiting > 0 or running >= self.settings.max_concurrent_runs
+                if not must_wait:  # a free slot: does the job fit the memory budget too?
+                    used = self._memory_short(memory_mb, collect=not self._running)
+                    must_wait = used is not None
+                line_full = must_wait and waiting >= self.settings.max_waiting_runs
+                if line_full or (used is not None and not self._running):
+                    self.stats["busy"] += 1
+                    return _Refusal(waiting, running, used)
+                job = Job(self, key, work, request.timeout_s, request.worker_hash, memory_mb)
+                self._jobs[key] = job
+                if must_wait:
+                    self._waiting.append(job)
+                else:
+                    self._take_slot(job)
+            job.waiters.append(request.events)
+            if not request.joined:
+                job.thread.start()
+            return job
+
+    def _refuse(self, refusal: _Refusal, request: _Request) -> RunResult:
+        """Turned away at once: the line is full, or memory is and nothing runs."""
+        values: dict[str, object]
+        if refusal.used_mb is not None and not refusal.running:
+            used = refusal.used_mb
+            message, values = self._memory_message(used), self._memory_values(used)
+        else:
+            waiting, running = refusal.waiting, refusal.running
+            message = f"busy: {running} running and {waiting} waiting; try again shortly"
+            values = {"reason": "line"}
+        request.tell(ProgressEvent.of("busy", message, waiting=refusal.waiting, **values))
+        return RunResult.ended(Outcome.BUSY, message, 0.0, request.worker_hash)
+
+    def _await(self, job: Job, request: _Request) -> RunResult:
+        """Forward the job's events until its result, this request's stop or its own limit."""
+        # A request relies on the job's own limit (plus its cleanup) when that ends first; a
+        # joiner with a shorter limit of its own leaves at that limit instead.
+        deadline = request.start + request.timeout_s
+        if not request.joined or job.start + job.timeout_s <= deadline:
+            deadline = job.start + job.timeout_s + CLEANUP_S
+        try:
+            while True:
+                finished = job.done.is_set()
+                _forward(request.events, request.progress)
+                if finished:
+                    assert job.result is not None  # set before `done`
+                    return job.result
+                if _is_set(request.cancel):
+                    self._leave(job, request.events)
+                    message = "stopped on request; every process of the run was ended"
+                    seconds = time.monotonic() - request.start
+                    request.tell(ProgressEvent.of("cancelled", message, seconds=seconds))
+                    return request.ended(Outcome.CANCELLED, message)
+                if time.monotonic() >= deadline:
+                    self._leave(job, request.events)
+                    limit = request.timeout_s
+                    message = f"timed out after {limit:g} s waiting for an identical run to finish"
+                    return request.ended(Outcome.TIMEOUT, message)
+                job.done.wait(POLL_S)
+        except BaseException:
+            self._leave(job, request.events)  # Stop, rerun, closed tab, Ctrl-C: nothing outlives it
+            raise
+
+    def _leave(self, job: Job, mine: queue.SimpleQueue[ProgressEvent]) -> None:
+        """Stop waiting; the last requester to leave cancels the job and waits for its cleanup."""
+        with self._lock:
+            if mine in job.waiters:
+                job.waiters.remove(mine)
+            last = not job.waiters and not job.done.is_set()
+            if last:
+                job.cancel.set()
+                if self._jobs.get(job.key) is job:
+                    del self._jobs[job.key]  # a rerun's identical request must not join it
+        if last:
+            job.done.wait(CLEANUP_S)
+
+    def _memory_short(self, memory_mb: float, collect: bool) -> float | None:
+        """None when a job expected to add `memory_mb` fits the budget beside what the
+        server's tree holds and every running job's estimate; else the MB the tree holds.
+        With `collect`, a miss runs Python's collector once and measures again (the server
+        itself may hold garbage: Streamlit's forced collection after each script run is off)."""
+        budget = self.memory.budget_mb
+        reserved = sum(job.memory_mb for job in self._running)
+        used = self.memory.lab_mb(MEMORY_MAX_AGE_S)
+        if used + reserved + memory_mb > budget:  # before saying no, look again, freshly
+            if collect:
+                gc.collect()
+            used = self.memory.lab_mb()
+        return None if used + reserved + memory_mb <= budget else used
+
+    def _memory_values(self, used: float) -> dict[str, object]:
+        return {"reason": "memory", "used_mb": round(used), "budget_mb": self.memory.budget_mb}
+
+    def _memory_message(self, used: float) -> str:
+        budget = self.memory.budget_mb
+        return f"busy: the lab's processes use {used:.0f} MB of their {budget} MB memory budget"
+
+    def _take_slot(self, job: Job) -> None:
+        """Move `job` into a free slot (the caller holds the lock)."""
+        self._running.add(job)
+        self._started.add(job)
+        self.stats["launched"] += 1
+        self.stats["max_running"] = max(self.stats["max_running"], len(self._running))
 
 
 class Job:
@@ -97,13 +256,15 @@ class Job:
 
     def __init__(
         self,
+        registry: JobRegistry,
         key: Hashable,
         work: Callable[[Job], RunResult],
         timeout_s: float,
         worker_hash: str,
         memory_mb: float = 0.0,
     ):
-        self.key, self.work, self.timeout_s, self.worker_hash = key, work, timeout_s, worker_hash
+        self.registry, self.key, self.work = registry, key, work
+        self.timeout_s, self.worker_hash = timeout_s, worker_hash
         self.memory_mb = memory_mb  # what its processes are expected to add (runners.memory)
         self.start = time.monotonic()
         self.cancel = threading.Event()
@@ -116,7 +277,7 @@ class Job:
     def say(self, event: str, text: str, **values: object) -> None:
         """Send a progress event to every requester (each forwards it in its own thread)."""
         line = ProgressEvent.of(event, text, **values)
-        with _LOCK:
+        with self.registry._lock:
             if event == "queued":
                 self.last_queued = line
             for waiter in self.waiters:
@@ -132,8 +293,10 @@ class Job:
     def _wait_for_slot(self) -> RunResult | None:
         """Hold its place in line (taken in `submit`) until a slot is free (None), or end
         unstarted."""
-        with _LOCK:
-            if self in _RUNNING:  # `submit` found a free slot and nobody in line
+        registry = self.registry
+        lock, waiting, running = registry._lock, registry._waiting, registry._running
+        with lock:
+            if self in running:  # `submit` found a free slot and nobody in line
                 return None
             try:
                 # what the requesters were last told (a place in line, or "memory"), and when
@@ -151,88 +314,57 @@ class Job:
                             "timeout", message, seconds=self.timeout_s, timeout_s=self.timeout_s
                         )
                         return self._end(Outcome.TIMEOUT, message)
-                    ahead = _WAITING.index(self)
-                    slot = ahead == 0 and len(_RUNNING) < current().max_concurrent_runs
+                    ahead = waiting.index(self)
+                    slot = ahead == 0 and len(running) < registry.settings.max_concurrent_runs
                     again = time.monotonic() - measured[0] >= MEMORY_CHECK_S
-                    if slot and (again or len(_RUNNING) < measured[1]):  # or a job just ended
-                        measured = (time.monotonic(), len(_RUNNING))
-                        used = _memory_short(self.memory_mb, collect=not _RUNNING)
+                    if slot and (again or len(running) < measured[1]):  # or a job just ended
+                        measured = (time.monotonic(), len(running))
+                        used = registry._memory_short(self.memory_mb, collect=not running)
                         if used is None:
-                            _take_slot(self)
+                            registry._take_slot(self)
                             return None
-                        message = _memory_message(used)
-                        if not _RUNNING:  # nothing running could free it: say so now
-                            STATS["busy"] += 1
-                            self.say("busy", message, waiting=len(_WAITING), **_memory_values(used))
+                        message = registry._memory_message(used)
+                        values = registry._memory_values(used)
+                        if not running:  # nothing running could free it: say so now
+                            registry.stats["busy"] += 1
+                            self.say("busy", message, waiting=len(waiting), **values)
                             return self._end(Outcome.BUSY, message)
                         if shown != "memory":
                             shown = "memory"
-                            self.say("memory", message, **_memory_values(used))
+                            self.say("memory", message, **values)
                     elif not slot and ahead + 1 != shown:
                         shown = ahead + 1
-                        text = f"waiting in line: position {shown} ({len(_RUNNING)} running)"
-                        self.say("queued", text, position=shown, running=len(_RUNNING))
-                    _LOCK.wait(POLL_S)
+                        text = f"waiting in line: position {shown} ({len(running)} running)"
+                        self.say("queued", text, position=shown, running=len(running))
+                    lock.wait(POLL_S)
             finally:
-                _WAITING.remove(self)
-                _LOCK.notify_all()
+                waiting.remove(self)
+                lock.notify_all()
 
     def _main(self) -> None:
-        result = None
+        registry, result = self.registry, None
         try:
             result = self._wait_for_slot()
             if result is None:
                 try:
                     result = self.work(self)
                 finally:
-                    with _LOCK:
-                        _RUNNING.discard(self)
-                        _LOCK.notify_all()
+                    with registry._lock:
+                        registry._running.discard(self)
+                        registry._lock.notify_all()
         except Exception as exc:  # a launcher bug must still answer every requester
             result = self._end(Outcome.FAILED, f"launcher error: {type(exc).__name__}: {exc}")
         finally:
-            with _LOCK:
+            with registry._lock:
                 self.result = result or self._end(Outcome.FAILED, "launcher error: no result")
-                if _JOBS.get(self.key) is self:
-                    del _JOBS[self.key]  # a later identical request launches afresh
+                if registry._jobs.get(self.key) is self:
+                    del registry._jobs[self.key]  # a later identical request launches afresh
                 if self.result.outcome is Outcome.CANCELLED:
-                    STATS["cancelled"] += 1
+                    registry.stats["cancelled"] += 1
             self.done.set()
-            if self in _STARTED:
-                _STARTED.discard(self)
-                memory.lab_mb()  # a fresh reading for the next job, off its click's path
-
-
-def submit(
-    key: Hashable,
-    work: Callable[[Job], RunResult],
-    *,
-    timeout_s: float,
-    worker_hash: str,
-    progress: Callable[[ProgressEvent], None] | None = None,
-    cancel: Cancel = None,
-    memory_mb: float = 0.0,
-) -> RunResult:
-    """Run `work(job)` once per in-flight `key`, bounded and queued; returns its RunResult.
-
-    Args:
-        key: what makes two requests identical.
-        work: the launch itself; it must poll `job.cancelled()` and honour `job.timeout_s`
-            counted from `job.start` (the time in line included).
-        timeout_s: this request's wall-clock limit (a joiner's own limit; a new job's too).
-        progress: called in this thread with every ProgressEvent of the job.
-        cancel: an Event or callable; default: the one installed by `cancel_when`.
-        memory_mb: what the job's processes are expected to add to the server's tree.
-    Returns:
-        The job's RunResult (shared by identical requests), or one ended BUSY, CANCELLED
-        or TIMEOUT for this request alone.
-    """
-    cancel = _CANCEL.get() if cancel is None else cancel
-    request = _Request(timeout_s, worker_hash, progress, cancel)
-    admitted = _admit(key, work, request, memory_mb)
-    if isinstance(admitted, _Refusal):
-        return _refuse(admitted, request)
-    return _await(admitted, request)
+            if self in registry._started:
+                registry._started.discard(self)
+                registry.memory.lab_mb()  # a fresh reading for the next job, off its click's path
 
 
 class _Request:
@@ -268,121 +400,12 @@ class _Refusal:
         self.waiting, self.running, self.used_mb = waiting, running, used_mb
 
 
-def _admit(
-    key: Hashable, work: Callable[[Job], RunResult], request: _Request, memory_mb: float
-) -> Job | _Refusal:
-    """Join the identical job in flight, start a new one (a slot or a place in line), or
-    refuse: all under the registry's lock, so the very next request already counts this one."""
-    with _LOCK:
-        # The request's clock starts under the lock: a joiner then never starts before the
-        # job it joins, so an equal limit always defers to the job's own (plus its cleanup)
-        # and identical requests share one result.
-        request.start = time.monotonic()
-        job = _JOBS.get(key)
-        if job is not None:
-            STATS["shared"] += 1
-            request.joined = True
-            request.events.put(
-                ProgressEvent.of("shared", "an identical run is in progress; sharing its result")
-            )
-            if job.last_queued is not None and job not in _RUNNING:
-                request.events.put(job.last_queued)
-        else:
-            waiting, running, used = len(_WAITING), len(_RUNNING), None
-            must_wait = waiting > 0 or running >= current().max_concurrent_runs
-            if not must_wait:  # a free slot: does the job fit the memory budget too?
-                used = _memory_short(memory_mb, collect=not _RUNNING)
-                must_wait = used is not None
-            line_full = must_wait and waiting >= current().max_waiting_runs
-            if line_full or (used is not None and not _RUNNING):
-                STATS["busy"] += 1
-                return _Refusal(waiting, running, used)
-            job = Job(key, work, request.timeout_s, request.worker_hash, memory_mb)
-            _JOBS[key] = job
-            if must_wait:
-                _WAITING.append(job)
-            else:
-                _take_slot(job)
-        job.waiters.append(request.events)
-        if not request.joined:
-            job.thread.start()
-        return job
-
-
-def _refuse(refusal: _Refusal, request: _Request) -> RunResult:
-    """Turned away at once: the line is full, or memory is and nothing runs."""
-    values: dict[str, object]
-    if refusal.used_mb is not None and not refusal.running:
-        message, values = _memory_message(refusal.used_mb), _memory_values(refusal.used_mb)
-    else:
-        waiting, running = refusal.waiting, refusal.running
-        message = f"busy: {running} running and {waiting} waiting; try again shortly"
-        values = {"reason": "line"}
-    request.tell(ProgressEvent.of("busy", message, waiting=refusal.waiting, **values))
-    return RunResult.ended(Outcome.BUSY, message, 0.0, request.worker_hash)
-
-
-def _await(job: Job, request: _Request) -> RunResult:
-    """Forward the job's events until its result, this request's stop or its own limit."""
-    # A request relies on the job's own limit (plus its cleanup) when that ends first; a
-    # joiner with a shorter limit of its own leaves at that limit instead.
-    deadline = request.start + request.timeout_s
-    if not request.joined or job.start + job.timeout_s <= deadline:
-        deadline = job.start + job.timeout_s + CLEANUP_S
-    try:
-        while True:
-            finished = job.done.is_set()
-            _forward(request.events, request.progress)
-            if finished:
-                assert job.result is not None  # set before `done`
-                return job.result
-            if _is_set(request.cancel):
-                _leave(job, request.events)
-                message = "stopped on request; every process of the run was ended"
-                seconds = time.monotonic() - request.start
-                request.tell(ProgressEvent.of("cancelled", message, seconds=seconds))
-                return request.ended(Outcome.CANCELLED, message)
-            if time.monotonic() >= deadline:
-                _leave(job, request.events)
-                limit = request.timeout_s
-                message = f"timed out after {limit:g} s waiting for an identical run to finish"
-                return request.ended(Outcome.TIMEOUT, message)
-            job.done.wait(POLL_S)
-    except BaseException:
-        _leave(job, request.events)  # Stop, rerun, closed tab, Ctrl-C: nothing may outlive it
-        raise
-
-
-def _memory_short(memory_mb: float, collect: bool) -> float | None:
-    """None when a job expected to add `memory_mb` fits the budget beside what the server's
-    tree holds and every running job's estimate; else the MB the tree holds. With `collect`,
-    a miss runs Python's collector once and measures again (the server itself may hold
-    garbage: Streamlit's forced collection after each script run is off)."""
-    budget = current().memory_budget_mb
-    reserved = sum(job.memory_mb for job in _RUNNING)
-    used = memory.lab_mb(MEMORY_MAX_AGE_S)
-    if used + reserved + memory_mb > budget:  # before saying no, look again, freshly
-        if collect:
-            gc.collect()
-        used = memory.lab_mb()
-    return None if used + reserved + memory_mb <= budget else used
-
-
-def _memory_values(used: float) -> dict[str, object]:
-    return {"reason": "memory", "used_mb": round(used), "budget_mb": current().memory_budget_mb}
-
-
-def _memory_message(used: float) -> str:
-    budget = current().memory_budget_mb
-    return f"busy: the lab's processes use {used:.0f} MB of their {budget} MB memory budget"
-
-
-def _take_slot(job: Job) -> None:
-    """Move `job` into a free slot (the caller holds _LOCK)."""
-    _RUNNING.add(job)
-    _STARTED.add(job)
-    STATS["launched"] += 1
-    STATS["max_running"] = max(STATS["max_running"], len(_RUNNING))
+def _is_set(check: Cancel) -> bool:
+    if check is None:
+        return False
+    if isinstance(check, threading.Event):
+        return check.is_set()
+    return bool(check())
 
 
 def _forward(
@@ -395,39 +418,3 @@ def _forward(
             return
         if progress is not None:
             progress(line)
-
-
-def _leave(job: Job, mine: queue.SimpleQueue[ProgressEvent]) -> None:
-    """Stop waiting; the last requester to leave cancels the job and waits for its cleanup."""
-    with _LOCK:
-        if mine in job.waiters:
-            job.waiters.remove(mine)
-        last = not job.waiters and not job.done.is_set()
-        if last:
-            job.cancel.set()
-            if _JOBS.get(job.key) is job:
-                del _JOBS[job.key]  # a rerun's identical request must not join a dying job
-    if last:
-        job.done.wait(CLEANUP_S)
-
-
-def in_flight() -> dict[str, int]:
-    """How many jobs wait and run right now, and how many requesters they serve."""
-    with _LOCK:
-        jobs = set(_JOBS.values()) | set(_WAITING) | _RUNNING
-        return {
-            "waiting": len(_WAITING),
-            "running": len(_RUNNING),
-            "requesters": sum(len(j.waiters) for j in jobs),
-        }
-
-
-@atexit.register
-def _shutdown() -> None:
-    """On interpreter exit, cancel every job and wait for its processes to be stopped."""
-    with _LOCK:
-        jobs = set(_JOBS.values()) | set(_WAITING) | _RUNNING
-        for job in jobs:
-            job.cancel.set()
-    for job in jobs:
-        job.done.wait(CLEANUP_S)

@@ -1,9 +1,10 @@
 """Launch a worker on P processes and collect each rank's JSON - without ever hanging a page.
 
-`launch` validates its arguments, then hands the run to `runners.jobs` (identical requests
-share one run, at most `max_concurrent_runs` hold processes, the others wait in line or hear
-"busy", a run nobody waits for is stopped). The run's processes come from torchrun
-(`runners.processes`) or, when the warm pool is on, from a pre-imported zygote
+`launch` validates its arguments, then hands the run to its runtime's job line
+(`runners.runtime`: the server's one, or a fresh one for this call; `runners.jobs`: identical
+requests share one run, at most `max_concurrent_runs` hold processes, the others wait in line
+or hear "busy", a run nobody waits for is stopped). The run's processes come from torchrun
+(`runners.processes`) or, when the runtime's warm pool is on, from a pre-imported zygote
 (`runners.warm_pool`); either way this module polls them against a wall-clock timeout and
 always ends with no process and no temporary directory left behind. A failed or timed-out
 run is a `RunResult` with a one-line message naming the failing rank and its root cause -
@@ -17,7 +18,6 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -26,14 +26,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pclab.core.validation import InvalidInput, count, positive
-from pclab.runners import jobs, memory, warm_pool
+from pclab.runners import memory
 from pclab.runners.code_hash import worker_code_hash
 from pclab.runners.diagnosis import one_line
 from pclab.runners.environment import child_environment
+from pclab.runners.jobs import Cancel, Job
 from pclab.runners.processes import TOKEN_ENV, Torchrun
 from pclab.runners.protocol import LaunchRequest, RankOutput
 from pclab.runners.results import Outcome, ProgressEvent, RunResult
-from pclab.runners.settings import current
+from pclab.runners.runtime import Runtime, given_or_fresh
+from pclab.runners.warm_pool import PoolUnavailable, WarmRanks
 from pclab.runners.worker import PG_TIMEOUT_ENV
 
 
@@ -62,7 +64,8 @@ def launch(
     timeout_s: float = 120.0,
     pg_timeout_s: float | None = None,
     progress: Callable[[ProgressEvent], None] | None = None,
-    cancel: threading.Event | Callable[[], object] | None = None,
+    cancel: Cancel = None,
+    runtime: Runtime | None = None,
 ) -> RunResult:
     """Run `worker` on `world_size` local processes under torchrun and gather their JSON.
 
@@ -73,17 +76,47 @@ def launch(
         timeout_s: wall-clock limit of the whole launch, time in line included (at most
             3600 s); on expiry every process is killed.
         pg_timeout_s: process-group timeout the workers pass to init_process_group
-            (default: the `pg_timeout_s` setting, PCL_PG_TIMEOUT_S).
+            (default: the runtime's `pg_timeout_s` setting, PCL_PG_TIMEOUT_S).
         progress: called with a `ProgressEvent` (a str) as the run advances, in this thread;
             if it raises, the run is stopped (unless an identical request still waits for it)
             and the exception propagates after the cleanup.
         cancel: a threading.Event or a zero-argument callable, polled every 0.1 s; when it
-            fires this request ends with Outcome.CANCELLED. Default: `jobs.cancel_when`'s.
+            fires this request ends with Outcome.CANCELLED (a raising one: see `jobs.Cancel`).
+        runtime: whose job line, pool and memory budget the run uses (the server's); None:
+            a fresh one from the PCL_* settings, shut down when this call returns.
     Returns:
         RunResult: ok with every rank's JSON ordered by rank, or ok=False with a message.
     Raises:
         ValueError / TypeError only for invalid arguments (never for a failed run).
     """
+    world_size, args = _checked(worker, world_size, args)
+    timeout_s = _seconds(timeout_s, "timeout_s")
+    if pg_timeout_s is not None:
+        pg_timeout_s = _seconds(pg_timeout_s, "pg_timeout_s")
+    worker_hash = worker_code_hash(worker)
+    with given_or_fresh(runtime) as used:
+        pg_timeout = used.settings.pg_timeout_s if pg_timeout_s is None else pg_timeout_s
+
+        def work(job: Job) -> RunResult:
+            return _launch(used, job, worker, world_size, args, pg_timeout, worker_hash)
+
+        pool = used.pool
+        warm = pool.enabled() and pool.broken() is None
+        zygote_needed = warm and pool.size()["zygotes"] + pool.size()["starting"] == 0
+        return used.jobs.submit(
+            (worker, world_size, args, worker_hash),
+            work,
+            timeout_s=timeout_s,
+            worker_hash=worker_hash,
+            progress=progress,
+            cancel=cancel,
+            memory_mb=memory.launch_estimate_mb(world_size, warm, zygote_needed),
+        )
+
+
+def _checked(worker: str, world_size: int, args: Sequence[str]) -> tuple[int, tuple[str, ...]]:
+    """The world size and the arguments as a tuple, or InvalidInput / TypeError naming the
+    bad one."""
     if not isinstance(worker, str) or not _MODULE.match(worker):
         raise InvalidInput("worker", worker, "one_of", "a dotted module name")
     world_size = count(world_size, "world_size", minimum=1)
@@ -97,27 +130,7 @@ def launch(
     if len(args) > MAX_ARGS or any(len(a) > MAX_ARG_CHARS or "\0" in a for a in args):
         detail = f"at most {MAX_ARGS} strings of at most {MAX_ARG_CHARS} characters, no NUL"
         raise InvalidInput("args", args, "in_range", detail)
-    timeout_s = _seconds(timeout_s, "timeout_s")
-    if pg_timeout_s is None:
-        pg_timeout_s = current().pg_timeout_s
-    pg_timeout_s = _seconds(pg_timeout_s, "pg_timeout_s")
-    worker_hash = worker_code_hash(worker)
-
-    def work(job: jobs.Job) -> RunResult:
-        return _launch(job, worker, world_size, args, pg_timeout_s, worker_hash)
-
-    key = (worker, world_size, args, worker_hash)
-    warm = warm_pool.enabled() and warm_pool.broken() is None
-    zygote_needed = warm and warm_pool.size()["zygotes"] + warm_pool.size()["starting"] == 0
-    return jobs.submit(
-        key,
-        work,
-        timeout_s=timeout_s,
-        worker_hash=worker_hash,
-        progress=progress,
-        cancel=cancel,
-        memory_mb=memory.launch_estimate_mb(world_size, warm, zygote_needed),
-    )
+    return world_size, args
 
 
 def _seconds(value: object, field: str) -> float:
@@ -128,7 +141,8 @@ def _seconds(value: object, field: str) -> float:
 
 
 def _launch(
-    job: jobs.Job,
+    runtime: Runtime,
+    job: Job,
     worker: str,
     world_size: int,
     args: tuple[str, ...],
@@ -138,7 +152,7 @@ def _launch(
     """One job's processes, run in its `runners.jobs.Job` thread: start them (warm pool or
     torchrun), watch them, say how they ended, and always clean up. `job.say` reaches every
     requester."""
-    run = _Run(job, worker, world_size, worker_hash)
+    run = _Run(runtime, job, worker, world_size, worker_hash)
     if job.cancelled():  # everyone left before it began
         return run.ended(Outcome.CANCELLED, "stopped on request before it started")
     tmp = Path(tempfile.mkdtemp(prefix="pcl-run-"))
@@ -153,7 +167,7 @@ def _launch(
         started = _start(run, argv, log_dir, env)
         if isinstance(started, RunResult):
             return started
-        procs = started or Torchrun(worker, world_size, argv, tmp, env, token)
+        procs = started or Torchrun(worker, world_size, argv, tmp, env, token, runtime.memory)
         ended, finished = _watch(procs, job, out_dir, world_size)
         if isinstance(ended, Outcome):  # cancelled or timed out
             procs.stop()
@@ -173,7 +187,8 @@ def _launch(
 class _Run:
     """How one job's launch ends, said to every requester and returned as a RunResult."""
 
-    job: jobs.Job
+    runtime: Runtime
+    job: Job
     worker: str
     world_size: int
     worker_hash: str
@@ -210,12 +225,12 @@ class _Run:
 
 def _start(
     run: _Run, argv: list[str], log_dir: Path, env: dict[str, str]
-) -> warm_pool.WarmRanks | RunResult | None:
+) -> WarmRanks | RunResult | None:
     """The ranks from the warm pool when it is on; None to start torchrun instead (the pool
     is off, or unavailable: said as a "pool_fallback" event); a RunResult when no zygote
     came free before the deadline or every requester left."""
-    job, worker, world_size = run.job, run.worker, run.world_size
-    warm = warm_pool.enabled()
+    job, worker, world_size, pool = run.job, run.worker, run.world_size, run.runtime.pool
+    warm = pool.enabled()
     how = " from the warm pool" if warm else " under torchrun"
     job.say(
         "start",
@@ -228,8 +243,8 @@ def _start(
         return None
     request = LaunchRequest(worker, world_size, tuple(argv), str(log_dir), env)
     try:
-        started = warm_pool.start_ranks(request, job.start + job.timeout_s, job.cancelled)
-    except warm_pool.PoolUnavailable as exc:  # the cold path still works: use it
+        started = pool.start_ranks(request, job.start + job.timeout_s, job.cancelled)
+    except PoolUnavailable as exc:  # the cold path still works: use it
         text = f"the warm pool is unavailable ({exc}); starting torchrun instead"
         job.say("pool_fallback", text, reason=str(exc))
         return None
@@ -241,7 +256,7 @@ def _start(
 
 
 def _watch(
-    procs: Processes, job: jobs.Job, out_dir: Path, world_size: int
+    procs: Processes, job: Job, out_dir: Path, world_size: int
 ) -> tuple[int | Outcome, set[int]]:
     """Poll until the processes exit (their exit code), every requester left
     (Outcome.CANCELLED) or time ran out (Outcome.TIMEOUT); report each rank as its output

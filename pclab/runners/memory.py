@@ -5,7 +5,8 @@ A process's share is its PSS (proportional set size, /proc/<pid>/smaps_rollup): 
 n processes share counts 1/n in each, so the PSS of a tree adds up to the memory the tree
 really holds. RSS would count a warm-pool zygote's ~300 MB once more in every rank and spare
 it forks (they share those pages copy-on-write). Where smaps_rollup cannot be read (an old
-kernel, another user's process), VmRSS stands in: larger, never smaller.
+kernel, another user's process), VmRSS stands in: larger, never smaller. `MemoryBudget` holds
+what one runtime counts as the lab's; the functions above it read any process.
 
     python -m pclab.runners.memory [PID]     # a tree's memory now, per process (default: this one)
 """
@@ -14,8 +15,8 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable
 
 # What a launch adds to the tree, by PSS, measured on the Transformer (the largest ranks) on
 # the 2-core box (BENCHMARKS.md, "Memory"), rounded up: a rank forked from a zygote adds
@@ -93,38 +94,46 @@ def fd_count(pid: int) -> int | None:
         return None
 
 
-# Who started processes for the lab: the warm pool (its zygotes) and the cold path (live
-# torchrun launches) register here when imported, so this module imports neither of them.
-_ROOT_SOURCES: list[Callable[[], Iterable[int]]] = []
+class MemoryBudget:
+    """What the lab's process tree holds, against its budget (PCL_MEMORY_BUDGET_MB): this
+    process, and every process below the roots its runtime watches - the warm pool's
+    zygotes (with their spares, stores and ranks) and live torchrun launches (agents and
+    ranks). Other children (a test's own subprocesses) are not the lab's and are not
+    counted. One per runtime (pclab.runners.runtime)."""
 
+    def __init__(self, budget_mb: int) -> None:
+        self.budget_mb = budget_mb
+        self._lock = threading.Lock()
+        self._roots: set[int] = set()
+        self._last: tuple[float, float] | None = None  # (monotonic time, MB) of lab_mb
 
-def count_processes_of(source: Callable[[], Iterable[int]]) -> None:
-    """Count the processes `source()` names (and their descendants) as the lab's."""
-    _ROOT_SOURCES.append(source)
+    def watch(self, pid: int) -> None:
+        """Count `pid` and its descendants as the lab's (until `unwatch`)."""
+        with self._lock:
+            self._roots.add(pid)
 
+    def unwatch(self, pid: int) -> None:
+        with self._lock:
+            self._roots.discard(pid)
 
-def lab_pids() -> list[int]:
-    """This process and every process the lab started from it: the warm pool's zygotes (and
-    their spares, stores and ranks) and live torchrun launches (agents and ranks). Other
-    children (a test's own subprocesses) are not the lab's and are not counted."""
-    pids = [os.getpid()]
-    for source in _ROOT_SOURCES:
-        for root in source():
+    def lab_pids(self) -> list[int]:
+        """This process and every process below a watched root."""
+        with self._lock:
+            roots = sorted(self._roots)
+        pids = [os.getpid()]
+        for root in roots:
             pids += [root, *descendants(root)]
-    return list(dict.fromkeys(pids))
+        return list(dict.fromkeys(pids))
 
-
-_LAST: list[tuple[float, float]] = []  # (monotonic time, MB) of the last lab_mb reading
-
-
-def lab_mb(max_age_s: float = 0.0) -> float:
-    """What the lab's process tree holds, in MB (PSS): measured now (~20 ms for a server,
-    a zygote and its spares), or the last reading when it is at most `max_age_s` old."""
-    if _LAST and time.monotonic() - _LAST[0][0] <= max_age_s:
-        return _LAST[0][1]
-    used = tree_kb(lab_pids()) / 1024
-    _LAST[:] = [(time.monotonic(), used)]
-    return used
+    def lab_mb(self, max_age_s: float = 0.0) -> float:
+        """What the lab's process tree holds, in MB (PSS): measured now (~20 ms for a server,
+        a zygote and its spares), or the last reading when it is at most `max_age_s` old."""
+        last = self._last
+        if last is not None and time.monotonic() - last[0] <= max_age_s:
+            return last[1]
+        used = tree_kb(self.lab_pids()) / 1024
+        self._last = (time.monotonic(), used)
+        return used
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 Every process of a launch carries TOKEN_ENV=<token> in its environment, so `stop` finds
 and kills each one (torchrun's workers lead their own process groups) and waits until
-none is left: a stopped run leaves no process behind, whatever it was doing.
+none is left: a stopped run leaves no process behind, whatever it was doing. While it runs,
+its runtime's memory budget counts it (runners.memory.MemoryBudget.watch).
 """
 
 from __future__ import annotations
@@ -15,20 +16,11 @@ import time
 from pathlib import Path
 
 from pclab.paths import IMPORT_ROOT
-from pclab.runners import memory
 from pclab.runners.diagnosis import rank_root_cause, summary_failure
+from pclab.runners.memory import MemoryBudget
 
 TOKEN_ENV = "PCL_LAUNCH_TOKEN"  # marks every process of one launch, so none can escape the sweep
 GRACE_S = 3.0  # between SIGTERM and SIGKILL when a run is stopped
-_LIVE: set[int] = set()  # pids of torchrun agents started and not yet stopped
-
-
-def live_pids() -> tuple[int, ...]:
-    """The torchrun agents of this process's launches still in flight (runners.memory)."""
-    return tuple(_LIVE)
-
-
-memory.count_processes_of(live_pids)  # the memory budget counts every live launch
 
 
 class Torchrun:
@@ -42,6 +34,7 @@ class Torchrun:
         tmp: Path,
         env: dict[str, str],
         token: str,
+        memory: MemoryBudget,
     ) -> None:
         options = {
             "--standalone": None,
@@ -54,7 +47,7 @@ class Torchrun:
         }
         flags = [part for name, value in options.items() for part in (name, value) if part]
         cmd = [sys.executable, "-m", "torch.distributed.run", *flags, "-m", worker, *argv]
-        self.token, self.err = token, tmp / "torchrun.err"
+        self.token, self.err, self.memory = token, tmp / "torchrun.err", memory
         with (tmp / "torchrun.out").open("wb") as out, self.err.open("wb") as err:
             self.proc = subprocess.Popen(
                 cmd,
@@ -65,7 +58,7 @@ class Torchrun:
                 stderr=err,
                 start_new_session=True,  # its own process group: one killpg reaches it all
             )
-        _LIVE.add(self.proc.pid)
+        memory.watch(self.proc.pid)  # the memory budget counts every live launch
 
     def poll(self) -> int | None:
         """torchrun's exit code, or None while it runs (waits up to 0.1 s)."""
@@ -88,7 +81,7 @@ class Torchrun:
         while tagged_pids(token) and time.monotonic() < deadline:
             _signal_all(proc, token, signal.SIGKILL)
             time.sleep(0.05)
-        _LIVE.discard(proc.pid)
+        self.memory.unwatch(proc.pid)
 
     def root_cause(self, log_dir: Path, returncode: int) -> str:
         """The failing rank and why, from its logs or torchrun's failure summary on stderr."""

@@ -10,19 +10,19 @@
                              that would go past it waits in line, or is refused when nothing
                              running could free memory
 
-A malformed value is a `ValueError` of one line naming the variable and the form it takes,
-raised when the settings are first read (`current()`; `malformed()` returns it without
-raising): a server that was told something it cannot honour stops at start-up with that line
-(ui.serving), rather than running on defaults nobody chose.
+`Settings.from_env` reads them; a malformed value is a `ValueError` naming the variable. The
+Streamlit server reads them once, when it builds its runtime (pclab.ui.serving): a server
+that was told something it cannot honour stops at start-up, with the reason, rather than
+running on defaults nobody chose. A CLI or a notebook reads them for each launch that is
+given no runtime (pclab.runners.runtime); a test builds the Settings it wants.
 
     python -m pclab.runners.settings        # prints the settings in force
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -49,6 +49,26 @@ class Settings:
             raise ValueError(f"max_waiting_runs={self.max_waiting_runs} must be >= 0")
         if not 0 < self.pg_timeout_s <= 3600:
             raise ValueError(f"pg_timeout_s={self.pg_timeout_s} must be in (0, 3600]")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """The settings `environ` asks for; unset variables keep their defaults (ValueError on
+        a malformed or out-of-range value: one line naming the variable and its form)."""
+        changes: dict[str, Any] = {}
+        for field in fields(cls):
+            text = environ.get(ENV_NAMES[field.name], "")
+            if text.strip():
+                changes[field.name] = _parse(field.name, text)
+        try:
+            return cls(**changes)
+        except ValueError as exc:
+            named = str(exc).split("=", 1)[0]
+            raise _refused(named, environ[ENV_NAMES[named]]) from None
+
+    def served(self) -> Settings:
+        """These settings in the Streamlit server: what was left unset takes the server's
+        default (the warm pool on). A CLI or a test that never asks stays on the cold path."""
+        return self if self.warm_pool is not None else replace(self, warm_pool=True)
 
 
 ENV_NAMES = {
@@ -92,75 +112,9 @@ def _parse(field: str, text: str) -> object:
         raise _refused(field, text) from None
 
 
-def from_env(environ: Mapping[str, str]) -> Settings:
-    """The settings `environ` asks for; unset variables keep their defaults (ValueError on
-    a malformed or out-of-range value: one line naming the variable and its form)."""
-    changes: dict[str, Any] = {}
-    for field in fields(Settings):
-        text = environ.get(ENV_NAMES[field.name], "")
-        if text.strip():
-            changes[field.name] = _parse(field.name, text)
-    try:
-        return Settings(**changes)
-    except ValueError as exc:
-        named = str(exc).split("=", 1)[0]
-        raise _refused(named, environ[ENV_NAMES[named]]) from None
-
-
-def _from_environment() -> tuple[Settings, ValueError | None]:
-    try:
-        return from_env(os.environ), None
-    except ValueError as exc:
-        return Settings(), exc
-
-
-_FROM_ENVIRONMENT, _MALFORMED = _from_environment()
-_CURRENT = [_FROM_ENVIRONMENT]
-
-
-def malformed() -> ValueError | None:
-    """The refusal of a malformed PCL_* variable in this process's environment, or None."""
-    return _MALFORMED
-
-
-def current() -> Settings:
-    """The settings in force for this process (ValueError when the environment's are
-    malformed: nothing runs on defaults nobody chose)."""
-    if (error := malformed()) is not None:
-        raise error
-    return _CURRENT[0]
-
-
-def configure(**changes: Any) -> Settings:
-    """Replace some settings for the rest of this process (the benchmark's pool rows);
-    returns the previous settings."""
-    previous = _CURRENT[0]
-    _CURRENT[0] = replace(previous, **changes)
-    return previous
-
-
-def serve_by_default() -> Settings:
-    """Called by the Streamlit server (ui.serving): settings left unset take the server's
-    default - the warm pool on. A CLI or a test that never calls it stays on the cold path."""
-    if _CURRENT[0].warm_pool is None:
-        configure(warm_pool=True)
-    return _CURRENT[0]
-
-
-@contextlib.contextmanager
-def overridden(**changes: object) -> Iterator[Settings]:
-    """Within the block, these settings are changed (tests)."""
-    previous = configure(**changes)
-    try:
-        yield _CURRENT[0]
-    finally:
-        _CURRENT[0] = previous
-
-
 if __name__ == "__main__":
-    if malformed() is not None:
-        raise SystemExit(str(malformed()))
+    read = Settings.from_env(os.environ)
     for field in fields(Settings):
-        value = getattr(current(), field.name)
+        value = getattr(read, field.name)
         shown = "unset (on in the Streamlit server, off for a CLI)" if value is None else value
         print(f"{ENV_NAMES[field.name]:<24} {shown}")

@@ -1,8 +1,9 @@
 """The warm pool, server side: launches whose ranks are forked from a pre-imported zygote.
 
-On in the Streamlit server unless PCL_WARM_POOL=0 (ui.serving), off for the CLIs unless
-PCL_WARM_POOL=1; when no zygote can start, `start_ranks` raises PoolUnavailable and the
-launcher starts torchrun instead (for RETRY_S). A cold launch starts torchrun's agent
+One `WarmPool` per runtime (runners.runtime): on in the Streamlit server unless
+PCL_WARM_POOL=0 (ui.serving), off for the CLIs unless PCL_WARM_POOL=1; when no zygote can
+start, `start_ranks` raises PoolUnavailable and the launcher starts torchrun instead (for
+RETRY_S). A cold launch starts torchrun's agent
 and P fresh interpreters, and each imports torch (about 1.5 s on a 2-core box) and, as soon
 as it builds a DDP model or an optimizer, torch._dynamo (about 2.3 s more). The pool pays
 those imports once per server, in a zygote process (`runners.zygote`, which forks the ranks).
@@ -15,7 +16,8 @@ path's. The guarantees of the pool itself:
     restarted    a rank that dies is reported like under torchrun and the zygote goes on; a
                  zygote that dies (or misses a reply) is dropped and a new one is started
     no orphans   every rank and store dies with its zygote (PR_SET_PDEATHSIG); a zygote
-                 exits when the server closes its pipe or dies; `shutdown` runs at exit
+                 exits when the server closes its pipe or dies; the runtime's `shutdown`
+                 stops every zygote (at exit too)
 
 The pool knows no experiment: the server names the modules a zygote should import ahead
 (`prestart(preload=...)`, from the experiment registry).
@@ -25,7 +27,6 @@ The pool knows no experiment: the server names the modules a zygote should impor
 
 from __future__ import annotations
 
-import atexit
 import os
 import select
 import signal
@@ -37,38 +38,31 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pclab.paths import IMPORT_ROOT
-from pclab.runners import memory
 from pclab.runners.diagnosis import rank_root_cause
 from pclab.runners.environment import child_environment
+from pclab.runners.memory import ZYGOTE_MB, MemoryBudget
 from pclab.runners.protocol import READY, LaunchRequest, RanksExited, RanksStarted, decode_reply
-from pclab.runners.settings import current
+from pclab.runners.settings import Settings
 
 START_TIMEOUT_S = 180.0  # a zygote's imports take ~4 s on a quiet 2-core box
 STOP_WAIT_S = 5.0  # after killing a launch's ranks, how long to wait for the zygote's reply
 RETRY_S = 300.0  # after a zygote failed to start, launches go to torchrun for this long
-_PRELOAD: list[tuple[str, ...]] = [()]  # project modules each new zygote imports ahead
-_BROKEN: list[tuple[float, str]] = []  # (when, why) the last zygote failed to start
 
 
 class PoolUnavailable(Exception):
     """No zygote could be started (its reason is the message): launch with torchrun."""
 
 
-def enabled() -> bool:
-    """True when launches use the warm pool: PCL_WARM_POOL=1, or unset in the Streamlit
-    server (`runners.settings.serve_by_default`)."""
-    return current().warm_pool is True
-
-
 class Zygote:
-    """One zygote process and the reading end of its replies."""
+    """One zygote process and the reading end of its replies; `preload` names the project
+    modules it imports ahead."""
 
-    def __init__(self) -> None:
+    def __init__(self, preload: tuple[str, ...] = ()) -> None:
         env = child_environment()  # set before the zygote imports torch: every rank inherits it
-        preload = [part for name in _PRELOAD[0] for part in ("--preload", name)]
+        preload_args = [part for name in preload for part in ("--preload", name)]
         self._buffer = b""
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pclab.runners.zygote", "--serve", *preload],
+            [sys.executable, "-m", "pclab.runners.zygote", "--serve", *preload_args],
             cwd=IMPORT_ROOT,
             env=env,
             stdin=subprocess.PIPE,
@@ -127,8 +121,10 @@ class ZygoteGone(Exception):
 class WarmRanks:
     """One launch's ranks in a zygote: what `runners.launcher` polls, stops and asks why."""
 
-    def __init__(self, zygote: Zygote, request: LaunchRequest, deadline: float) -> None:
-        self.zygote, self.world_size = zygote, request.world_size
+    def __init__(
+        self, pool: WarmPool, zygote: Zygote, request: LaunchRequest, deadline: float
+    ) -> None:
+        self.pool, self.zygote, self.world_size = pool, zygote, request.world_size
         self.codes: list[int] | None = None
         self.gone = self.released = False
         try:
@@ -182,152 +178,163 @@ class WarmRanks:
             deadline = time.monotonic() + STOP_WAIT_S
             while self.poll() is None and time.monotonic() < deadline:
                 pass
-        _release(self.zygote, healthy=self.codes is not None and self.zygote.alive())
+        self.pool.release(self.zygote, healthy=self.codes is not None and self.zygote.alive())
 
 
 # ---------------------------------------------------------------- the server's pool
 
-_LOCK = threading.Lock()
-_IDLE: list[Zygote] = []
-_ALL: set[Zygote] = set()
-_STARTING = [0]  # zygotes being started right now (counted against the bound)
 
+class WarmPool:
+    """A runtime's zygotes: at most `max_concurrent_runs`, each serving one launch at a time,
+    counted by the runtime's memory budget."""
 
-def _limit() -> int:
-    return current().max_concurrent_runs
+    def __init__(self, settings: Settings, memory: MemoryBudget) -> None:
+        self.settings, self.memory = settings, memory
+        self._lock = threading.Lock()  # guards everything below
+        self._idle: list[Zygote] = []
+        self._all: set[Zygote] = set()
+        self._starting = 0  # zygotes being started right now (counted against the bound)
+        self._broken: tuple[float, str] | None = None  # when and why a zygote failed to start
+        self._preload: tuple[str, ...] = ()  # project modules each new zygote imports ahead
+        self._closed = False
 
+    def enabled(self) -> bool:
+        """True when launches use the warm pool: PCL_WARM_POOL=1, or unset in the Streamlit
+        server (`Settings.served`)."""
+        return self.settings.warm_pool is True
 
-def broken() -> str | None:
-    """Why the pool cannot serve right now (a zygote failed to start less than RETRY_S
-    ago), or None."""
-    with _LOCK:
-        return broken_locked()
+    def broken(self) -> str | None:
+        """Why the pool cannot serve right now (a zygote failed to start less than RETRY_S
+        ago, or the pool was shut down), or None."""
+        with self._lock:
+            return self._broken_locked()
 
+    def _broken_locked(self) -> str | None:
+        if self._closed:
+            return "the warm pool was shut down"
+        if self._broken is not None and time.monotonic() - self._broken[0] < RETRY_S:
+            return self._broken[1]
+        return None
 
-def broken_locked() -> str | None:
-    """`broken()`, for a caller that holds _LOCK."""
-    if _BROKEN and time.monotonic() - _BROKEN[0][0] < RETRY_S:
-        return _BROKEN[0][1]
-    return None
+    def start_ranks(
+        self, request: LaunchRequest, deadline: float, cancelled: Callable[[], object]
+    ) -> WarmRanks | str:
+        """Send one launch to an idle zygote (starting one if fewer than the limit exist).
 
-
-def start_ranks(
-    request: LaunchRequest, deadline: float, cancelled: Callable[[], object]
-) -> WarmRanks | str:
-    """Send one launch to an idle zygote (starting one if fewer than the limit exist).
-
-    Returns its WarmRanks, or a one-line reason when no zygote could be had before the
-    deadline or the request was cancelled. Raises PoolUnavailable when no zygote can be
-    started (now, or less than RETRY_S ago): the launcher then starts torchrun instead.
-    """
-    while True:
-        if (reason := broken()) is not None:
-            raise PoolUnavailable(reason)
-        with _LOCK:
-            zygote = _IDLE.pop() if _IDLE else None
-            start_one = zygote is None and len(_ALL) + _STARTING[0] < _limit()
-            if start_one:
-                _STARTING[0] += 1
-        if zygote is not None and not zygote.alive():
-            _release(zygote, healthy=False)
-            continue
-        if zygote is None and start_one:
-            try:
-                zygote = _start()
-            except (RuntimeError, OSError) as exc:
-                raise PoolUnavailable(str(exc)) from None
-        if zygote is not None:
-            try:
-                return WarmRanks(zygote, request, deadline)
-            except ZygoteGone:
-                _release(zygote, healthy=False)  # then take (or start) another
+        Returns its WarmRanks, or a one-line reason when no zygote could be had before the
+        deadline or the request was cancelled. Raises PoolUnavailable when no zygote can be
+        started (now, or less than RETRY_S ago): the launcher then starts torchrun instead.
+        """
+        while True:
+            if (reason := self.broken()) is not None:
+                raise PoolUnavailable(reason)
+            with self._lock:
+                zygote = self._idle.pop() if self._idle else None
+                limit = self.settings.max_concurrent_runs
+                start_one = zygote is None and len(self._all) + self._starting < limit
+                if start_one:
+                    self._starting += 1
+            if zygote is not None and not zygote.alive():
+                self.release(zygote, healthy=False)
                 continue
-        if cancelled() or time.monotonic() >= deadline:
-            return "the warm pool had no free process before the deadline"
-        time.sleep(0.05)  # another job is starting or using every zygote the bound allows
+            if zygote is None and start_one:
+                try:
+                    zygote = self._start()
+                except (RuntimeError, OSError) as exc:
+                    raise PoolUnavailable(str(exc)) from None
+            if zygote is not None:
+                try:
+                    return WarmRanks(self, zygote, request, deadline)
+                except ZygoteGone:
+                    self.release(zygote, healthy=False)  # then take (or start) another
+                    continue
+            if cancelled() or time.monotonic() >= deadline:
+                return "the warm pool had no free process before the deadline"
+            time.sleep(0.05)  # another job is starting or using every zygote the bound allows
 
-
-def _start() -> Zygote:
-    """A new zygote, counted in _ALL (the caller has reserved its place in _STARTING); a
-    failure is remembered for RETRY_S (`broken`)."""
-    try:
-        zygote = Zygote()
-    except (RuntimeError, OSError) as exc:
-        with _LOCK:
-            _BROKEN[:] = [(time.monotonic(), str(exc) or type(exc).__name__)]
-        raise
-    finally:
-        with _LOCK:
-            _STARTING[0] -= 1
-    with _LOCK:
-        _ALL.add(zygote)
-        _BROKEN.clear()
-    return zygote
-
-
-def _release(zygote: Zygote, healthy: bool) -> None:
-    """Back to the idle list, or - when it died or missed a reply - replaced by a fresh one."""
-    with _LOCK:
-        if healthy and zygote in _ALL:
-            _IDLE.append(zygote)
-            return
-        _ALL.discard(zygote)
-        if zygote in _IDLE:
-            _IDLE.remove(zygote)
-    zygote.close()
-    prestart()
-
-
-def prestart(preload: tuple[str, ...] | None = None) -> None:
-    """Start one zygote in the background when the pool is on and has none: the first run
-    after the server starts (or after a zygote died) then needs no start-up of its own.
-    `preload` names the project modules every zygote started from now on imports ahead
-    (about 20 ms a rank otherwise); None keeps the list it has. A zygote that would take the
-    server's tree past its memory budget is not started: a launch then needs one, and the
-    job line's memory check counts it."""
-    with _LOCK:
-        if preload is not None:
-            _PRELOAD[0] = tuple(preload)
-        if not enabled() or _ALL or _STARTING[0] or broken_locked():
-            return
-    if memory.lab_mb(max_age_s=5.0) + memory.ZYGOTE_MB > current().memory_budget_mb:
-        return
-    with _LOCK:
-        if _ALL or _STARTING[0]:
-            return
-        _STARTING[0] += 1
-
-    def warm() -> None:
+    def _start(self) -> Zygote:
+        """A new zygote, counted in the pool and by the memory budget (the caller has
+        reserved its place in `_starting`); a failure is remembered for RETRY_S (`broken`).
+        One that comes up after `shutdown` is stopped at once."""
         try:
-            zygote = _start()
-        except (RuntimeError, OSError):
-            return  # a launch will try again and report the reason
-        _release(zygote, healthy=True)
-
-    threading.Thread(target=warm, name="pcl-warm-pool", daemon=True).start()
-
-
-def zygote_pids() -> set[int]:
-    """The pids of the zygotes alive in this server (for tests and the benchmark)."""
-    with _LOCK:
-        return {zygote.proc.pid for zygote in _ALL}
-
-
-memory.count_processes_of(zygote_pids)  # the memory budget counts every zygote's tree
-
-
-def size() -> dict[str, int]:
-    """How many zygotes exist, idle and starting (for tests and the benchmark)."""
-    with _LOCK:
-        return {"zygotes": len(_ALL), "idle": len(_IDLE), "starting": _STARTING[0]}
-
-
-@atexit.register
-def shutdown() -> None:
-    """Stop every zygote (and so every rank and store they hold)."""
-    with _LOCK:
-        zygotes = list(_ALL)
-        _ALL.clear()
-        _IDLE.clear()
-    for zygote in zygotes:
+            zygote = Zygote(self._preload)
+        except (RuntimeError, OSError) as exc:
+            with self._lock:
+                self._broken = (time.monotonic(), str(exc) or type(exc).__name__)
+            raise
+        finally:
+            with self._lock:
+                self._starting -= 1
+        with self._lock:
+            if not self._closed:
+                self._all.add(zygote)
+                self._broken = None
+                self.memory.watch(zygote.proc.pid)
+                return zygote
         zygote.close()
+        raise RuntimeError("the warm pool was shut down")
+
+    def release(self, zygote: Zygote, healthy: bool) -> None:
+        """Back to the idle list, or - when it died or missed a reply - replaced by a fresh
+        one."""
+        with self._lock:
+            if healthy and zygote in self._all:
+                self._idle.append(zygote)
+                return
+            self._all.discard(zygote)
+            if zygote in self._idle:
+                self._idle.remove(zygote)
+        self._close(zygote)
+        self.prestart()
+
+    def _close(self, zygote: Zygote) -> None:
+        zygote.close()
+        self.memory.unwatch(zygote.proc.pid)
+
+    def prestart(self, preload: tuple[str, ...] | None = None) -> None:
+        """Start one zygote in the background when the pool is on and has none: the first run
+        (or the first after a zygote died) then needs no start-up of its own. `preload` names
+        the project modules every zygote started from now on imports ahead (about 20 ms a
+        rank otherwise); None keeps the list it has. A zygote that would take the tree past
+        its memory budget is not started: a launch then needs one, and the job line's memory
+        check counts it."""
+        with self._lock:
+            if preload is not None:
+                self._preload = tuple(preload)
+            if not self.enabled() or self._all or self._starting or self._broken_locked():
+                return
+        if self.memory.lab_mb(max_age_s=5.0) + ZYGOTE_MB > self.memory.budget_mb:
+            return
+        with self._lock:
+            if self._all or self._starting:
+                return
+            self._starting += 1
+
+        def warm() -> None:
+            try:
+                zygote = self._start()
+            except (RuntimeError, OSError):
+                return  # a launch will try again and report the reason
+            self.release(zygote, healthy=True)
+
+        threading.Thread(target=warm, name="pcl-warm-pool", daemon=True).start()
+
+    def zygote_pids(self) -> set[int]:
+        """The pids of the zygotes alive in this pool (for tests and the benchmark)."""
+        with self._lock:
+            return {zygote.proc.pid for zygote in self._all}
+
+    def size(self) -> dict[str, int]:
+        """How many zygotes exist, idle and starting (for tests and the benchmark)."""
+        with self._lock:
+            return {"zygotes": len(self._all), "idle": len(self._idle), "starting": self._starting}
+
+    def shutdown(self) -> None:
+        """Stop every zygote (and so every rank and store they hold); start none again."""
+        with self._lock:
+            self._closed = True
+            zygotes = list(self._all)
+            self._all.clear()
+            self._idle.clear()
+        for zygote in zygotes:
+            self._close(zygote)

@@ -24,7 +24,7 @@ import importlib
 import threading
 import time
 
-from pclab.runners import settings
+from pclab.ui import serving
 
 MODULES = ("numpy", "pandas", "altair", "torch")
 DELAY_S = 3.0
@@ -33,8 +33,8 @@ _THREAD: list[threading.Thread] = []
 
 
 def enabled() -> bool:
-    """The `preload` setting (runners.settings: PCL_PRELOAD=0 turns it off)."""
-    return settings.current().preload
+    """The server's `preload` setting (ui.serving; PCL_PRELOAD=0 turns it off)."""
+    return serving.runtime().settings.preload
 
 
 def start(delay_s: float = DELAY_S) -> threading.Thread | None:

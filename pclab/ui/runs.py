@@ -23,7 +23,8 @@ Stop, a rerun or a closed session surfaces as an exception in the script thread:
 launcher then stops the run (unless another visitor's identical request still waits for it)
 and removes every process and temporary file before the exception goes on.
 
-When the warm pool cannot start, runs fall back to torchrun (runners.launcher's
+Every run goes through the server's one runtime (ui.serving: its job line, memory budget and
+warm pool). When the warm pool cannot start, runs fall back to torchrun (runners.launcher's
 "pool_fallback" event); the page says so once per session.
 """
 
@@ -38,9 +39,9 @@ import streamlit as st
 from pclab.core.validation import InvalidInput
 from pclab.experiments import registry
 from pclab.experiments.base import Experiment, params_record
-from pclab.runners import jobs
 from pclab.runners.code_hash import worker_code_hash
 from pclab.runners.results import Outcome, RunResult
+from pclab.ui import serving
 from pclab.ui.page import error_message, t
 
 HEARTBEAT_S = 1.0  # how often a running page makes a Streamlit call (where Stop surfaces)
@@ -114,8 +115,9 @@ def run_with_status(label: str, experiment: str | Experiment, **raw: object) -> 
         return result
 
     live = _Live(label)
-    with jobs.cancel_when(live.heartbeat):
-        result = experiment.run(params, progress=live.on_event)
+    result = experiment.run(
+        params, progress=live.on_event, cancel=live.heartbeat, runtime=serving.runtime()
+    )
     live.finish(result)
     if live.fallback and not st.session_state.get(FALLBACK_SHOWN_KEY):
         st.session_state[FALLBACK_SHOWN_KEY] = True  # once per session: it is the server's state

@@ -1,16 +1,16 @@
-"""What the Streamlit server turns on that a CLI or a test harness does not: the warm pool.
+"""The Streamlit server's one lab runtime, and what the server turns on that a CLI or a test
+harness does not: the warm pool.
 
-app.py calls `start()` on every script run (cheap after the first). In a real server
-(`streamlit run app.py`) the settings left unset take the server's defaults
-(runners.settings.serve_by_default: PCL_WARM_POOL unset means on), and the pool's first
-zygote starts in the background, importing every registered experiment's rank-side code
-ahead, so the first real run does not wait for it. PCL_WARM_POOL=0 keeps the server on cold
-torchrun launches. AppTest (which runs app.py in the test's own process, under a mock
-runtime) and `pclab run <experiment>` keep the cold path unless told otherwise.
-
-A malformed PCL_* setting stops the real server on its first script run (Streamlit runs
-app.py for the first time when the first page is opened): one line on stderr naming the
-variable and the form it takes, exit status 2. Every page would otherwise fail the same way.
+app.py calls `start()` on every script run (cheap after the first). The first call builds the
+server's one `Runtime` (pclab.runners.runtime: settings, memory budget, job line, warm pool)
+from the PCL_* settings; a malformed one stops the server there, naming the variable. Every
+page's run goes through `runtime()` (ui.runs), so visitors share one line and one pool. In a
+real server (`streamlit run app.py`) the settings left unset take the server's defaults
+(`Settings.served`: PCL_WARM_POOL unset means on), and the pool's first zygote starts in the
+background, importing every registered experiment's rank-side code ahead, so the first real
+run does not wait for it. PCL_WARM_POOL=0 keeps the server on cold torchrun launches. AppTest
+(which runs app.py in the test's own process, under a mock runtime) keeps the cold path
+unless told otherwise; `pclab run <experiment>` builds a runtime per run.
 """
 
 from __future__ import annotations
@@ -21,32 +21,49 @@ import shutil
 import sys
 import tempfile
 
-from pclab.runners import settings, warm_pool
+import streamlit as st
 
-_STARTED: list[bool] = []
+from pclab.runners.runtime import Runtime
+from pclab.runners.settings import Settings
 
 
 def in_real_server() -> bool:
     """True inside `streamlit run` (its Runtime), False under AppTest (a mock Runtime) or
     outside Streamlit."""
-    from streamlit.runtime import Runtime
+    from streamlit.runtime import Runtime as StreamlitRuntime
 
-    return Runtime.exists() and type(Runtime.instance()) is Runtime
+    return StreamlitRuntime.exists() and type(StreamlitRuntime.instance()) is StreamlitRuntime
 
 
-def start(preload: tuple[str, ...]) -> None:
-    """The server's defaults (once), then the warm pool's first zygote (when the pool is
-    on and has none): `preload` names the modules each zygote imports ahead."""
-    if not _STARTED and in_real_server():
-        if (error := settings.malformed()) is not None:
-            sys.stderr.write(f"Parallel Correctness Lab cannot start: {error}\n")
-            sys.stderr.flush()
-            os._exit(2)  # the whole server: no page could honour the setting
-        _STARTED.append(True)
-        if settings.current().warm_pool is None:
-            settings.serve_by_default()
+@st.cache_resource(show_spinner=False, on_release=Runtime.shutdown)
+def runtime() -> Runtime:
+    """The server's one runtime, built on first use (ValueError on a malformed PCL_*
+    setting); dropped from Streamlit's cache, it is shut down."""
+    settings = Settings.from_env(os.environ)
+    if in_real_server():
+        settings = settings.served()
         _own_torch_cache()
-    warm_pool.prestart(preload=preload)
+    return Runtime.start(settings)
+
+
+def start(preload: tuple[str, ...]) -> Runtime:
+    """The server's runtime, and its warm pool's first zygote (when the pool is on and has
+    none): `preload` names the modules each zygote imports ahead.
+
+    A malformed PCL_* setting stops the real server on its first script run (Streamlit runs
+    app.py for the first time when the first page is opened): one line on stderr naming the
+    variable and the form it takes, exit status 2. Every page would otherwise fail the same
+    way. Under AppTest the ValueError goes to the test."""
+    try:
+        served = runtime()
+    except ValueError as error:
+        if not in_real_server():
+            raise
+        sys.stderr.write(f"Parallel Correctness Lab cannot start: {error}\n")
+        sys.stderr.flush()
+        os._exit(2)  # the whole server: no page could honour the setting
+    served.pool.prestart(preload=preload)
+    return served
 
 
 CACHE_PREFIX = "pcl-torch-cache-"

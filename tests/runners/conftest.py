@@ -1,6 +1,7 @@
 """Fixtures for the real-torchrun tests: the session's one cold launch of each experiment
-(negatives, clipping, Transformer; the warm-pool tests compare against them too), and a
-per-test process mark for finding leftovers in /proc."""
+(negatives, clipping, Transformer; the warm-pool tests compare against them too), a
+per-test process mark for finding leftovers in /proc, and runtimes of a test's own (each
+test builds the settings, job line, memory budget and pool it needs: no module globals)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import pytest
 from runner_support import MARK_ENV, NEGATIVES_ARGS, ROOT, marked
 
 import pclab.experiments.clipping as clipping_runner
+from pclab.runners.runtime import Runtime
+from pclab.runners.settings import Settings
 
 
 @pytest.fixture
@@ -24,6 +27,27 @@ def process_mark(monkeypatch) -> str:
     mark = uuid.uuid4().hex
     monkeypatch.setenv(MARK_ENV, mark)
     return mark
+
+
+@pytest.fixture
+def new_runtime():
+    """`new_runtime(**settings)`: a cold Runtime of this test's own under `Settings(**settings)`
+    (the defaults, not the environment's), shut down after the test."""
+    built: list[Runtime] = []
+
+    def build(**settings) -> Runtime:
+        built.append(Runtime.start(Settings(**settings)))
+        return built[-1]
+
+    yield build
+    for runtime in built:
+        runtime.shutdown()
+
+
+@pytest.fixture
+def runtime(new_runtime) -> Runtime:
+    """A cold Runtime at the default settings, for this test alone."""
+    return new_runtime()
 
 
 @pytest.fixture(scope="session")

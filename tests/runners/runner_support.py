@@ -1,10 +1,17 @@
 """Helpers for the real-torchrun tests: a look at the process table (/proc) for anything a
-launch left behind. (Fixtures live in conftest.py; this module is importable by name.)"""
+launch left behind, and a warm runtime of a test's own. (Fixtures live in conftest.py; this
+module is importable by name.)"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
+
+from pclab.runners.runtime import Runtime
+from pclab.runners.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 MARK_ENV = "PCL_TEST_MARK"  # inherited by torchrun and every rank: finds them in /proc
@@ -50,10 +57,32 @@ def marked(mark: str) -> list[int]:
     return found
 
 
-def use_settings(monkeypatch, **changes) -> None:
-    """These runners.settings for the rest of the test (undone with the monkeypatch)."""
-    from dataclasses import replace
+def alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie is no longer alive)."""
+    stat = _stat(str(pid))
+    return stat is not None and stat[0] != "Z"
 
-    from pclab.runners import settings
 
-    monkeypatch.setattr(settings, "_CURRENT", [replace(settings.current(), **changes)])
+def wait_for(condition, seconds: float) -> bool:
+    """Poll `condition` every 50 ms for up to `seconds`; its last value."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+@contextlib.contextmanager
+def warm_runtime(**settings) -> Iterator[Runtime]:
+    """A Runtime of the test's own with the warm pool on, its first zygote idle (importing
+    every registered experiment ahead); shut down after the block."""
+    from pclab.experiments import registry
+
+    runtime = Runtime.start(Settings(warm_pool=True, **settings))
+    try:
+        runtime.pool.prestart(preload=registry.worker_modules())
+        assert wait_for(lambda: runtime.pool.size()["idle"] == 1, 180), "no zygote started"
+        yield runtime
+    finally:
+        runtime.shutdown()

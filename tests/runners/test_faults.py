@@ -10,8 +10,8 @@
     tampered artifact        the experiment page shows the error and stays usable
 
 After every fault: no process of the launch (found by an inherited environment mark),
-no un-reaped child, no temporary directory. The registry's bookkeeping (positions, busy,
-leaving) is also checked with fake jobs that start no process at all.
+no un-reaped child, no temporary directory, no job left in the test's own runtime. (The job
+line's own bookkeeping, with fake jobs that start no process: tests/runners/test_jobs.py.)
 """
 
 from __future__ import annotations
@@ -22,15 +22,13 @@ import signal
 import tempfile
 import threading
 import time
-from collections import Counter
 
 import pytest
-from runner_support import ROOT, children, marked, use_settings
+from runner_support import ROOT, children, marked
 from streamlit.testing.v1 import AppTest
 
-from pclab.runners import jobs, launcher, settings
+from pclab.runners import launcher
 from pclab.runners.processes import GRACE_S, TOKEN_ENV
-from pclab.runners.results import Outcome, RunResult
 
 SLEEPS = "tests.runners.workers.sleeps"
 LOOP = "tests.runners.workers.collective_loop"
@@ -52,18 +50,11 @@ def private_tmp(tmp_path, monkeypatch):
     return tmp_path
 
 
-@pytest.fixture
-def stats():
-    """The registry's counters as a delta over this test."""
-    before = Counter(jobs.STATS)
-    return lambda: Counter({k: jobs.STATS[k] - before[k] for k in jobs.STATS if k != "max_running"})
-
-
-def assert_nothing_left(mark, before, tmp):
+def assert_nothing_left(mark, before, tmp, runtime):
     assert marked(mark) == [], "a process of the launch is still running"
     assert set(children()) - before == set(), "a child process was left (or not reaped)"
     assert list(tmp.glob("pcl-run-*")) == [], "a launch's temporary directory was left"
-    assert jobs.in_flight() == {"waiting": 0, "running": 0, "requesters": 0}
+    assert runtime.jobs.in_flight() == {"waiting": 0, "running": 0, "requesters": 0}
 
 
 def cmdline(pid: int) -> bytes:
@@ -123,7 +114,7 @@ class ProcessTable(threading.Thread):
 
 
 @pytest.mark.slow
-def test_killed_rank_is_named_with_its_signal(process_mark, private_tmp, stats):
+def test_killed_rank_is_named_with_its_signal(process_mark, private_tmp, runtime):
     before, reported, killed = set(children()), set(), []
 
     def progress(event):
@@ -134,22 +125,23 @@ def test_killed_rank_is_named_with_its_signal(process_mark, private_tmp, stats):
             os.kill(pid, signal.SIGKILL)
             killed.append(time.monotonic())
 
-    result = launcher.launch(LOOP, 2, ["--seconds", "120"], timeout_s=200, progress=progress)
+    args = ["--seconds", "120"]
+    result = launcher.launch(LOOP, 2, args, timeout_s=200, progress=progress, runtime=runtime)
     assert killed, "the run ended before a rank could be killed"
     assert not result.ok and result.code == "failed"
     # rank 0 fails too (its all-reduce loses the peer) - a symptom, not the root cause
     assert result.message == "rank 1: killed by SIGKILL"
     FIGURES["kill: seconds from SIGKILL to a clean result"] = round(time.monotonic() - killed[0], 1)
-    assert_nothing_left(process_mark, before, private_tmp)
-    assert stats()["launched"] == 1
+    assert_nothing_left(process_mark, before, private_tmp, runtime)
+    assert runtime.jobs.stats["launched"] == 1
 
 
 @pytest.mark.slow
-def test_hung_rank_times_out_once_for_two_identical_requests(process_mark, private_tmp, stats):
+def test_hung_rank_times_out_once_for_two_identical_requests(process_mark, private_tmp, runtime):
     before, results = set(children()), [None, None]
 
     def request(i: int) -> None:
-        results[i] = launcher.launch(HANGS, 2, timeout_s=10, pg_timeout_s=600)
+        results[i] = launcher.launch(HANGS, 2, timeout_s=10, pg_timeout_s=600, runtime=runtime)
 
     threads = [threading.Thread(target=request, args=(i,)) for i in range(2)]
     began = time.monotonic()
@@ -166,15 +158,15 @@ def test_hung_rank_times_out_once_for_two_identical_requests(process_mark, priva
         and "1" in result.message.split("(")[1]
     )
     assert elapsed < 10 + 3 * GRACE_S + 2
-    assert stats()["launched"] == 1 and stats()["shared"] == 1
+    assert runtime.jobs.stats["launched"] == 1 and runtime.jobs.stats["shared"] == 1
     FIGURES["hang: seconds from request to a clean timeout (limit 10 s)"] = round(elapsed, 1)
-    assert_nothing_left(process_mark, before, private_tmp)
+    assert_nothing_left(process_mark, before, private_tmp, runtime)
 
 
 @pytest.mark.slow
-def test_twelve_requests_at_once(process_mark, private_tmp, stats, monkeypatch):
+def test_twelve_requests_at_once(process_mark, private_tmp, new_runtime):
     """8 identical + 4 different requests (5 distinct) on one slot and a line of one."""
-    use_settings(monkeypatch, max_concurrent_runs=1, max_waiting_runs=1)
+    runtime = new_runtime(max_concurrent_runs=1, max_waiting_runs=1)
     before = set(children())
     tags = ["same"] * 8 + [f"other{i}" for i in range(4)]
     results, events = [None] * 12, [[] for _ in range(12)]
@@ -183,7 +175,9 @@ def test_twelve_requests_at_once(process_mark, private_tmp, stats, monkeypatch):
     def request(i: int) -> None:
         gate.wait()
         args = ["--seconds", "0.5", "--tag", tags[i]]
-        results[i] = launcher.launch(SLEEPS, 2, args, timeout_s=150, progress=events[i].append)
+        results[i] = launcher.launch(
+            SLEEPS, 2, args, timeout_s=150, progress=events[i].append, runtime=runtime
+        )
 
     threads = [threading.Thread(target=request, args=(i,)) for i in range(12)]
     began = time.monotonic()
@@ -215,7 +209,7 @@ def test_twelve_requests_at_once(process_mark, private_tmp, stats, monkeypatch):
     assert [e.event for i, evs in enumerate(events) if not results[i].ok for e in evs] == [
         "busy"
     ] * len(busy)
-    counts = stats()
+    counts = runtime.jobs.stats
     assert counts["launched"] == 2 and counts["busy"] == len(busy)
     assert counts["shared"] == sum(r.ok for r in results) - 2
     FIGURES["12 requests: launches"] = counts["launched"]
@@ -224,16 +218,22 @@ def test_twelve_requests_at_once(process_mark, private_tmp, stats, monkeypatch):
     FIGURES["12 requests: most torchrun jobs alive at once"] = table.max_jobs
     FIGURES["12 requests: most processes alive at once"] = table.max_processes
     FIGURES["12 requests: seconds until every answer"] = round(elapsed, 1)
-    assert_nothing_left(process_mark, before, private_tmp)
+    assert_nothing_left(process_mark, before, private_tmp, runtime)
 
 
 @pytest.mark.slow
-def test_stop_flag_ends_the_run_and_leaves_nothing(process_mark, private_tmp, stats):
+def test_stop_flag_ends_the_run_and_leaves_nothing(process_mark, private_tmp, runtime):
     before, stop, out, events = set(children()), threading.Event(), {}, []
 
     def request() -> None:
         out["result"] = launcher.launch(
-            SLEEPS, 2, ["--seconds", "120"], timeout_s=200, progress=events.append, cancel=stop
+            SLEEPS,
+            2,
+            ["--seconds", "120"],
+            timeout_s=200,
+            progress=events.append,
+            cancel=stop,
+            runtime=runtime,
         )
 
     thread = threading.Thread(target=request)
@@ -249,9 +249,9 @@ def test_stop_flag_ends_the_run_and_leaves_nothing(process_mark, private_tmp, st
     assert out["result"].code == "cancelled" and not out["result"].ok
     assert events[-1].event == "cancelled"
     assert cleanup < 2 * GRACE_S + 1
-    assert stats()["cancelled"] == 1
+    assert runtime.jobs.stats["cancelled"] == 1
     FIGURES["stop flag: seconds until no process is left"] = round(cleanup, 2)
-    assert_nothing_left(process_mark, before, private_tmp)
+    assert_nothing_left(process_mark, before, private_tmp, runtime)
 
 
 def streamlit_page():
@@ -264,8 +264,9 @@ def streamlit_page():
 @pytest.mark.slow
 def test_streamlit_stop_mid_run_leaves_no_orphans(process_mark, private_tmp):
     """AppTest stops a script that overruns its timeout with Streamlit's own stop request
-    and waits for the script thread: only the page's heartbeat lets the stop reach a run."""
-    from pclab.ui import runs
+    and waits for the script thread: only the page's heartbeat lets the stop reach a run
+    (in the runtime the page's server holds, ui.serving's)."""
+    from pclab.ui import runs, serving
 
     runs.clear()
     before = set(children())
@@ -278,7 +279,7 @@ def test_streamlit_stop_mid_run_leaves_no_orphans(process_mark, private_tmp):
     FIGURES["Streamlit stop: seconds from the stop request to the script's end"] = round(
         after_stop, 2
     )
-    assert_nothing_left(process_mark, before, private_tmp)
+    assert_nothing_left(process_mark, before, private_tmp, serving.runtime())
 
 
 # ---------------------------------------------------------------- what a visitor sees
@@ -367,162 +368,7 @@ def test_tampered_artifact_shows_an_error_and_the_page_recovers(tmp_path, monkey
     assert len(at.number_input) >= 4
 
 
-# ---------------------------------------------------------------- the registry, with fake jobs
-
-
-def fake_work(gate: threading.Event, calls: list):
-    def work(job: jobs.Job) -> RunResult:
-        calls.append(job.key)
-        job.say("start", "fake start", world_size=1, worker="fake")
-        while not gate.wait(0.02):
-            if job.cancelled():
-                return RunResult.ended(Outcome.CANCELLED, "stopped", 0.0, "f")
-        return RunResult.finished(({"key": job.key},), 0.0, "f")
-
-    return work
-
-
-def test_identical_requests_arriving_together_share_a_result_that_ends_past_their_limit(stats):
-    """Two identical requests with the same limit reach the registry while it is busy, so
-    both read the clock before either creates the job. The joiner still waits for the job's
-    own ending (its limit plus cleanup), which here comes after the limit, as a timeout's
-    does: it must not leave at its own limit with a result of its own (CI saw this once in
-    the real hung-rank test above)."""
-
-    def work(job: jobs.Job) -> RunResult:
-        time.sleep(job.timeout_s + 0.4)  # stopping the processes outlives the limit itself
-        return RunResult.ended(Outcome.TIMEOUT, "timed out after 0.5 s", 0.9, "f")
-
-    results: dict[int, RunResult] = {}
-
-    def request(i: int) -> None:
-        results[i] = jobs.submit("arrive-together", work, timeout_s=0.5, worker_hash="f")
-
-    threads = [threading.Thread(target=request, args=(i,)) for i in range(2)]
-    with jobs._LOCK:  # both requests wait here, after their first line
-        for thread in threads:
-            thread.start()
-        time.sleep(0.2)
-    for thread in threads:
-        thread.join(10)
-    assert results[0] is results[1], (results[0].message, results[1].message)
-    assert results[0].message == "timed out after 0.5 s"
-    assert stats()["launched"] == 1 and stats()["shared"] == 1
-
-
-def submit_in_thread(key, work, out, name=None, **kwargs):
-    """jobs.submit(key, work) in a new thread; its RunResult lands in out[name or key]."""
-
-    def target():
-        try:
-            out[name or key] = jobs.submit(key, work, timeout_s=30, worker_hash="f", **kwargs)
-        except Exception as exc:  # recorded for the assertion
-            out["error"] = exc
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    return thread
-
-
-def wait_for(condition, seconds=5.0):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition never became true"
-        time.sleep(0.01)
-
-
-def test_line_positions_busy_and_sharing(monkeypatch):
-    use_settings(monkeypatch, max_concurrent_runs=1, max_waiting_runs=2)
-    gates = {k: threading.Event() for k in "abc"}
-    calls, out, seen = [], {}, {k: [] for k in ("a", "b", "c", "b2")}
-    threads = [submit_in_thread("a", fake_work(gates["a"], calls), out, progress=seen["a"].append)]
-    wait_for(lambda: calls == ["a"])
-    threads.append(
-        submit_in_thread("b", fake_work(gates["b"], calls), out, progress=seen["b"].append)
-    )
-    wait_for(lambda: jobs.in_flight()["waiting"] == 1)
-    threads.append(
-        submit_in_thread("c", fake_work(gates["c"], calls), out, progress=seen["c"].append)
-    )
-    wait_for(lambda: jobs.in_flight()["waiting"] == 2)
-    # an identical request joins b in line instead of being refused
-    joined = submit_in_thread(
-        "b", fake_work(gates["b"], calls), out, progress=seen["b2"].append, name="b2"
-    )
-    wait_for(lambda: len(seen["b2"]) >= 2)
-    assert [e.event for e in seen["b2"][:2]] == ["shared", "queued"]
-    busy_events = []
-    refused = jobs.submit(
-        "d",
-        fake_work(threading.Event(), calls),
-        timeout_s=30,
-        worker_hash="f",
-        progress=busy_events.append,
-    )
-    assert refused.code == "busy" and [e.event for e in busy_events] == ["busy"]
-    gates["a"].set()  # a finishes, b starts: c moves up to the front of the line
-    wait_for(lambda: [e.values["position"] for e in seen["c"] if e.event == "queued"] == [2, 1])
-    gates["b"].set()
-    gates["c"].set()
-    for thread in [*threads, joined]:
-        thread.join(10)
-    assert calls == ["a", "b", "c"]  # first come, first served; "b" ran once for two requests
-    assert out["b"] is out["b2"] and out["b"].ok and out["c"].ok
-    assert [e.values["position"] for e in seen["b"] if e.event == "queued"] == [1]
-
-
-def test_the_last_requester_leaving_cancels_the_job():
-    gate, calls, out = threading.Event(), [], {}
-    stop_one, stop_two = threading.Event(), threading.Event()
-    work = fake_work(gate, calls)
-    first = submit_in_thread("k", work, out, cancel=stop_one)
-    wait_for(lambda: calls == ["k"])
-    second = submit_in_thread("k", work, out, cancel=stop_two, name="k2")
-    wait_for(lambda: jobs.in_flight()["requesters"] == 2)
-    stop_one.set()  # one visitor presses Stop: the other still waits, so the run goes on
-    first.join(5)
-    assert out["k"].code == "cancelled"
-    assert jobs.in_flight() == {"waiting": 0, "running": 1, "requesters": 1}
-    stop_two.set()  # the last one leaves: the job itself is cancelled and finished
-    second.join(5)
-    assert out["k2"].code == "cancelled" and jobs.in_flight()["running"] == 0
-    assert "error" not in out
-
-
-def test_a_raising_progress_callback_stops_the_job_and_propagates():
-    gate, calls = threading.Event(), []
-
-    class Stopped(Exception):
-        pass
-
-    def progress(event):
-        raise Stopped
-
-    with pytest.raises(Stopped):
-        jobs.submit("r", fake_work(gate, calls), timeout_s=30, worker_hash="f", progress=progress)
-    assert calls == ["r"] and jobs.in_flight()["running"] == 0
-
-
-@pytest.mark.parametrize(
-    "name, value",
-    [
-        ("PCL_MAX_CONCURRENT_RUNS", "many"),
-        ("PCL_MAX_CONCURRENT_RUNS", "0"),
-        ("PCL_MAX_WAITING_RUNS", "-4"),
-        ("PCL_WARM_POOL", "maybe"),
-        ("PCL_PG_TIMEOUT_S", "nan"),
-    ],
-)
-def test_malformed_settings_are_refused_naming_the_variable(name, value):
-    with pytest.raises(ValueError, match=name):
-        settings.from_env({name: value})
-
-
-def test_settings_are_read_from_the_environment():
-    read = settings.from_env({"PCL_MAX_CONCURRENT_RUNS": " 3 ", "PCL_PRELOAD": "off"})
-    assert read.max_concurrent_runs == 3 and read.preload is False
-    assert settings.from_env({}) == settings.Settings()
-    assert settings.current().max_concurrent_runs >= 1 and settings.current().max_waiting_runs >= 0
+# ---------------------------------------------------------------- limits
 
 
 @pytest.mark.parametrize(

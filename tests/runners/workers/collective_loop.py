@@ -1,6 +1,7 @@
 """Tiny worker for the fault tests: every rank reports at once (so a test sees it running),
-then all ranks keep meeting in an all-reduce for --seconds. Killing one rank from outside
-leaves its peers stranded in a collective - the crash the launcher must name."""
+then all ranks keep meeting in an all-reduce for --seconds and leave after the same round.
+Killing one rank from outside leaves its peers stranded in a collective - the crash the
+launcher must name."""
 
 import argparse
 import os
@@ -20,8 +21,13 @@ def main() -> None:
     rank, _ = init_worker()
     write_rank_output(args.out_dir, rank, {"rank": rank, "pid": os.getpid()})
     end = time.monotonic() + args.seconds
-    while time.monotonic() < end:
-        dist.all_reduce(torch.ones(1))
+    while True:
+        # Each rank's clock says whether to go on; the minimum decides for all, so every rank
+        # leaves after the same round (none is left alone in a collective its peer skipped).
+        more = torch.tensor([1.0 if time.monotonic() < end else 0.0])
+        dist.all_reduce(more, op=dist.ReduceOp.MIN)
+        if more.item() == 0.0:
+            break
         time.sleep(0.05)
     dist.destroy_process_group()
 

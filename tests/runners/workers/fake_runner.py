@@ -51,7 +51,7 @@ class FakeExperiment:
     worker = "tests.runners.workers.fake_runner"  # its own source is the "worker code"
     params = staticmethod(Params.checked)
 
-    def run(self, params: Params, *, progress=None, **_) -> RunResult:
+    def run(self, params: Params, *, progress=None, cancel=None, runtime=None, **_) -> RunResult:
         CALLS.append({k: getattr(params, k) for k in ("world_size", "fail", "busy", "position")})
         if params.memory:
             message = "busy: the lab's processes use 2600 MB of their 2500 MB memory budget"
@@ -62,7 +62,7 @@ class FakeExperiment:
         if params.fallback and progress is not None:
             progress(ProgressEvent.of("pool_fallback", "no pool", reason="a test said so"))
         if params.seconds:
-            return self._through_jobs(params, progress)
+            return self._through_jobs(params, progress, cancel, runtime)
         if params.busy:
             message = "busy: 1 running and 8 waiting; try again shortly"
             if progress is not None:
@@ -82,12 +82,12 @@ class FakeExperiment:
         report = {"world_size": params.world_size}
         return RunResult.finished(ranks, 0.25, "f" * 64).with_report(report)
 
-    def _through_jobs(self, params: Params, progress) -> RunResult:
-        """A run that takes `params.seconds`, submitted to the real job registry: its
+    def _through_jobs(self, params: Params, progress, cancel, runtime) -> RunResult:
+        """A run that takes `params.seconds`, submitted to the runtime's real job line: its
         requester polls, forwards events and calls the page's heartbeat as a launch would."""
         import time
 
-        from pclab.runners import jobs
+        from pclab.runners.runtime import given_or_fresh
 
         def work(job):
             job.say("start", "starting", world_size=params.world_size, worker=self.worker)
@@ -97,7 +97,10 @@ class FakeExperiment:
             return result.with_report({"world_size": params.world_size})
 
         key = ("fake", params)
-        return jobs.submit(key, work, timeout_s=30, worker_hash="f" * 64, progress=progress)
+        with given_or_fresh(runtime) as used:
+            return used.jobs.submit(
+                key, work, timeout_s=30, worker_hash="f" * 64, progress=progress, cancel=cancel
+            )
 
 
 FAKE = FakeExperiment()

@@ -1,0 +1,81 @@
+"""The deployment settings (runners/settings.py): read from PCL_* variables, each malformed or
+out-of-range value refused naming its variable, and the warm pool unset until the Streamlit
+server turns it on (a CLI or a test stays on the cold path)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from runner_support import ROOT
+
+from pclab.runners.memory import MemoryBudget
+from pclab.runners.settings import ENV_NAMES, Settings
+from pclab.runners.warm_pool import WarmPool
+
+
+def test_settings_are_read_from_the_environment():
+    read = Settings.from_env({"PCL_MAX_CONCURRENT_RUNS": " 3 ", "PCL_PRELOAD": "off"})
+    assert read.max_concurrent_runs == 3 and read.preload is False
+    assert Settings.from_env({}) == Settings()
+    assert Settings().max_concurrent_runs >= 1 and Settings().max_waiting_runs >= 0
+    assert set(ENV_NAMES) == set(Settings.__dataclass_fields__)  # every setting has its name
+
+
+def test_the_memory_budget_defaults_to_fit_a_small_host():
+    assert Settings.from_env({}).memory_budget_mb == 2500
+    assert Settings.from_env({"PCL_MEMORY_BUDGET_MB": " 1800 "}).memory_budget_mb == 1800
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("PCL_MAX_CONCURRENT_RUNS", "many"),
+        ("PCL_MAX_CONCURRENT_RUNS", "0"),
+        ("PCL_MAX_WAITING_RUNS", "-4"),
+        ("PCL_WARM_POOL", "maybe"),
+        ("PCL_PG_TIMEOUT_S", "nan"),
+        ("PCL_MEMORY_BUDGET_MB", "lots"),
+        ("PCL_MEMORY_BUDGET_MB", "10"),
+        ("PCL_MEMORY_BUDGET_MB", "2.5"),
+    ],
+)
+def test_malformed_settings_are_refused_naming_the_variable(name, value):
+    with pytest.raises(ValueError, match=name):
+        Settings.from_env({name: value})
+
+
+@pytest.mark.parametrize(
+    ("value", "read"),
+    [("1", True), ("true", True), ("0", False), ("no", False), ("", None), ("  ", None)],
+)
+def test_the_pool_setting_reads_on_off_or_unset(value, read):
+    assert Settings.from_env({"PCL_WARM_POOL": value}).warm_pool is read
+
+
+def test_the_pool_is_unset_until_the_server_turns_it_on():
+    """Unset, the setting is the server's to decide (on: `served`, ui.serving); a CLI or a
+    test that never asks stays cold; told off, the server obeys."""
+    unset = Settings.from_env({})
+    assert unset.warm_pool is None and not WarmPool(unset, MemoryBudget(2500)).enabled()
+    served = unset.served()
+    assert served.warm_pool is True and WarmPool(served, MemoryBudget(2500)).enabled()
+    assert Settings.from_env({"PCL_WARM_POOL": "0"}).served().warm_pool is False
+    assert Settings(max_waiting_runs=3).served() == Settings(warm_pool=True, max_waiting_runs=3)
+
+
+def test_the_module_prints_the_settings_in_force():
+    env = dict(os.environ, PCL_MAX_WAITING_RUNS="5", PCL_WARM_POOL="")
+    done = subprocess.run(
+        [sys.executable, "-m", "pclab.runners.settings"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.split(None, 1) for line in done.stdout.splitlines())
+    assert lines["PCL_MAX_WAITING_RUNS"] == "5" and lines["PCL_WARM_POOL"].startswith("unset")

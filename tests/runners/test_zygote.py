@@ -1,0 +1,145 @@
+"""The zygote (runners/zygote.py), the warm pool's pre-imported process, in a runtime of this
+module's own: its ranks reuse the preloaded modules until a project file changes, a spare
+rank that died while waiting is never used, every socket listens on loopback only, and its
+zygote, store and ranks die with the server that started it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+from runner_support import MARK_ENV, ROOT, alive, marked, wait_for, warm_runtime
+
+from pclab.runners import launcher
+from pclab.runners.settings import ENV_NAMES
+from pclab.runners.zygote import SPARE_RANKS
+
+LOOP = "tests.runners.workers.collective_loop"
+
+
+@pytest.fixture(scope="module")
+def warm_mark() -> str:
+    """The mark in the environment of every process this module's pool starts."""
+    return uuid.uuid4().hex
+
+
+@pytest.fixture(scope="module")
+def warm(warm_mark, tmp_path_factory):
+    """This module's runtime with the pool on; nothing it started outlives its shutdown."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(MARK_ENV, warm_mark)  # inherited by every zygote, store and rank
+        patch.setattr("tempfile.tempdir", str(tmp_path_factory.mktemp("zygote")))
+        with warm_runtime() as runtime:
+            yield runtime
+    wait_for(lambda: marked(warm_mark) == [], 5)
+    assert marked(warm_mark) == [], "a zygote, store or rank outlived the pool's shutdown"
+
+
+def test_ranks_reuse_preloaded_modules_until_a_project_file_changes(warm):
+    """Ranks start with the zygote's imports of the lab's modules; once one of those files is
+    edited, every rank reads the project afresh (an edit is never run stale)."""
+    worker = "tests.runners.workers.reports_preloaded"
+    first = launcher.launch(worker, 2, runtime=warm)
+    assert first.ok, first.message
+    assert [r["preloaded"] for r in first.ranks] == [True, True]
+    # imported by a preloaded worker
+    edited = ROOT / "pclab" / "experiments" / "negatives" / "params.py"
+    before = edited.stat()
+    try:
+        os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        second = launcher.launch(worker, 2, runtime=warm)
+    finally:
+        os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert second.ok, second.message
+    assert [r["preloaded"] for r in second.ranks] == [False, False]
+
+
+def test_a_spare_rank_killed_while_it_waits_is_never_used(warm):
+    """The zygote forks ranks ahead of time; one that dies while waiting is replaced."""
+    (zygote,) = warm.pool.zygote_pids()
+
+    def spares() -> list[int]:
+        with open(f"/proc/{zygote}/task/{zygote}/children") as f:
+            return [int(pid) for pid in f.read().split()]
+
+    # the ranks and a store, all waiting (forked again just after the last run's reply)
+    assert wait_for(lambda: len(spares()) == SPARE_RANKS + 1, 5), spares()
+    killed = spares()
+    for pid in killed:
+        os.kill(pid, signal.SIGKILL)
+    # dead, not merely signalled: a SIGKILLed process of ~300 MB takes a moment to go
+    assert wait_for(lambda: not any(alive(pid) for pid in killed), 5)
+    result = launcher.launch("bench.noop_worker", 2, runtime=warm)
+    assert result.ok, result.message
+
+
+def _listening_addresses(pids: list[int]) -> set[str]:
+    """Local addresses of the TCP sockets these processes listen on (from /proc)."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:  # 0A = LISTEN
+                    found.add(fields[1].split(":")[0])
+    return found
+
+
+def test_every_socket_listens_on_loopback_only(warm, warm_mark):
+    seen: set[str] = set()
+
+    def look(event):
+        if event.event == "rank_done" and event.values["done"] == 2:
+            seen.update(_listening_addresses(marked(warm_mark)))
+
+    result = launcher.launch(
+        LOOP, 2, ["--seconds", "1"], timeout_s=120, progress=look, runtime=warm
+    )
+    assert result.ok, result.message
+    # the store and Gloo's pairs: 127.0.0.1 in /proc's little-endian hex (IPv4 or mapped)
+    assert seen, "no listening socket found while the ranks ran"
+    assert seen <= {"0100007F", "0000000000000000FFFF00000100007F"}, seen
+
+
+def test_the_pool_dies_with_its_server(tmp_path):
+    """SIGKILL of the server mid-run: its zygote, store and ranks are gone within seconds.
+    The "server" is a plain script with PCL_WARM_POOL=1 whose launch is given no runtime: the
+    fresh runtime of that call starts the zygote. (The run's directory cannot be removed by a
+    killed server: it goes to this test's own temporary directory, not the machine's.)"""
+    mark = uuid.uuid4().hex
+    script = (
+        "import sys, threading\n"
+        "from pclab.runners import launcher\n"
+        "def say(e):\n"
+        "    if e.event == 'rank_done' and e.values['done'] == 2: print('running', flush=True)\n"
+        f"launcher.launch({LOOP!r}, 2, ['--seconds', '120'], timeout_s=200, progress=say)\n"
+    )
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    env.update({MARK_ENV: mark, ENV_NAMES["warm_pool"]: "1"})
+    server = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout.readline().strip() == "running"
+        assert len(marked(mark)) >= 4  # the server, the zygote, the store and two ranks
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+        assert wait_for(lambda: marked(mark) == [], 5), marked(mark)
+    finally:
+        server.kill()
+        server.wait()
+        server.stdout.close()
