@@ -102,8 +102,8 @@ def from_env(environ: Mapping[str, str]) -> Settings:
     try:
         return Settings(**changes)
     except ValueError as exc:
-        field = str(exc).split("=", 1)[0]
-        raise _refused(field, environ[ENV_NAMES[field]]) from None
+        name = str(exc).split("=", 1)[0]  # the field Settings names
+        raise _refused(name, environ[ENV_NAMES[name]]) from None
 
 
 def _from_environment() -> tuple[Settings, ValueError | None]:
