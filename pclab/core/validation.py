@@ -187,8 +187,8 @@ def count_grid(rows: object, field: str = "counts") -> tuple[tuple[int, ...], ..
     cells = grid(rows, field)
     # Rows of plain ints skip the per-cell call and its field name (a 1024 x 64 grid: 3x
     # faster); any other row takes the full check, so results and errors are unchanged.
-    counts = tuple(
-        tuple(row)
+    counts: tuple[tuple[int, ...], ...] = tuple(
+        tuple(row)  # type: ignore[arg-type]  # plain ints: _plain_counts checked each
         if _plain_counts(row)
         else tuple(count(v, field, cell=(r, k)) for k, v in enumerate(row))
         for r, row in enumerate(cells)

@@ -18,6 +18,7 @@ import sys
 import tempfile
 from importlib import metadata
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 import streamlit as st
@@ -152,7 +153,7 @@ def run_record(result: object, params: dict, experiment: str) -> dict:
         },
         "report": result.report,
     }
-    return relative(record)
+    return cast(dict, relative(record))
 
 
 def run_download(result: object, params: dict, experiment: str) -> None:
