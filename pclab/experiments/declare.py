@@ -37,8 +37,9 @@ class Spec:
     text: Callable[[Any], str] = str  # validated value -> text that parse + check read back
     name: str | None = None  # the raw / CLI name, when it is not the field's (e.g. "accum")
     metavar: str | None = None
-    option: bool = True  # False: not a CLI option (a fixed value, or a page-only setting)
+    option: bool = True  # False: not a `--name` option (fixed, or the command's positional)
     worker: bool = True  # False: the launcher supplies it (world_size is torchrun's nproc)
+    many: bool = False  # a tuple travelling to the worker as one `--name=item` per item
 
 
 def param(default: object, help: str, check: Callable[[object, str], object], **spec: Any) -> Any:
@@ -84,14 +85,14 @@ class Declared:
         """One `--name` option per declared CLI parameter, help showing its default."""
         for _, name, spec, default in cls.declared():
             if spec.option:
-                shown = "none" if default is None else spec.text(default)
+                shown = "" if default is None else f" (default {spec.text(default)})"
                 parser.add_argument(
                     "--" + name.replace("_", "-"),
                     dest=name,
                     type=spec.parse,
                     default=None,
                     metavar=spec.metavar,
-                    help=f"{spec.help} (default {shown})",
+                    help=spec.help + shown,
                 )
 
     @classmethod
@@ -105,12 +106,15 @@ class Declared:
         return cls.checked(**raw, **fixed)
 
     def worker_args(self) -> list[str]:
-        """The worker's command line: `--name=text` for every parameter a rank reads."""
+        """The worker's command line: `--name=text` for every parameter a rank reads that is
+        not at its default (the rank fills those in as `checked` does)."""
         args = []
-        for attr, name, spec, _ in self.declared():
-            value = getattr(self, attr)
-            if spec.worker and value is not None:
-                args.append(f"--{name.replace('_', '-')}={spec.text(value)}")
+        for attr, name, spec, default in self.declared():
+            value, flag = getattr(self, attr), "--" + name.replace("_", "-")
+            if not spec.worker or value is None or value == default:
+                continue
+            items = value if spec.many else (value,)
+            args += [f"{flag}={spec.text(item)}" for item in items]
         return args
 
     @classmethod
@@ -123,7 +127,9 @@ class Declared:
         parser.add_argument("--out-dir", required=True)
         for _, name, spec, _ in cls.declared():
             if spec.worker:
-                parser.add_argument("--" + name.replace("_", "-"), dest=name, type=spec.parse)
+                action = "append" if spec.many else "store"
+                flag = "--" + name.replace("_", "-")
+                parser.add_argument(flag, dest=name, type=spec.parse, action=action)
         args = parser.parse_args(argv)
         raw = {
             name: getattr(args, name)

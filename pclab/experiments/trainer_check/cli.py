@@ -19,7 +19,7 @@ import sys
 from functools import partial
 
 from pclab.experiments.trainer_check import EXPERIMENT, diagnoses
-from pclab.experiments.trainer_check.params import DEFAULT_TOLERANCE, DEVICES, Params
+from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.report import exit_code
 from pclab.experiments.trainer_check.summary import render
 from pclab.experiments.trainer_check.trainer_file import TrainerFileError, load
@@ -51,36 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = "The trainer file's contract: README.md, 'Check your own trainer'."
     parser.add_argument("trainer", help="your trainer file (see the README's contract)")
-    parser.add_argument(
-        "--world-size", type=int, default=None, help="ranks P, 1..8 (default 2, or --counts')"
-    )
-    parser.add_argument(
-        "--accum", type=int, default=None, help="microsteps K, 1..8 (default 2, or --counts')"
-    )
-    parser.add_argument(
-        "--counts",
-        default=None,
-        help='one label-count pattern instead of the five scenarios, e.g. "3,8;8,16": ranks '
-        "split by ';', microsteps by ','; it sets P and K (a --world-size or --accum that "
-        "contradicts it is an error)",
-    )
-    parser.add_argument(
-        "--tolerance",
-        type=float,
-        default=DEFAULT_TOLERANCE,
-        help="largest |user - reference| on any parameter or optimizer-state tensor (default "
-        "1e-10; raised per scenario to 10x the reference's own floor in the file's DTYPE)",
-    )
-    parser.add_argument(
-        "--device",
-        choices=DEVICES,
-        default="cpu",
-        help="cpu (default): Gloo, model and microbatches on the CPU; cuda: NCCL, each rank on "
-        "its local GPU (not run on a GPU here)",
-    )
+    Params.add_options(parser)
     args = parser.parse_args(argv)
-    fields = (args.trainer, args.world_size, args.accum, args.counts, args.tolerance)
-    check = partial(Params.checked, *fields, device=args.device)
+    check = partial(Params.from_options, args, trainer=args.trainer)
     params = checked_or_exit(parser, check, args.timeout)
     try:
         trainer = load(params.trainers[0])  # the contract, before anything is launched

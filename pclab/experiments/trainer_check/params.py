@@ -4,10 +4,12 @@ which tolerance, and optionally one label-count pattern instead of the standard 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pclab.core import validation as v
+from pclab.experiments.declare import Declared, param
 from pclab.experiments.trainer_check.scenarios import parse_counts
 from pclab.paths import EXAMPLES_DIR
 
@@ -18,65 +20,119 @@ DEVICES = ("cpu", "cuda")  # cpu: Gloo (the default, even where CUDA exists); cu
 DEFAULT_TRAINER = str(EXAMPLES_DIR / "correct_ddp_no_sync.py")
 
 
+def _trainers(value: object, field: str) -> tuple[str, ...]:
+    """One trainer file or several, each an existing file, as absolute paths."""
+    names = [value] if isinstance(value, str | Path) else list(value)  # type: ignore[call-overload]
+    if not names:
+        raise v.InvalidInput(field, value, "non_empty")
+    paths = []
+    for name in names:
+        path = Path(name).expanduser().resolve()
+        if not path.is_file():
+            raise v.InvalidInput(field, str(name), "one_of", "an existing .py file")
+        paths.append(str(path))
+    return tuple(paths)
+
+
+def _shape(top: int) -> Callable[[object, str], int | None]:
+    """P or K: 1..top, or None for "2, unless --counts says" (`Params.relate` decides)."""
+
+    def check(value: object, field: str) -> int | None:
+        if value is None:
+            return None
+        number = v.count(value, field, minimum=1)
+        if number > top:
+            raise v.InvalidInput(field, number, "in_range", f"1..{top}")
+        return number
+
+    return check
+
+
+def _counts(value: object, field: str) -> tuple[tuple[int, ...], ...] | None:
+    if value is None:
+        return None
+    return parse_counts(value if isinstance(value, str) else _counts_text(value))
+
+
+def _counts_text(grid: object) -> str:
+    return ";".join(",".join(map(str, row)) for row in grid)  # type: ignore[attr-defined]
+
+
+def _device(value: object, field: str) -> str:
+    return v.choice(value, field, DEVICES)
+
+
 @dataclass(frozen=True)
-class Params:
-    trainers: tuple[str, ...]  # absolute paths
-    world_size: int = 2
-    accum_steps: int = 2
-    counts: tuple[tuple[int, ...], ...] | None = None
-    tolerance: float = DEFAULT_TOLERANCE
+class Params(Declared):
+    trainers: tuple[str, ...] = param(
+        (DEFAULT_TRAINER,),
+        "your trainer file(s)",
+        _trainers,
+        name="trainer",
+        option=False,
+        many=True,
+    )
+    world_size: int = param(
+        None,
+        "ranks P, 1..8 (default 2, or what --counts says)",
+        _shape(MAX_RANKS),
+        parse=int,
+        worker=False,
+    )
+    accum_steps: int = param(
+        None,
+        "microsteps K, 1..8 (default 2, or what --counts says)",
+        _shape(MAX_ACCUM),
+        name="accum",
+        parse=int,
+    )
+    counts: tuple[tuple[int, ...], ...] | None = param(
+        None,
+        'one label-count pattern instead of the five scenarios, e.g. "3,8;8,16": ranks split '
+        "by ';', microsteps by ','; it sets P and K (a --world-size or --accum that "
+        "contradicts it is an error)",
+        _counts,
+        text=_counts_text,
+    )
+    tolerance: float = param(
+        DEFAULT_TOLERANCE,
+        "largest |user - reference| on any parameter or optimizer-state tensor (raised per "
+        "scenario to 10x the reference's own floor in the file's DTYPE)",
+        v.non_negative,
+        parse=float,
+    )
+    device: str = param(
+        "cpu",
+        "cpu: Gloo, model and microbatches on the CPU; cuda: NCCL, each rank on its local "
+        "GPU (not run on a GPU here)",
+        _device,
+        metavar="{cpu,cuda}",
+    )
     trainer_sha256: tuple[str, ...] = ()  # the files' contents: a cached result follows edits
-    device: str = "cpu"
 
     @classmethod
-    def checked(
-        cls,
-        trainer: str | tuple[str, ...] | list[str] = DEFAULT_TRAINER,
-        world_size: int | None = None,
-        accum: int | None = None,
-        counts: str | None = None,
-        tolerance: float = DEFAULT_TOLERANCE,
-        device: str = "cpu",
-    ) -> Params:
-        """Validated parameters (ValueError / TypeError naming a bad value). P and K default
-        to 2; with `counts` ("3,8;8,16") they are read from it, and a `world_size` or
-        `accum` that contradicts it is an error."""
-        names = [trainer] if isinstance(trainer, str | Path) else list(trainer)
-        if not names:
-            raise v.InvalidInput("trainer", trainer, "non_empty")
-        paths = []
-        for name in names:
-            path = Path(name).expanduser().resolve()
-            if not path.is_file():
-                raise v.InvalidInput("trainer", str(name), "one_of", "an existing .py file")
-            paths.append(path)
-        grid = None
-        if counts is not None:
-            grid = parse_counts(counts)
-            shape = {"world_size": (world_size, len(grid)), "accum": (accum, len(grid[0]))}
-            for field, (given, read) in shape.items():
-                if given is not None and given != read:
-                    detail = f"{read}, as counts={counts!r} says"
-                    raise v.InvalidInput(field, given, "same_shape", detail)
-            world_size, accum = len(grid), len(grid[0])
-        world_size = _in_range(2 if world_size is None else world_size, "world_size", MAX_RANKS)
-        accum = _in_range(2 if accum is None else accum, "accum", MAX_ACCUM)
-        tolerance = v.non_negative(tolerance, "tolerance")
-        device = v.choice(device, "device", DEVICES)
-        digests = tuple(hashlib.sha256(p.read_bytes()).hexdigest() for p in paths)
-        return cls(tuple(map(str, paths)), world_size, accum, grid, tolerance, digests, device)
+    def checked(cls, trainer: object = (DEFAULT_TRAINER,), **raw: object) -> Params:
+        """Validated parameters (ValueError / TypeError naming a bad value); the trainer
+        file(s) may come first. P and K default to 2; with `counts` ("3,8;8,16") they are
+        read from it, and a `world_size` or `accum` that contradicts it is an error."""
+        return super().checked(trainer=trainer, **raw)
 
-    def worker_args(self) -> list[str]:
-        args = [f"--accum={self.accum_steps}", f"--tolerance={self.tolerance!r}"]
-        if self.device != "cpu":
-            args.append(f"--device={self.device}")
-        if self.counts is not None:
-            args.append("--counts=" + ";".join(",".join(map(str, row)) for row in self.counts))
-        return [*args, *(f"--trainer={path}" for path in self.trainers)]
-
-
-def _in_range(value: object, field: str, top: int) -> int:
-    number = v.count(value, field, minimum=1)
-    if number > top:
-        raise v.InvalidInput(field, number, "in_range", f"1..{top}")
-    return number
+    @classmethod
+    def relate(cls, values: dict[str, object]) -> dict[str, object]:
+        grid = values["counts"]
+        if grid is not None:
+            read = {"world_size": len(grid), "accum_steps": len(grid[0])}  # type: ignore[arg-type]
+            for field, shown in (("world_size", "world_size"), ("accum_steps", "accum")):
+                given = values[field]
+                if given is not None and given != read[field]:
+                    detail = f"{read[field]}, as counts={_counts_text(grid)!r} says"
+                    raise v.InvalidInput(shown, given, "same_shape", detail)
+            values |= read
+        for field in ("world_size", "accum_steps"):
+            values[field] = 2 if values[field] is None else values[field]
+        files = values["trainers"]
+        values["trainer_sha256"] = tuple(
+            hashlib.sha256(Path(f).read_bytes()).hexdigest()
+            for f in files  # type: ignore[attr-defined]
+        )
+        return values

@@ -22,17 +22,16 @@ and exits as the command does (0 same update, 1 different, 2 unusable or no evid
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from pathlib import Path
 
 from pclab.core import update_weights
 from pclab.experiments.trainer_check import diagnoses, probe, trainer_file
+from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.report import build_report, exit_code
 from pclab.experiments.trainer_check.scenarios import (
     OFF_FIRST_POSITION,
-    parse_counts,
     scenario_counts,
 )
 from pclab.experiments.trainer_check.summary import render
@@ -260,40 +259,32 @@ def main(argv: list[str] | None = None) -> None:
 
     @record  # a raising rank leaves torchrun an error file: the launcher's root cause
     def run() -> None:
-        parser = argparse.ArgumentParser(prog="pclab.experiments.trainer_check")
-        parser.add_argument("--out-dir", required=True)
-        parser.add_argument("--trainer", action="append", required=True)
-        parser.add_argument("--accum", type=int, default=2)
-        parser.add_argument("--tolerance", type=float, default=1e-10)
-        parser.add_argument("--counts", default=None)
-        parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-        args = parser.parse_args(argv)
-        rank, world = init_worker(backend="nccl" if args.device == "cuda" else "gloo")
-        counts = None if args.counts is None else parse_counts(args.counts)
+        params, out_dir = Params.from_worker_args(argv)
+        rank, world = init_worker(backend="nccl" if params.device == "cuda" else "gloo")
+        counts, accum, tolerance = params.counts, params.accum_steps, params.tolerance
         if counts is not None and len(counts) != world:
             raise ValueError(f"--counts has {len(counts)} ranks but the world size is {world}")
-        accum = args.accum if counts is None else len(counts[0])
         checks = [
-            check_trainer(p, accum, counts, args.tolerance, rank, world, args.device)
-            for p in args.trainer
+            check_trainer(p, accum, counts, tolerance, rank, world, params.device)
+            for p in params.trainers
         ]
         payload = {
             "rank": rank,
             "world_size": world,
             "accum_steps": accum,
-            "tolerance": args.tolerance,
+            "tolerance": tolerance,
             "backend": dist.get_backend(),
             "torch": torch.__version__,
             "checks": checks,
         }
-        write_rank_output(args.out_dir, rank, payload)
+        write_rank_output(out_dir, rank, payload)
         gathered = [None] * world if rank == 0 else None
         dist.gather_object(payload, gathered, dst=0)
         code = 0
         if rank == 0:  # what a hand-typed torchrun leaves: the CLI's JSON, its summary, code
             report = build_report(tuple(gathered))["checks"]
             text = json.dumps(report[0] if len(report) == 1 else report, indent=2)
-            Path(args.out_dir, "report.json").write_text(text + "\n")
+            Path(out_dir, "report.json").write_text(text + "\n")
             if TOKEN_ENV not in os.environ:  # not the lab's launch: a user's torchrun
                 print("\n\n".join(render(check) for check in report), flush=True)
                 code = max(exit_code(check) for check in report)
