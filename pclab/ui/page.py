@@ -220,8 +220,10 @@ def _show_link_notice(found: list[tuple[str, str, object]]) -> None:
             return t("common.yes") if value else t("common.no")
         return fmt(value) if isinstance(value, float) else str(value)
 
-    items = "; ".join(
-        f"{plain(key)}={plain(_cut(raw))} → {plain(used(value))}" for key, raw, value in found
+    items = i18n.join(
+        lang(),
+        [f"{plain(key)}={plain(_cut(raw))} → {plain(used(value))}" for key, raw, value in found],
+        "clauses",
     )
     _RUN.slot.warning(t("common.link.unusable", items=items), icon=":material/link_off:")
 
