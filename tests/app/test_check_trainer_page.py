@@ -34,6 +34,7 @@ from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = "pclab/sections/check_trainer.py"
+UNSPLIT_SCHEMES = ("replica_mean", "microbatch_mean", "double_scaled")
 FIXTURE = Path(__file__).parent / "fixtures" / "trainer_check_microbatch_means_p2k2.json"
 RECORDED = tuple(json.loads(FIXTURE.read_text())["ranks"])
 
@@ -122,16 +123,27 @@ def chart_frames(at) -> list[tuple[dict, object]]:
     return out
 
 
-COLUMNS = ("scenario", "same_update", "max_abs_diff", "scheme", "residual")
+COLUMNS = ("scenario", "verdict", "max_abs_diff", "scheme", "residual")
 COLUMNS += ("first_divergence", "notes")
 
 
+BADGES = {"same_update": "green", "different": "red", "no_evidence": "orange"}
+
+
 def verdicts(at, lang: str = "en"):
-    """The verdict table (a static st.table, whose cells wrap) with the columns' codes."""
+    """The verdict table (a static st.table, whose cells wrap) with the columns' codes; each
+    verdict cell read back as its code from its words and colour (a Markdown badge)."""
     table = at.table[0].value
     headers = {i18n.text(lang, f"check.results.{c}"): c for c in COLUMNS}
     assert list(table.columns) == list(headers)
-    return table.rename(columns=headers).reset_index(drop=True)
+    table = table.rename(columns=headers).reset_index(drop=True)
+    cells = {
+        f":{colour}-badge[{i18n.text(lang, f'check.verdict.{code}')}]": code
+        for code, colour in BADGES.items()
+    }
+    assert set(table["verdict"]) <= set(cells), list(table["verdict"])
+    table["verdict"] = table["verdict"].map(cells)
+    return table
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -192,8 +204,20 @@ def test_run_button_passes_the_bundled_path_and_p_and_k(launches, example, world
         assert any("at least 2 microsteps" in c for c in captions)
         assert any("at least 2 ranks" in c for c in captions)
     if example == "adamw_steps_at_zero":  # right weights, wrong at N = 0
-        assert list(table["same_update"]) == ["yes"] * (len(names) - 1) + ["no"]
+        assert list(table["verdict"]) == ["same_update"] * 3 + ["no_evidence", "different"]
         assert "the update must change nothing" in table["notes"].iloc[-1]
+    if (world_size, accum) == (1, 1):  # nothing split: no scenario is evidence, never a pass
+        assert set(table["verdict"]) <= {"no_evidence", "same_update"}
+        assert not at.success and not at.error
+        assert [w.value for w in at.warning] == [i18n.text("en", "check.results.no_evidence")]
+        unsplit = i18n.text(
+            "en",
+            "check.diagnosis.no_evidence.unsplit_run",
+            world_size=1,
+            accum=1,
+            schemes=i18n.join("en", [i18n.text("en", f"schemes.{s}") for s in UNSPLIT_SCHEMES]),
+        )
+        assert any(unsplit in m.value for m in at.markdown)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -204,14 +228,14 @@ def test_a_recorded_real_run_reads_as_verdicts_notes_and_a_heat_map(launches, la
     assert not at.exception, at.exception
     say = lambda key, **v: i18n.text(lang, key, **v)  # noqa: E731
     table = verdicts(at, lang)
-    yes, no = say("common.yes"), say("common.no")
-    assert list(table["same_update"]) == [no, no, no, yes, yes]
+    # equal counts matched the reference, but so would microbatch means: no evidence
+    assert list(table["verdict"]) == ["different"] * 3 + ["no_evidence", "same_update"]
     assert table["scheme"].iloc[0] == say("schemes.microbatch_mean")
     assert table["scheme"].iloc[-1] == say("check.results.scheme_undefined")
     first = say("check.results.divergence", rank=0, tensor="parameter 0.weight")
     assert table["first_divergence"].iloc[0] == first
     assert table["first_divergence"].iloc[3] == say("check.results.none")
-    assert say("check.note.control") in table["notes"].iloc[3]  # it passed: the note holds
+    assert say("check.note.control") in table["notes"].iloc[3]  # no evidence: the note holds
     ties = [say(f"schemes.{x}") for x in ("replica_mean", "microbatch_mean")]
     tie_note = say("check.note.ties", schemes=i18n.join(lang, ties))
     assert table["notes"].iloc[3].startswith(tie_note)  # ties read in the notes, in full
@@ -371,8 +395,8 @@ def test_a_failed_verdict_says_what_to_change_and_links_the_page_that_teaches_it
     table = verdicts(at)
     control = table[table["scenario"] == i18n.text("en", "check.scenario.equal_counts")]
     note = i18n.text("en", "check.note.control")
-    passed = control["same_update"].iloc[0] == "yes"
-    assert (note in control["notes"].iloc[0]) == passed  # said only when it is true
+    untold = control["verdict"].iloc[0] == "no_evidence"
+    assert (note in control["notes"].iloc[0]) == untold  # said only when it is true
 
 
 def test_a_comparison_stopped_by_new_optimizer_state_reads_as_a_bound_and_a_note(launches):
