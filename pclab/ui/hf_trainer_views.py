@@ -53,11 +53,12 @@ def advice(example: str, check: dict) -> str:
     )
 
 
-def _table(check: dict) -> pd.DataFrame:
+def _table(check: dict, verdict=views.verdict_badge) -> pd.DataFrame:
+    """One row per scenario: its verdict (three states, each on its colour) and scheme."""
     return pd.DataFrame(
         {
             "scenario": views.say("scenario", s["name"]),
-            "same_update": t("common.yes") if s["passed"] else t("common.no"),
+            "verdict": verdict(s),
             "scheme": views.scheme_text(s),
         }
         for s in check["scenarios"]
@@ -85,11 +86,14 @@ def measured() -> None:
         )
     ]
     views.heat_map(rows, list(names.values()), "chk_hf_measured")
-    config = {c: t(f"check.results.{c}") for c in ("scenario", "same_update", "scheme")}
+    config = {c: t(f"check.results.{c}") for c in ("scenario", "verdict", "scheme")}
     for column, (example, check) in zip(st.columns(len(checks)), checks.items(), strict=True):
         with column:
             st.markdown(advice(example, check))
-            downloads.table(_table(check), f"hf-{example}", static=True, column_config=config)
+            plain = _table(check, views.verdict_text)
+            downloads.table(
+                _table(check), f"hf-{example}", data=plain, static=True, column_config=config
+            )
     default = _scenario(checks["hf_trainer"], "uneven")
     placed, terms = sum(map(sum, default["label_positions"])), sum(map(sum, default["counts"]))
     st.markdown(

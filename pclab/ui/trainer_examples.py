@@ -15,9 +15,19 @@ EXAMPLES = {  # option code (= file stem) -> the scheme its train_step applies
     "double_divide_by_k": "double_scaled",
     "unnormalised_sum": "unnormalised_sum",
     "adamw_steps_at_zero": "global_token",  # right weights; its slip is the step at N = 0
+    # written for the check's v2 contract: each sets one optional attribute (V2_EXAMPLES)
+    "clip_global_norm": "global_token",  # clipped once, globally: MAX_GRAD_NORM
+    "correct_float32": "global_token",  # DTYPE = "float32", a measured tolerance
+    "own_microbatches": "global_token",  # make_microbatch: a regression network, no LM
     # the real transformers.Trainer (measured with 5.24.0; README, "The Hugging Face Trainer")
     "hf_trainer": "global_token",  # average_tokens_across_devices=True, the default
     "hf_trainer_local_average": "replica_mean",  # False: each rank divides by its own count
     "hf_trainer_no_first_label": "global_token",  # True, no label at position 0
 }
 HF_EXAMPLES = ("hf_trainer", "hf_trainer_local_average", "hf_trainer_no_first_label")
+V2_EXAMPLES = {  # option code -> the optional v2 attribute it shows
+    "clip_global_norm": "MAX_GRAD_NORM",
+    "correct_float32": "DTYPE",
+    "own_microbatches": "make_microbatch",
+}
+SELF_CONTAINED = ("hf_trainer", "own_microbatches")  # their model is in the file itself

@@ -16,6 +16,7 @@ import streamlit as st
 
 from pclab.ui import downloads, i18n
 from pclab.ui import hf_trainer_views as hf_views
+from pclab.ui import trainer_diagnoses as diagnoses
 from pclab.ui import trainer_views as views
 from pclab.ui.page import fmt, lang, t
 from pclab.ui.pages import PAGES
@@ -35,8 +36,8 @@ NOTE_FIRST = ("ranks_differ", "not_finite")  # causes a note names before the sc
 
 
 def cause(scenario: dict) -> str | None:
-    """Why a scenario failed, as a TEACHES key (None: it passed)."""
-    if scenario["passed"]:
+    """Why a scenario failed, as a TEACHES key (None: its verdict is not "different")."""
+    if scenario["verdict"] != "different":
         return None
     for note in NOTE_FIRST:
         if note in scenario["notes"]:
@@ -54,7 +55,7 @@ def causes(check: dict) -> dict[str, list[str]]:
     A scenario whose counts fit several schemes (an empty rank at K = 2: the mean of replica
     means and a double ÷K give the same weights) goes with the scheme another scenario
     measured without a tie, so one slip reads as one line."""
-    failed = [(s, cause(s)) for s in check["scenarios"] if not s["passed"]]
+    failed = [(s, cause(s)) for s in check["scenarios"] if s["verdict"] == "different"]
     sure = {why for s, why in failed if len(s["matching_schemes"]) <= 1}
     found: dict[str, list[str]] = {}
     for s, why in failed:
@@ -70,9 +71,12 @@ def _page(key: str):
 def fixes(check: dict, example: str) -> None:
     """One line per cause on what to change, each with a link to the page that teaches it.
     For a Hugging Face example the first line is Trainer's setting, from the live check."""
+    found = causes(check)
+    if found:
+        st.markdown(t("check.results.what_to_change"))
     if example in views.HF_EXAMPLES:
         st.markdown(hf_views.advice(example, check))
-    for why, scenarios in causes(check).items():
+    for why, scenarios in found.items():
         where = i18n.join(lang(), scenarios)
         st.markdown(t(f"check.fix.{why}", scenarios=where))
         page = _page(TEACHES[why])
@@ -102,27 +106,25 @@ def _max_diff(s: dict) -> str:
 
 def notes(s: dict) -> list[str]:
     """A scenario's notes in the reader's language: the ties of its scheme, the report's notes
-    (the control's only when true: it passed), a gap that stopped at a missing tensor."""
+    (the control's only when true: no evidence), a gap that stopped at a missing tensor."""
     out = []
     ties = [views.scheme_name(x) for x in s["matching_schemes"] if x != s["scheme"]]
     if ties:
         out.append(t("check.note.ties", schemes=i18n.join(lang(), ties)))
-    codes = [n for n in s["notes"] if n != "control" or s["passed"]]
+    codes = [n for n in s["notes"] if n != "control" or s["verdict"] == "no_evidence"]
     out += [views.say("note", n) for n in codes]
     if s["max_abs_diff"] is None and not s["passed"] and s["first_divergence"]:
         out.append(t("check.note.state_apart"))
-    for diagnosis in s.get("diagnoses", ()):  # stable codes; the check's own words otherwise
-        key = f"check.diagnosis.{diagnosis.get('code')}"
-        out.append(t(key) if key in i18n.catalogue(lang()) else diagnosis.get("message", ""))
     return out
 
 
-def verdict_frame(check: dict) -> pd.DataFrame:
-    """One row per scenario, every cell text in the reader's language."""
+def verdict_frame(check: dict, verdict=views.verdict_badge) -> pd.DataFrame:
+    """One row per scenario, every cell text in the reader's language (the verdict on its
+    colour; `verdict=views.verdict_text` for the download's plain words)."""
     return pd.DataFrame(
         {
             "scenario": views.say("scenario", s["name"]),
-            "same_update": t("common.yes") if s["passed"] else t("common.no"),
+            "verdict": verdict(s),
             "max_abs_diff": _max_diff(s),
             "scheme": views.scheme_text(s),
             "residual": fmt(None) if s["residual"] is None else f"{s['residual']:.1e}",
@@ -133,25 +135,50 @@ def verdict_frame(check: dict) -> pd.DataFrame:
     )
 
 
+def banner(check: dict) -> None:
+    """The check's status, never over-claimed: a success only for the same update (qualified
+    by the scenarios that are no evidence), an error for a different update or an unusable
+    file, a warning when no scenario could tell; then its diagnoses, translated."""
+    status = check["status"]
+    untold = [s["name"] for s in check["scenarios"] if s["verdict"] == "no_evidence"]
+    untold_names = i18n.join(lang(), [views.say("scenario", n) for n in untold])
+    if status == "same_update":
+        st.success(t("check.results.passed"), icon=":material/check:")
+        if untold:
+            st.info(t("check.results.untold", scenarios=untold_names), icon=":material/info:")
+    elif status == "different":
+        failed = [s["name"] for s in check["scenarios"] if s["verdict"] == "different"]
+        where = i18n.join(lang(), [views.say("scenario", n) for n in failed])
+        st.error(t("check.results.failed", scenarios=where), icon=":material/error:")
+    elif status == "no_evidence":
+        st.warning(t("check.results.no_evidence"), icon=":material/help:")
+    else:
+        st.error(t("check.results.unusable"), icon=":material/error:")
+    explained = diagnoses.explained(check)
+    if explained:
+        st.markdown(t("check.results.why"))
+        st.markdown("\n".join(f"- {line}" for line in explained))
+
+
 def run_results(report: dict, example: str) -> None:
     """Everything a finished check shows: the verdict and its fixes, the table, the skipped
     scenarios, the measured weights."""
     check = report["checks"][0]
     shape = {"world_size": check["world_size"], "accum": check["accum_steps"]}
     st.subheader(t("check.results.heading"))
-    tolerance = f"{check['tolerance']:.0e}"
+    # below float64 each scenario's tolerance is measured (10 x the reference's own floor)
+    worst = max([check["tolerance"], *(s.get("tolerance", 0.0) for s in check["scenarios"])])
+    tolerance = f"{worst:.0e}"
     example_name = views.say("example", example)
     st.caption(t("check.results.caption", example=example_name, tolerance=tolerance, **shape))
-    failed = [views.say("scenario", s["name"]) for s in check["scenarios"] if not s["passed"]]
-    if failed:
-        where = i18n.join(lang(), failed)
-        st.error(t("check.results.failed", scenarios=where), icon=":material/error:")
-    else:
-        st.success(t("check.results.passed"), icon=":material/check:")
+    banner(check)
+    if not check["scenarios"]:  # an unusable file: no scenario ran, its diagnoses say why
+        return
     fixes(check, example)
     frame = verdict_frame(check)
     config = {c: t(f"check.results.{c}") for c in frame.columns}
-    downloads.table(frame, "trainer-check", static=True, column_config=config)
+    plain = verdict_frame(check, views.verdict_text)
+    downloads.table(frame, "trainer-check", data=plain, static=True, column_config=config)
     st.caption(t("check.results.residual_means"))
     for skipped in check["skipped_scenarios"]:
         reason = views.SKIP_REASONS.get(skipped["reason"])

@@ -23,7 +23,7 @@ from pclab.core import update_weights
 from pclab.paths import EXAMPLES_DIR
 from pclab.ui import i18n
 from pclab.ui.page import lang, t
-from pclab.ui.trainer_examples import EXAMPLES, HF_EXAMPLES
+from pclab.ui.trainer_examples import EXAMPLES, HF_EXAMPLES, SELF_CONTAINED, V2_EXAMPLES
 
 MODEL_FILE = EXAMPLES_DIR / "tiny_lm.py"  # the model every other example imports
 HF_MODEL_FILE = EXAMPLES_DIR / "hf_trainer.py"  # the Trainer adapter the other HF files import
@@ -38,6 +38,7 @@ WEIGHT_DOMAIN, WEIGHT_RANGE = (2 / 3, 3 / 2), ("#1f5fa8", "#efefef", "#b3530b")
 SATURATED = (0.72, 1.38)  # beyond these a cell is dark enough for white ink
 # Undefined cells: outline and word in a grey that reads on a light and a dark page (4.3:1).
 UNDEFINED_INK = "#7b7b7b"
+VERDICT_COLOURS = {"same_update": "green", "different": "red", "no_evidence": "orange"}
 SKIP_REASONS = {  # experiments.trainer_check.scenarios' reasons -> catalogue codes
     "needs at least 2 microsteps": "needs_microsteps",
     "needs at least 2 ranks": "needs_ranks",
@@ -75,7 +76,7 @@ def shift_drops_labels(code: str) -> bool:
 
 def model_file(code: str) -> Path | None:
     """The file this example imports its model from (None: the model is in the file itself)."""
-    if code == "hf_trainer":
+    if code in SELF_CONTAINED:
         return None
     return HF_MODEL_FILE if code in HF_EXAMPLES else MODEL_FILE
 
@@ -86,8 +87,13 @@ def example_code(code: str, installed_transformers: str) -> None:
     st.subheader(t("check.code.heading"))
     file = f"examples/trainers/{path.name}"
     hf = code in HF_EXAMPLES
-    caption = t("check.code.caption_hf", file=file, version=installed_transformers)
-    st.caption(caption if hf else t("check.code.caption", file=file))
+    if hf:
+        caption = t("check.code.caption_hf", file=file, version=installed_transformers)
+    elif code in V2_EXAMPLES:
+        caption = t(f"check.code.caption_v2.{code}", file=file, attribute=V2_EXAMPLES[code])
+    else:
+        caption = t("check.code.caption", file=file)
+    st.caption(caption)
     source = path.read_text(encoding="utf-8")
     lines = source.count("\n") + 1
     if lines > FOLD_LINES:  # a long file folds, so Predict and Run stay near the top
@@ -208,6 +214,17 @@ def predicted_maps(counts) -> None:
         for row in weight_rows(counts, update_weights.scheme_weights_times_n(counts, scheme), name)
     ]
     heat_map(rows, names, "chk_predicted")
+
+
+def verdict_text(s: dict) -> str:
+    """A scenario's verdict in words: same update, different, or no evidence (it matched the
+    reference, but so would a wrong scheme: never read as a pass)."""
+    return t(f"check.verdict.{s['verdict']}")
+
+
+def verdict_badge(s: dict) -> str:
+    """The verdict as a table cell: its words on its colour (Markdown badge, both themes)."""
+    return f":{VERDICT_COLOURS[s['verdict']]}-badge[{verdict_text(s)}]"
 
 
 def scheme_text(s: dict) -> str:

@@ -94,6 +94,28 @@ def test_each_hf_file_shows_its_code_the_version_and_its_counts():
         assert predicted["labels"].max() == views.capacity(code)  # the full microbatch
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_recorded_verdicts_read_as_three_states_never_no_evidence_as_a_pass(lang):
+    """Each setting's table shows the recording's `verdict`: the equal-counts control, which
+    both settings match (so would DDP's mean of local means), reads "no evidence" on orange."""
+    at = open_section(PAGE, lang, chk_example="hf_trainer")
+    say = lambda key: i18n.text(lang, key)  # noqa: E731
+    badge = {
+        "same_update": f":green-badge[{say('check.verdict.same_update')}]",
+        "different": f":red-badge[{say('check.verdict.different')}]",
+        "no_evidence": f":orange-badge[{say('check.verdict.no_evidence')}]",
+    }
+    header = say("check.results.verdict")
+    for table, example in zip(at.table, hf_recorded.SETTINGS, strict=True):
+        cells = list(table.value[header])
+        scenarios = RECORDED["checks"][example]["scenarios"]
+        assert cells == [badge[s["verdict"]] for s in scenarios]
+        control = [s["name"] for s in scenarios].index("equal_counts")
+        assert cells[control] == badge["no_evidence"]  # matched, yet no pass
+    local = list(at.table[1].value[header])
+    assert local[:3] == [badge["different"]] * 3  # the local average: a different update
+
+
 def test_another_installed_version_is_said_so(monkeypatch):
     real = hf_recorded.installed_version
     monkeypatch.setattr(

@@ -34,6 +34,7 @@ from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = "pclab/sections/check_trainer.py"
+UNSPLIT_SCHEMES = ("replica_mean", "microbatch_mean", "double_scaled")
 FIXTURE = Path(__file__).parent / "fixtures" / "trainer_check_microbatch_means_p2k2.json"
 RECORDED = tuple(json.loads(FIXTURE.read_text())["ranks"])
 
@@ -122,16 +123,27 @@ def chart_frames(at) -> list[tuple[dict, object]]:
     return out
 
 
-COLUMNS = ("scenario", "same_update", "max_abs_diff", "scheme", "residual")
+COLUMNS = ("scenario", "verdict", "max_abs_diff", "scheme", "residual")
 COLUMNS += ("first_divergence", "notes")
 
 
+BADGES = {"same_update": "green", "different": "red", "no_evidence": "orange"}
+
+
 def verdicts(at, lang: str = "en"):
-    """The verdict table (a static st.table, whose cells wrap) with the columns' codes."""
+    """The verdict table (a static st.table, whose cells wrap) with the columns' codes; each
+    verdict cell read back as its code from its words and colour (a Markdown badge)."""
     table = at.table[0].value
     headers = {i18n.text(lang, f"check.results.{c}"): c for c in COLUMNS}
     assert list(table.columns) == list(headers)
-    return table.rename(columns=headers).reset_index(drop=True)
+    table = table.rename(columns=headers).reset_index(drop=True)
+    cells = {
+        f":{colour}-badge[{i18n.text(lang, f'check.verdict.{code}')}]": code
+        for code, colour in BADGES.items()
+    }
+    assert set(table["verdict"]) <= set(cells), list(table["verdict"])
+    table["verdict"] = table["verdict"].map(cells)
+    return table
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -192,8 +204,20 @@ def test_run_button_passes_the_bundled_path_and_p_and_k(launches, example, world
         assert any("at least 2 microsteps" in c for c in captions)
         assert any("at least 2 ranks" in c for c in captions)
     if example == "adamw_steps_at_zero":  # right weights, wrong at N = 0
-        assert list(table["same_update"]) == ["yes"] * (len(names) - 1) + ["no"]
+        assert list(table["verdict"]) == ["same_update"] * 3 + ["no_evidence", "different"]
         assert "the update must change nothing" in table["notes"].iloc[-1]
+    if (world_size, accum) == (1, 1):  # nothing split: no scenario is evidence, never a pass
+        assert set(table["verdict"]) <= {"no_evidence", "same_update"}
+        assert not at.success and not at.error
+        assert [w.value for w in at.warning] == [i18n.text("en", "check.results.no_evidence")]
+        unsplit = i18n.text(
+            "en",
+            "check.diagnosis.no_evidence.unsplit_run",
+            world_size=1,
+            accum=1,
+            schemes=i18n.join("en", [i18n.text("en", f"schemes.{s}") for s in UNSPLIT_SCHEMES]),
+        )
+        assert any(unsplit in m.value for m in at.markdown)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -204,14 +228,14 @@ def test_a_recorded_real_run_reads_as_verdicts_notes_and_a_heat_map(launches, la
     assert not at.exception, at.exception
     say = lambda key, **v: i18n.text(lang, key, **v)  # noqa: E731
     table = verdicts(at, lang)
-    yes, no = say("common.yes"), say("common.no")
-    assert list(table["same_update"]) == [no, no, no, yes, yes]
+    # equal counts matched the reference, but so would microbatch means: no evidence
+    assert list(table["verdict"]) == ["different"] * 3 + ["no_evidence", "same_update"]
     assert table["scheme"].iloc[0] == say("schemes.microbatch_mean")
     assert table["scheme"].iloc[-1] == say("check.results.scheme_undefined")
     first = say("check.results.divergence", rank=0, tensor="parameter 0.weight")
     assert table["first_divergence"].iloc[0] == first
     assert table["first_divergence"].iloc[3] == say("check.results.none")
-    assert say("check.note.control") in table["notes"].iloc[3]  # it passed: the note holds
+    assert say("check.note.control") in table["notes"].iloc[3]  # no evidence: the note holds
     ties = [say(f"schemes.{x}") for x in ("replica_mean", "microbatch_mean")]
     tie_note = say("check.note.ties", schemes=i18n.join(lang, ties))
     assert table["notes"].iloc[3].startswith(tie_note)  # ties read in the notes, in full
@@ -359,8 +383,12 @@ def test_a_failed_verdict_says_what_to_change_and_links_the_page_that_teaches_it
     at.button(key="chk_run").click().run()
     assert not at.exception, at.exception
     links = [(a.proto.page, a.proto.label) for a in at.get("page_link")]
-    if page is None:  # the same update everywhere: a success, no fix, no link
+    if page is None:  # the same update wherever the counts can tell: a success, no fix
         assert at.success and not at.error and links == []
+        control = i18n.text("en", "check.scenario.equal_counts")  # no evidence, said so
+        untold = i18n.text("en", "check.results.untold", scenarios=control)
+        assert untold in [i.value for i in at.info]
+        assert verdicts(at)["verdict"].tolist()[3] == "no_evidence"
         return
     assert len(at.error) == 1 and not at.warning  # a failure is an error, not a warning
     assert [p for p, _ in links] == [page]
@@ -371,8 +399,8 @@ def test_a_failed_verdict_says_what_to_change_and_links_the_page_that_teaches_it
     table = verdicts(at)
     control = table[table["scenario"] == i18n.text("en", "check.scenario.equal_counts")]
     note = i18n.text("en", "check.note.control")
-    passed = control["same_update"].iloc[0] == "yes"
-    assert (note in control["notes"].iloc[0]) == passed  # said only when it is true
+    untold = control["verdict"].iloc[0] == "no_evidence"
+    assert (note in control["notes"].iloc[0]) == untold  # said only when it is true
 
 
 def test_a_comparison_stopped_by_new_optimizer_state_reads_as_a_bound_and_a_note(launches):
@@ -417,3 +445,131 @@ def test_the_chinese_page_is_punctuated_as_chinese(launches):
         prose = re.sub(r"`[^`]*`|\$[^$]*\$", " ", text)
         assert not ascii_between.search(prose), text
         assert not touching.search(prose), text
+
+
+def with_extra_state(world_size, accum, example):
+    """AdamW stepping at N = 0, as its ranks report it: state the reference has none of."""
+    out = hand_made_ranks(world_size, accum, example)
+    for rank in out:
+        rank["checks"][0]["scenarios"][-1]["extra_state"] = {
+            "keys": ["step", "exp_avg", "exp_avg_sq"],
+            "parameters": 4,
+        }
+    return out
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_failed_verdict_is_explained_by_its_diagnosis_in_the_readers_language(launches, lang):
+    """A double ÷K at K = 2: every weight x N is 0.5; the report's uniform_scale diagnoses
+    read in the reader's language with their numbers, under the failed verdict, before the
+    fix; the check's English message is not shown in Chinese."""
+    at = open_section(PAGE, lang, chk_example="double_divide_by_k")
+    at.button(key="chk_run").click().run()
+    assert not at.exception, at.exception
+    report = build_report(hand_made_ranks(2, 2, "double_divide_by_k"))["checks"][0]
+    english = [d["message"] for d in report["diagnoses"]]
+    # an empty rank at K = 2 ties with DDP's mean of local means: its name says it, no scale
+    scaled = ("uneven", "empty_microbatch", "equal_counts")
+    assert [(d["code"], d["scenario"]) for d in report["diagnoses"]] == [
+        ("uniform_scale", name) for name in scaled
+    ]
+    texts = [m.value for m in at.markdown]
+    why = texts.index(i18n.text(lang, "check.results.why"))
+    listed = texts[why + 1]
+    for name in scaled:
+        scenario = i18n.text(lang, f"check.scenario.{name}")
+        line = i18n.text(
+            lang,
+            "check.diagnosis.uniform_scale.second_k",
+            scenario=scenario,
+            scale="0.5",
+            residual="1.0e-15",
+            accum=2,
+        )
+        assert f"- {line}" in listed.split("\n")
+    assert ("0.5 = 1/K" in listed) and ("K = 2" in listed)
+    if lang == "zh":
+        assert not any(message in text for message in english for text in texts)
+    fix = i18n.text(lang, "check.fix.double_scaled", scenarios="").split("**")[1]
+    assert why < next(i for i, text in enumerate(texts) if fix in text)  # the why, then the fix
+
+
+def test_adamw_at_zero_names_the_new_state_in_chinese(launches):
+    launches.use(with_extra_state)
+    at = open_section(PAGE, "zh", chk_example="adamw_steps_at_zero")
+    at.button(key="chk_run").click().run()
+    assert not at.exception, at.exception
+    line = i18n.text(
+        "zh",
+        "check.diagnosis.extra_optimizer_state.at_zero",
+        scenario=i18n.text("zh", "check.scenario.no_labels"),
+        keys="`step`、`exp_avg`、`exp_avg_sq`",
+        parameters=4,
+    )
+    assert any(f"- {line}" in m.value.split("\n") for m in at.markdown)
+    assert len(at.error) == 1 and not at.success
+
+
+def test_an_unusable_file_shows_its_diagnoses_and_an_unknown_code_its_own_words(launches):
+    """A file the check cannot use: an error banner, no table; a known code (signature)
+    through the catalogue, a code this page does not know as the report's English message."""
+    expected = "train_step(model, optimizer, microbatches)"
+
+    def unusable(world_size, accum, example):
+        out = hand_made_ranks(world_size, accum, example)
+        for rank in out:
+            rank["checks"][0]["scenarios"] = []
+            rank["checks"][0]["diagnoses"] = [
+                {"code": "signature", "message": f"expected {expected}", "scenario": None},
+                {
+                    "code": "a_future_code",
+                    "message": "Something new, said in English.",
+                    "scenario": None,
+                },
+            ]
+        return out
+
+    launches.use(unusable)
+    at = open_section(PAGE, "zh", chk_example="correct_manual")
+    at.button(key="chk_run").click().run()
+    assert not at.exception, at.exception
+    assert [e.value for e in at.error] == [i18n.text("zh", "check.results.unusable")]
+    assert not at.success and not at.table
+    signature = i18n.text("zh", "check.diagnosis.signature", message=f"expected {expected}")
+    listed = [m.value for m in at.markdown if m.value.startswith("- ")]
+    assert listed == [f"- {signature}\n- Something new, said in English."]
+
+
+V2_ATTRIBUTE = {  # the v2 example -> the optional contract name it shows (README's table)
+    "clip_global_norm": "MAX_GRAD_NORM",
+    "correct_float32": "DTYPE",
+    "own_microbatches": "make_microbatch",
+}
+
+
+@pytest.mark.parametrize(("example", "attribute"), V2_ATTRIBUTE.items())
+def test_each_v2_example_is_listed_with_its_attribute_and_its_answer(example, attribute):
+    path = ROOT / "examples" / "trainers" / f"{example}.py"
+    assert views.bundled_path(example) == path and path.is_file()
+    assert not (ROOT / "tests" / "trainers" / f"{example}.py").exists()  # moved, not copied
+    defined = {
+        target.id if isinstance(node, ast.Assign) else node.name
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, (ast.Assign, ast.FunctionDef))
+        for target in (node.targets if isinstance(node, ast.Assign) else [node])
+        if isinstance(target, (ast.Name, ast.FunctionDef))
+    }
+    assert attribute in defined
+    assert views.EXAMPLES[example] == "global_token"  # each is correct: the exercise's answer
+    at = open_section(PAGE, chk_example=example)
+    assert not at.exception, at.exception
+    assert i18n.text("en", f"check.example.{example}") in at.selectbox(key="chk_example").options
+    assert at.code[0].value == path.read_text().rstrip()
+    file = f"examples/trainers/{example}.py"
+    caption = i18n.text("en", f"check.code.caption_v2.{example}", file=file, attribute=attribute)
+    assert caption in [c.value for c in at.caption]
+    shared_model = i18n.text("en", "check.code.model") in [e.label for e in at.expander]
+    assert shared_model == (example != "own_microbatches")  # its model is in the file itself
+    at.radio(key="chk_ex_guess").set_value("global_token").run()
+    at.button(key="chk_ex_reveal").click().run()
+    assert at.success and not at.warning  # graded right: the global token mean

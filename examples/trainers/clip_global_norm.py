@@ -3,7 +3,6 @@ the global norm of the summed gradient clipped once, over every parameter, befor
 MAX_GRAD_NORM tells the check to clip its reference the same way (as
 torch.nn.utils.clip_grad_norm_ does: coefficient max / (norm + 1e-6), at most 1)."""
 
-import _examples  # noqa: F401
 import torch
 import torch.distributed as dist
 from tiny_lm import BATCH_SIZE, SEQ_LEN, VOCAB_SIZE, build_model, count_labels, token_losses

@@ -3,7 +3,6 @@ reference in float32 too; the tolerance is then measured, not 1e-10: ten times t
 reference's own floor (its gap to itself with the microbatches summed in the other order, and
 at least one unit in the last place of its largest parameter), printed beside the verdict."""
 
-import _examples  # noqa: F401
 import tiny_lm
 from correct_manual import train_step
 from tiny_lm import BATCH_SIZE, SEQ_LEN, VOCAB_SIZE, token_losses
