@@ -131,4 +131,6 @@ def weighted_loss_scale(weight_sums, collective: str = "mean") -> float | None:
     total = sum(map(sum, totals))
     if total == 0:
         return None
-    return (len(totals) if collective == "mean" else 1) / total
+    # A subnormal total weight (5e-324) would make the coefficient inf: refused, never shown.
+    scale = (len(totals) if collective == "mean" else 1) / total
+    return v.finite_result(scale, "weight_sums", weight_sums)

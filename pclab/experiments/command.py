@@ -8,7 +8,6 @@ has one, a printer for humans; its __main__.py is `entry(__package__)`.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
@@ -53,10 +52,11 @@ def run_command(
     return exit_code(result.report)
 
 
-def entry(package: str) -> None:
+def entry(worker: Callable[[], None], cli: Callable[[], int]) -> None:
     """`python -m <package>`: a rank (RANK set by torchrun or the warm pool) runs the
-    worker, anything else is the command line."""
+    worker, anything else is the command line. The package's __main__ imports both by name,
+    so the run's code hash (pclab.runners.code_hash) sees them."""
     if "RANK" in os.environ:
-        importlib.import_module(f"{package}.worker").main()
+        worker()
     else:
-        sys.exit(importlib.import_module(f"{package}.cli").main())
+        sys.exit(cli())

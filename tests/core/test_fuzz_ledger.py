@@ -7,6 +7,7 @@ and a returned figure is either None (undefined) or a finite float.
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -116,3 +117,9 @@ def test_count_valid_labels_fuzz(positions, padding, prompt, truncated):
 @given(counts=st.one_of(rows, scalars))
 def test_sequence_mean_weights_fuzz(counts):
     call(denominator.sequence_mean_weights, counts)
+
+
+def test_a_subnormal_total_weight_is_refused_not_inf():
+    """Found by the fuzz test: P / sum w overflows float64 for a subnormal weight total."""
+    with pytest.raises(ValueError, match="weight_sums"):
+        framework.weighted_loss_scale([[2.225073858507e-311]], "mean")

@@ -156,7 +156,7 @@ def test_cli_prints_the_report_as_json(real_run, monkeypatch, capsys):
     seen = {}
 
     class Recorded:  # the session's real run, handed back for whatever the CLI asks
-        timeout_s = 180.0
+        name, timeout_s = "clipping", 180.0
 
         def run(self, params, **kwargs):
             seen.update(inject_overflow=params.inject_overflow, nonfinite=params.nonfinite)

@@ -1,5 +1,6 @@
 """`python -m pclab.experiments.clipping`: a rank runs the worker, anything else the CLI."""
 
+from pclab.experiments.clipping import cli, worker
 from pclab.experiments.command import entry
 
-entry("pclab.experiments.clipping")
+entry(worker.main, cli.main)

@@ -1,13 +1,6 @@
-"""A rank under torchrun runs the worker; anything else is the command line."""
+"""`python -m pclab.experiments.trainer_check`: a rank runs the worker, anything else the CLI."""
 
-import os
-import sys
+from pclab.experiments.command import entry
+from pclab.experiments.trainer_check import cli, worker
 
-if "RANK" in os.environ:  # started by torchrun (or the warm pool): this process is one rank
-    from pclab.experiments.trainer_check import worker
-
-    worker.main()
-else:
-    from pclab.experiments.trainer_check import cli
-
-    sys.exit(cli.main())
+entry(worker.main, cli.main)

@@ -1,5 +1,6 @@
 """`python -m pclab.experiments.transformer`: a rank runs the worker, anything else the CLI."""
 
 from pclab.experiments.command import entry
+from pclab.experiments.transformer import cli, worker
 
-entry("pclab.experiments.transformer")
+entry(worker.main, cli.main)
