@@ -183,10 +183,10 @@ def test_an_unprivileged_user_serves_every_page_and_a_run_from_a_read_only_check
             tab.close()
         zygotes = [p for p in memory.children(server.pid) if _runs_zygote(p)]
         assert len(zygotes) == 1, "the run did not go through the warm pool"
-    except Exception:
+    except Exception as exc:
         if server.poll() is not None:  # the browser's timeout is not the story: the log is
             raise AssertionError(f"the server died: {_tail(log)}") from None
-        raise
+        raise AssertionError(f"{exc}\n--- the server's log ---\n{_tail(log)}") from exc
     finally:
         stop_server(server)  # SIGTERM, then SIGKILL; a server that already died is no error
     assert _snapshot(checkout) == before  # nothing written into the source tree
