@@ -33,7 +33,10 @@ def in_own_thread(function, *args, **kwargs):
         return pool.submit(function, *args, **kwargs).result()
 
 
-@pytest.mark.timeout(240)
+# The round's own limits are the pool's start (240 s) and each visitor's answer (240 s): the
+# test's must not be tighter than what it tests, or a slow round reads as a hang. (A round
+# takes about 55 s on a quiet 2-core box; a CI run once timed out at 240 s, see the notes.)
+@pytest.mark.timeout(600)
 def test_eight_visitors_at_once_each_get_an_answer(default_settings):
     out = in_own_thread(hosted.load_round)
     assert out["pool_ready"], "a fresh server with no setting did not start its warm pool"
