@@ -19,7 +19,7 @@ A field without `param(...)` is derived (a file's digest): `Params.relate` fills
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, TypeVar
 
@@ -139,22 +139,8 @@ class Declared:
         return cls.checked(**raw, **fixed), args.out_dir
 
 
-def parsed_list(separator: str, item: Callable[[str], object]) -> Callable[[str], object]:
-    """A command-line list such as "40,7,0,23" (items are checked by the field's check)."""
-
-    def parse(text: str) -> object:
-        return tuple(item(part.strip()) for part in text.split(separator))
-
-    return parse
-
-
 def joined(separator: str) -> Callable[[Any], str]:
     def text(values: Sequence[object]) -> str:
         return separator.join(map(str, values))
 
     return text
-
-
-def as_mapping(params: Declared) -> Mapping[str, object]:
-    """The raw-named values of a parameter set (what `checked` would take back)."""
-    return {name: getattr(params, attr) for attr, name, _, _ in params.declared()}
