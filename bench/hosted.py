@@ -53,6 +53,7 @@ from pclab.ui import i18n
 
 MARK_ENV = "PCL_BENCH_MARK"
 LOAD_P95_GOAL_S = 30.0  # everyone answered within the 8-deep line's worst case on 2 cores
+ANSWERED = ("result", "stored", "busy", "busy_memory")  # the kinds that answer a press
 GROWTH_GOAL = 0.10
 
 
@@ -84,6 +85,8 @@ def _prefix(key: str) -> str:
 # The first answer a press gets, as the page shows it (English catalogue).
 ANSWERS = {
     "result": _prefix("runs.done"),
+    # the same launch as another visitor's (pages 08 and 09), finished before this page asked
+    "stored": _prefix("runs.cached"),
     "failed": _prefix("runs.failed"),
     "busy": _prefix("runs.busy"),
     "busy_memory": _prefix("runs.busy_memory"),
@@ -94,8 +97,12 @@ ARM = """(answers) => {
         if (window.__pcl.click === null) window.__pcl.click = performance.now();
     }, {capture: true, once: true});
     const look = () => {
+        if (document.querySelector('[data-testid="stException"]')) {
+            window.__pcl.answer = performance.now(); window.__pcl.kind = 'exception'; return;
+        }
         const shown = [...document.querySelectorAll(
-            '[data-testid="stExpander"] summary, [data-testid="stAlert"]'
+            '[data-testid="stExpander"] summary, [data-testid="stAlert"],'
+            + ' [data-testid="stCaptionContainer"]'
         )].map(e => e.textContent);
         for (const [kind, text] of Object.entries(answers)) {
             if (shown.some(s => s.includes(text))) {
@@ -114,13 +121,26 @@ class Server:
     def __init__(self, env: dict | None = None, root: Path | None = None) -> None:
         self.mark = uuid.uuid4().hex
         self.tmp = Path(tempfile.mkdtemp(prefix="pcl-bench-tmp-"))
+        # The server's own output, outside its TMPDIR (which must end empty): read when a
+        # visitor got no answer.
+        self.log = tempfile.NamedTemporaryFile(prefix="pcl-bench-server-", suffix=".log")
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         extra = {MARK_ENV: self.mark, "TMPDIR": str(self.tmp), **(env or {})}
-        self.proc = start_server(port, env=extra, root=root)
+        self.proc = start_server(port, env=extra, root=root, log=self.log)
         if not wait_healthy(self.proc, self.url):
             self.stop()
             raise RuntimeError("the server never became healthy")
+
+    def log_tail(self, lines: int = 40) -> list[str]:
+        # Read through a path of its own: seeking the server's shared file offset would
+        # make it write over its own output.
+        text = Path(self.log.name).read_text(errors="replace")
+        return text.splitlines()[-lines:]
+
+    def tree(self) -> list[str]:
+        """Every process under the server, with its state and command line."""
+        return [f"{pid} {_state(pid)}: {_cmdline(pid)[:100]}" for pid in self.descendants()]
 
     def descendants(self) -> list[int]:
         return memory.descendants(self.proc.pid)
@@ -164,6 +184,7 @@ class Server:
             time.sleep(0.2)
         left = {"processes": marked(self.mark), "tmp": sorted(p.name for p in self.tmp.iterdir())}
         shutil.rmtree(self.tmp, ignore_errors=True)
+        self.log.close()
         return left
 
 
@@ -173,6 +194,14 @@ def _cmdline(pid: int) -> str:
             return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         return ""
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "?"
 
 
 def marked(mark: str) -> list[int]:
@@ -206,6 +235,7 @@ async def _settle(tab, timeout_s: float) -> None:
 
 async def _visit(browser, url: str, visitor: Visitor, armed, go, timeout_s: float) -> dict:
     context = await browser.new_context(viewport={"width": 1400, "height": 1000}, locale="en-US")
+    tab = None
     try:
         tab = await context.new_page()
         await tab.goto(f"{url}/{visitor.path}", timeout=timeout_s * 1e3)
@@ -226,9 +256,38 @@ async def _visit(browser, url: str, visitor: Visitor, armed, go, timeout_s: floa
             "exceptions": exceptions,
         }
     except Exception as exc:  # noqa: BLE001 - a visitor without an answer is the finding
-        return {"visitor": visitor.name, "kind": "no answer", "error": str(exc).splitlines()[0]}
+        return {
+            "visitor": visitor.name,
+            "kind": "no answer",
+            "error": str(exc).splitlines()[0],
+            "seen": await _what_the_page_shows(tab),
+        }
     finally:
         await context.close()
+
+
+# What a visitor without an answer was looking at: was the click seen, is the app still
+# running a script, which status, expander and alert lines show, and the button's state.
+SHOWN = """() => ({
+    pcl: window.__pcl || null,
+    running: document.querySelectorAll('[data-testid=stStatusWidgetRunningIcon]').length,
+    connection: [...document.querySelectorAll('[data-testid=stStatusWidget]')]
+        .map(e => e.textContent.trim()),
+    lines: [...document.querySelectorAll(
+        '[data-testid="stExpander"] summary, [data-testid="stAlert"], [data-testid=stException]'
+    )].map(e => e.textContent.trim().slice(0, 160)),
+    buttons: [...document.querySelectorAll('button')]
+        .filter(b => /run/i.test(b.textContent)).map(b => [b.textContent.trim(), b.disabled]),
+})"""
+
+
+async def _what_the_page_shows(tab) -> dict | str:
+    if tab is None:
+        return "no page"
+    try:
+        return await tab.evaluate(SHOWN)
+    except Exception as exc:  # noqa: BLE001 - the page itself may be gone
+        return f"page unreadable: {exc}".splitlines()[0]
 
 
 async def _visitors(url: str, visitors, timeout_s: float) -> list[dict]:
@@ -269,6 +328,9 @@ def load_round(visitors=VISITORS, env: dict | None = None, root: Path | None = N
         began = time.monotonic()
         out["visitors"] = visitors_at_once(server.url, visitors)
         out["wall_s"] = time.monotonic() - began
+        if any(v["kind"] not in ANSWERED for v in out["visitors"]):
+            out["tree_at_timeout"] = server.tree()
+            out["server_log"] = server.log_tail()
         time.sleep(1.0)  # the last run's ranks are reaped after its reply
         out["extra_processes"] = server.extra_processes()
         out["zygotes"] = len(server.zygotes())
@@ -419,7 +481,7 @@ def run_load(quick: bool = False, repeats: int | None = None) -> Section:
                 "nothing" if not left else "; ".join(map(str, left))[:120],
             ]
         )
-        bad = [v for v in r["visitors"] if v["kind"] not in ("result", "busy", "busy_memory")]
+        bad = [v for v in r["visitors"] if v["kind"] not in ANSWERED]
         bad += [v for v in r["visitors"] if v.get("exceptions")]
         problems += [f"{v['visitor']}: {v.get('kind')} {v.get('error', '')}" for v in bad]
         problems += [f"left: {x}" for x in left]

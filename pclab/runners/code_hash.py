@@ -16,6 +16,7 @@ import ast
 import hashlib
 import importlib.util
 import sys
+import threading
 from pathlib import Path
 
 from pclab.core.validation import InvalidInput
@@ -23,6 +24,10 @@ from pclab.paths import IMPORT_ROOT
 
 # path -> (mtime_ns, size, modules it names): a launch re-parses only edited files
 _PARSED: dict[Path, tuple[int, int, frozenset[str]]] = {}
+# One parse at a time in this process: CPython 3.11's AST constructor keeps its recursion
+# depth in per-interpreter state, so two Streamlit sessions parsing at once can raise
+# "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905).
+_PARSE_LOCK = threading.Lock()
 
 
 def module_file(name: str) -> Path | None:
@@ -62,7 +67,9 @@ def _named_modules(path: Path, module: str) -> frozenset[str]:
     package = module.split(".")
     if path.name != "__init__.py":  # a module's relative imports start from its package
         package = package[:-1]
-    for node in ast.walk(ast.parse(path.read_bytes(), filename=str(path))):
+    with _PARSE_LOCK:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

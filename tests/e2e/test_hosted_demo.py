@@ -35,7 +35,10 @@ def in_own_thread(function, *args, **kwargs):
 
 # The round's own limits are the pool's start (240 s) and each visitor's answer (240 s): the
 # test's must not be tighter than what it tests, or a slow round reads as a hang. (A round
-# takes about 55 s on a quiet 2-core box; a CI run once timed out at 240 s, see the notes.)
+# takes about 55 s on a quiet 2-core box. Two rounds in CI left a visitor without an answer:
+# its page had failed with SystemError from CPython 3.11's AST constructor, parsing sources
+# for the cache key in two sessions at once (runners/code_hash.py now parses under a lock),
+# and a visitor whose run another page had just finished sees the stored-result line.)
 @pytest.mark.timeout(600)
 def test_eight_visitors_at_once_each_get_an_answer(default_settings):
     out = in_own_thread(hosted.load_round)
@@ -44,7 +47,7 @@ def test_eight_visitors_at_once_each_get_an_answer(default_settings):
     answers = {v["visitor"]: v for v in out["visitors"]}
     assert len(answers) == 8
     for name, visitor in answers.items():
-        assert visitor["kind"] in ("result", "busy", "busy_memory"), (name, visitor)
+        assert visitor["kind"] in hosted.ANSWERED, (name, visitor, out.get("server_log"))
         assert visitor["exceptions"] == 0, name
     assert out["extra_processes"] == []  # beside the server: its zygote and spares only
     assert out["zygotes"] == 1  # PCL_MAX_CONCURRENT_RUNS on this box's cores

@@ -98,3 +98,45 @@ def test_editing_a_core_module_changes_hash_cache_key_and_run_record(tmp_path):
     assert after["hash"] != before["hash"]
     assert after["cache_key"][1] != before["cache_key"][1]
     assert after["cache_key"][2] == before["cache_key"][2]  # same parameters
+
+
+def test_sessions_reading_sources_at_once_never_trip_the_ast_constructor(tmp_path):
+    """Eight Streamlit sessions pressing Run together hash their workers in eight threads.
+    CPython 3.11's AST constructor keeps its recursion depth per interpreter, and a thread
+    switch inside it (here forced by a garbage-collection callback, as Streamlit's own
+    objects do) made one of them raise "SystemError: AST constructor recursion depth
+    mismatch" on a hosted-demo round; parsing is serialised since."""
+    import gc
+    import threading
+    import time
+
+    from pclab.runners import code_hash
+
+    body = (ROOT / "pclab" / "runners" / "jobs.py").read_text() * 3
+    files = []
+    for i in range(8 * 10):  # fresh files: every call parses, none is served from the cache
+        path = tmp_path / f"m{i}.py"
+        path.write_text(body)
+        files.append(path)
+    errors: list[BaseException] = []
+
+    def parse(share: list) -> None:
+        for path in share:
+            try:
+                code_hash._named_modules(path, f"pkg.{path.stem}")
+            except SystemError as error:
+                errors.append(error)
+
+    def switch(phase, info):
+        time.sleep(0)
+
+    gc.callbacks.append(switch)
+    try:
+        threads = [threading.Thread(target=parse, args=(files[i::8],)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        gc.callbacks.remove(switch)
+    assert errors == []
