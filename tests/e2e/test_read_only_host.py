@@ -6,7 +6,8 @@ directories 0555), and `streamlit run app.py` is started there as `nobody` throu
 `setpriv`, with HOME and TMPDIR in a writable directory of its own. Both sit in a folder
 every user can enter (the system's temporary folder, not pytest's, whose root is mode 700),
 as a host's checkout would. Where the interpreter itself sits in a directory `nobody` cannot
-enter (a Python under /root, mode 700), the server keeps one capability,
+enter (a Python under /root, mode 700, or a virtual environment whose `python` links there),
+the server keeps one capability,
 CAP_DAC_READ_SEARCH: it may read and search any file, as if the interpreter were installed
 system-wide, and still cannot write anything `nobody` could not (checked below with the same
 command); a world-readable virtual environment needs no capability. When the server dies,
@@ -46,8 +47,33 @@ def _works(command: list[str], env: dict) -> subprocess.CompletedProcess:
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
 
 
+# What the server needs of its interpreter as `nobody`: this very Python (its own standard
+# library, not another one found by the search for a prefix) and the right to start it again
+# by its path, as the warm pool and torchrun do.
+SERVES = """
+import os, subprocess, sys
+assert os.path.realpath(os.__file__) == {stdlib!r}, os.__file__
+subprocess.run([sys.executable, "-c", "import streamlit"], check=True)
+"""
+
+
+def _serves_as_nobody(env: dict) -> bool:
+    """Whether `nobody` can run this interpreter as the server does. setpriv starts it while
+    still privileged, so a Python under a 0700 home can start, miss its own standard library
+    (and take the system's, /usr/lib/python3.X, when the versions match), then fail to start
+    its own children: only a check from inside the started interpreter tells."""
+    code = SERVES.format(stdlib=os.path.realpath(os.__file__))
+    return _works([*_as_nobody([]), sys.executable, "-c", code], env).returncode == 0
+
+
 def _tail(log: Path) -> str:
     return log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
+
+
+def _shown(tab) -> list[str]:
+    """The page's status, expander and alert lines: what a visitor would read."""
+    selector = '[data-testid="stExpander"], [data-testid="stAlert"], [data-testid="stException"]'
+    return [text[:300] for text in tab.locator(selector).all_inner_texts()]
 
 
 def _runs_zygote(pid: int) -> bool:
@@ -109,6 +135,9 @@ def read_only_checkout():
         shutil.rmtree(base, ignore_errors=True)
 
 
+# Above the test's own limits (the server's start, 90 s; every page; the run, 180 s), so a
+# slow box shows the page's or the server's words, not pytest's stack dump.
+@pytest.mark.timeout(600)
 def test_an_unprivileged_user_serves_every_page_and_a_run_from_a_read_only_checkout(
     read_only_checkout, browser
 ):
@@ -119,9 +148,7 @@ def test_an_unprivileged_user_serves_every_page_and_a_run_from_a_read_only_check
         "TMPDIR": str(home / "tmp"),
         "LANG": "C.UTF-8",
     }
-    caps: list[str] = []
-    if _works([*_as_nobody([]), sys.executable, "-c", "import streamlit"], env).returncode:
-        caps = READ_SEARCH  # the interpreter sits where nobody cannot enter (see above)
+    caps = [] if _serves_as_nobody(env) else READ_SEARCH  # see the module's docstring
     probe = f"open({str(checkout / 'app.py')!r}, 'a')"
     refused = _works([*_as_nobody(caps), sys.executable, "-c", probe], env)
     assert "PermissionError" in refused.stderr, "the server's user could write the checkout"
@@ -176,9 +203,12 @@ def test_an_unprivileged_user_serves_every_page_and_a_run_from_a_read_only_check
             tab.goto(f"{url}/parameters")
             wait_for_app(tab)
             tab.get_by_role("button", name=re.compile("Run the check on 2 processes")).click()
-            tab.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(
-                timeout=180_000
-            )
+            try:
+                tab.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(
+                    timeout=180_000
+                )
+            except Exception as exc:
+                raise AssertionError(f"the page shows: {_shown(tab)}") from exc
         finally:
             tab.close()
         zygotes = [p for p in memory.children(server.pid) if _runs_zygote(p)]
