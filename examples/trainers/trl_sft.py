@@ -12,20 +12,22 @@ is w + 1 tokens and w terms: position t predicts the token at t + 1. Each microb
 carries input_ids and labels built here from the same words, which only token_losses reads: the
 check's own account of the terms, independent of TRL's pipeline.
 
-The model is hf_trainer.py's one-layer Llama (float64, CPU, from a config) with TRL's fused LM
-head, the head SFTTrainer itself puts on every model it trains: token_losses reads the terms
-from it, so the reference and SFTTrainer take the same per-token log-probabilities (the head
-computes the log-softmax in float32 on a float64 model) and the check compares only how they
-are normalised, accumulated and averaged.
+The model is hf_trainer.py's one-layer Llama (CPU, from a config) with TRL's fused LM head, the
+head SFTTrainer itself puts on every model it trains; token_losses reads the terms from it, so
+the reference and SFTTrainer take the same per-token log-probabilities and the check compares
+only how they are normalised, accumulated and averaged. That head computes its log-softmax in
+float32 whatever the model's precision, so the model is float32 (DTYPE): the check measures
+its tolerance from the reference's own float32 floor.
 
-`train_step` hands the lab's optimizer to a real SFTTrainer (its default scheduler, gradient
-clipping at 1.0, the reference clips too: MAX_GRAD_NORM) and lets it do the rest: it counts the
-labels of the accumulated microbatches over both ranks (`num_items_in_batch`), divides each
-microstep's summed loss by that count, multiplies by the number of processes, lets DDP average
-on the last microstep and steps. One SFTConfig default is changed: bf16=False, since bf16=True
-would run a float64 model under bfloat16 autocast and the check could measure nothing to 1e-10.
-The only trainer method replaced is the dataloader (hf_trainer.InOrder): this rank's microbatches
-in order, one per microstep, not shuffled and split across the processes a second time.
+`train_step` hands the lab's optimizer to a real SFTTrainer (its own default scheduler, and
+its default gradient clipping at 1.0, which the reference applies too: MAX_GRAD_NORM) and lets
+it do the rest: it counts the labels of the accumulated microbatches over both ranks
+(`num_items_in_batch`), divides each microstep's summed loss by that count, multiplies by the
+number of processes, lets DDP average on the last microstep and steps. One SFTConfig default is
+changed: bf16=False, since bf16=True would run the model under bfloat16 autocast, whose
+rounding would swamp what the check measures. The only trainer method replaced is the
+dataloader (hf_trainer.InOrder): this rank's microbatches in order, one per microstep, not
+shuffled and split across the processes a second time.
 
 trl is imported inside the functions: the command imports this file in its own process to
 check the contract, and only the ranks pay for the import.
@@ -173,7 +175,7 @@ def train_step(model, optimizer, microbatches, adapter=ADAPTER, rows=BATCH_SIZE,
             per_device_train_batch_size=rows,
             gradient_accumulation_steps=len(microbatches),
             max_steps=1,
-            bf16=False,  # float64: bf16=True (SFTConfig's default) autocasts to bfloat16
+            bf16=False,  # bf16=True, SFTConfig's default, autocasts to bfloat16
             use_cpu=True,
             ddp_backend="gloo",
             report_to="none",
