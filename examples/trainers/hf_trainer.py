@@ -74,6 +74,32 @@ def _quiet_and_fast() -> None:
     gc.freeze()
 
 
+class InOrder:
+    """Mixed into a Trainer (or a subclass such as TRL's SFTTrainer) before it: the trainer's
+    own loop, fed this rank's rows in order, one microbatch per microstep, collated by the
+    trainer's own data collator, instead of shuffled and split across the processes a second
+    time. It notes, per microstep, the label count Trainer handed the loss and whether DDP
+    all-reduced the gradients (False inside Trainer's no_sync), then runs Trainer's own step."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.counted: list[int | None] = []  # num_items_in_batch, per microstep
+        self.synced: list[bool] = []  # DDP's require_backward_grad_sync, per microstep
+
+    def get_train_dataloader(self):
+        return torch.utils.data.DataLoader(
+            self.train_dataset,
+            batch_size=self._train_batch_size,
+            shuffle=False,
+            collate_fn=self.data_collator,
+        )
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        self.counted.append(None if num_items_in_batch is None else int(num_items_in_batch))
+        self.synced.append(bool(getattr(model, "require_backward_grad_sync", True)))
+        return super().training_step(model, inputs, num_items_in_batch)
+
+
 def train_step(model, optimizer, microbatches, average_tokens=AVERAGE_TOKENS_ACROSS_DEVICES):
     """One optimizer update by transformers.Trainer over this rank's K microbatches."""
     from transformers import PrinterCallback, Trainer, TrainingArguments, default_data_collator
@@ -83,20 +109,8 @@ def train_step(model, optimizer, microbatches, average_tokens=AVERAGE_TOKENS_ACR
         _quiet_and_fast()
         _QUIET.append(True)
 
-    class OneRankTrainer(Trainer):
-        def get_train_dataloader(self):
-            # this rank's microbatches, in order, one per microstep (no second split)
-            return torch.utils.data.DataLoader(
-                self.train_dataset,
-                batch_size=self._train_batch_size,
-                shuffle=False,
-                collate_fn=default_data_collator,
-            )
-
-        def training_step(self, model, inputs, num_items_in_batch=None):
-            # only notes the count Trainer computed, then runs Trainer's own step with it
-            self.counted.append(None if num_items_in_batch is None else int(num_items_in_batch))
-            return super().training_step(model, inputs, num_items_in_batch)
+    class OneRankTrainer(InOrder, Trainer):
+        pass
 
     rows = [
         {k: t[i] for k, t in mb.items()} for mb in microbatches for i in range(len(mb["labels"]))
@@ -134,7 +148,6 @@ def train_step(model, optimizer, microbatches, average_tokens=AVERAGE_TOKENS_ACR
             optimizers=(optimizer, get_constant_schedule(optimizer)),
         )
         trainer.remove_callback(PrinterCallback)  # it prints the metrics of every train()
-        trainer.counted = []
         trainer.train()
     _record(trainer)
 

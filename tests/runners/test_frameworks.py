@@ -1,18 +1,22 @@
 """The framework table (pclab/artifacts/framework_checks.json) against real runs: the installed
-framework adapters (Accelerate, PyTorch Lightning) re-run through the trainer check on two
+framework adapters (Accelerate, PyTorch Lightning, TRL) re-run through the trainer check on two
 Gloo processes (P = 2, K = 2), one launch per framework, and compared with their records, with
 the closed forms of their schemes, and with the evidence every rank writes that the
 framework's own loop made the update ($PCL_FRAMEWORK_RECORD).
 
-What they measured (accelerate 1.15.0, lightning 2.6.6, torch 2.13.0), pinned here against
-weights computed from the counts alone:
+What they measured (accelerate 1.15.0, lightning 2.6.6, trl 1.16.0, torch 2.13.0), pinned here
+against weights computed from the counts alone:
 
 - the framework defaults (accelerator.accumulate, accumulate_grad_batches) with the model's mean
   loss: each microbatch's mean / K, DDP's mean over P: weight x N = N / (P K n_rk);
 - Accelerate's guide as its text says, and Lightning with the window's count summed over the
   ranks: the global token mean, 1 in every cell, the same update to 1e-10;
 - Accelerate's guide's code as written counts every label, position 0 included, where only
-  the shifted ones are terms: weight x N = terms / labels everywhere (29/34 when uneven).
+  the shifted ones are terms: weight x N = terms / labels everywhere (29/34 when uneven);
+- TRL's SFTTrainer, its defaults, padding_free, packing and completion-only loss (float32, its
+  fused LM head's precision; weights to 1e-5): the global token mean, 1 in every cell, every
+  microstep's loss divided by N itself (num_items_in_batch), the labels its collator built
+  being the check's terms, microstep by microstep (rank by rank when packing regroups them).
 
     python -m pytest tests/runners/test_frameworks.py -q
 """
@@ -55,7 +59,16 @@ ISSUE_FRAMEWORKS = {  # every framework the table must show, measured or with a 
     "torch FSDP2",
     "torchtitan",
 }
-RUN_HERE = ("accelerate", "lightning")  # the packages whose adapters this file re-runs
+RUN_HERE = ("accelerate", "lightning", "trl")  # the packages whose adapters this file re-runs
+WEIGHT_REL = {"float64": 1e-9, "float32": 1e-5}  # weight x N as solved, by the check's DTYPE
+GLOBAL_TOKEN = {  # the adapters whose closed form is the global token mean
+    "accelerate_guide",
+    "lightning_global_tokens",
+    "trl_sft",
+    "trl_sft_padding_free",
+    "trl_sft_packing",
+    "trl_sft_completion_only",
+}
 
 
 def _recorded() -> dict[str, dict]:
@@ -112,7 +125,7 @@ def test_each_installed_adapter_measures_what_its_record_says(runs, adapter):
     assert uneven["counts"] == recorded["counts"]
     assert {s["name"]: s["passed"] for s in check["scenarios"]} == recorded["scenarios"]
     for got, want in zip(uneven["weights"], recorded["weights"], strict=True):
-        assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
+        assert got == pytest.approx(want, rel=WEIGHT_REL[check["dtype"]], abs=1e-12)
     if recorded["passed"]:
         assert uneven["max_abs_diff"] <= recorded["tolerance"]
     else:
@@ -126,6 +139,13 @@ def _mean_of_microbatch_means(counts):
 
 def _uniform(counts, value):
     return [[value if n else None for n in row] for row in counts]
+
+
+def _own_microbatches(adapter: str) -> bool:
+    """The adapter builds its microbatches (make_microbatch): every label it places is a term."""
+    from pclab.experiments.trainer_check.trainer_file import load
+
+    return load(ROOT / "examples" / "trainers" / f"{adapter}.py").has("make_microbatch")
 
 
 def _expected(adapter: str, s: dict):
@@ -142,6 +162,7 @@ def _expected(adapter: str, s: dict):
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_weights_are_the_closed_form_of_each_normalisation(runs, adapter):
     check = _check(runs, adapter)
+    rel = WEIGHT_REL[check["dtype"]]
     for s in check["scenarios"]:
         if s["name"] == "no_labels":
             assert s["weights"] == [[None, None], [None, None]] and s["passed"]
@@ -150,14 +171,12 @@ def test_weights_are_the_closed_form_of_each_normalisation(runs, adapter):
             for got, want in zip(got_row, want_row, strict=True):
                 assert (got is None) == (want is None), (s["name"], s["weights"])
                 if want is not None:
-                    assert got == pytest.approx(want, rel=1e-9), (s["name"], s["weights"])
-        assert s["residual"] < 1e-9, s["name"]
+                    assert got == pytest.approx(want, rel=rel), (s["name"], s["weights"])
+        assert s["residual"] < rel, s["name"]
     uneven = _scenario(check, "uneven")
-    assert uneven["label_positions"] == [[16, 8], [7, 3]] and uneven["counts"] == [
-        [14, 7],
-        [5, 3],
-    ]
-    global_mean = adapter in ("accelerate_guide", "lightning_global_tokens")
+    terms = [[16, 8], [7, 3]] if _own_microbatches(adapter) else [[14, 7], [5, 3]]
+    assert uneven["label_positions"] == [[16, 8], [7, 3]] and uneven["counts"] == terms
+    global_mean = adapter in GLOBAL_TOKEN
     assert check["passed"] is global_mean and uneven["passed"] is global_mean
 
 
@@ -175,7 +194,9 @@ def test_every_step_went_through_the_frameworks_own_loop(runs, adapter):
         for line, s in zip(mine, calls, strict=True):
             assert line["world_size"] == 2 and line["optimizer_steps"] == 1
             assert line["grad_sync"] == [False, True]
-            if adapter.startswith("lightning"):
+            if adapter.startswith("trl"):
+                _trl_evidence(adapter, line, s, rank)
+            elif adapter.startswith("lightning"):
                 assert line["global_step"] == 1 and line["accumulate_grad_batches"] == 2
                 assert line["strategy"] == "DDPStrategy"
                 assert line["wrapped_in"] == ["DistributedDataParallel"]
@@ -186,6 +207,32 @@ def test_every_step_went_through_the_frameworks_own_loop(runs, adapter):
             if adapter.startswith("accelerate_guide"):
                 key = "label_positions" if adapter.endswith("as_written") else "counts"
                 assert line["num_items_in_batch"] == sum(map(sum, s[key])), s["name"]
+
+
+def _trl_evidence(adapter: str, line: dict, s: dict, rank: int) -> None:
+    """SFTTrainer's own loop, its own count: global step 1 in its DistributedDataParallel; every
+    microstep's loss divided by N, the scenario's terms over both ranks (num_items_in_batch); the
+    labels its collator built are the check's terms, microstep by microstep - rank by rank when
+    packing regroups the documents into K rows of max_length tokens."""
+    counts = s["counts"][rank]
+    assert line["global_step"] == 1 and line["gradient_accumulation_steps"] == 2
+    assert line["distributed_type"] == "MULTI_CPU"
+    assert line["wrapped_in"] == "DistributedDataParallel"
+    assert line["average_tokens_across_devices"] is True and line["max_grad_norm"] == 1.0
+    assert line["num_items_in_batch"] == [sum(map(sum, s["counts"]))] * 2, s["name"]
+    assert line["collator"] == "DataCollatorForLanguageModeling"
+    packing = adapter == "trl_sft_packing"
+    assert line["packing"] is packing
+    assert line["padding_free"] is (packing or adapter == "trl_sft_padding_free")
+    assert line["completion_only_loss"] is (adapter == "trl_sft_completion_only")
+    if packing:  # one row of 18 tokens per microstep, which documents in it is TRL's choice
+        assert line["batches"] == [[1, 18], [1, 18]] and sum(line["terms"]) == sum(counts)
+        return
+    assert line["terms"] == counts, s["name"]
+    if adapter == "trl_sft_padding_free":  # one row: the documents' words, and 2 ends
+        assert line["batches"] == [[1, n + 2] for n in counts]
+    else:  # 2 rows, padded to the longest
+        assert [b[0] for b in line["batches"]] == [2, 2]
 
 
 def test_the_table_shows_every_framework_measured_or_with_its_reason():
@@ -210,10 +257,10 @@ def test_the_table_shows_every_framework_measured_or_with_its_reason():
 
 def test_checking_the_contract_imports_no_framework():
     """The command imports an adapter in its own process to check the contract: the adapters
-    import accelerate and lightning only inside their functions."""
+    import their framework (accelerate, lightning, trl) only inside their functions."""
     from pclab.experiments.trainer_check.trainer_file import load
 
-    before = {m for m in ("accelerate", "lightning") if m in sys.modules}
+    frameworks_imported = {m for m in RUN_HERE if m in sys.modules}
     for adapter in ADAPTERS:
         assert load(ROOT / "examples" / "trainers" / f"{adapter}.py").capacity == 16
-    assert {m for m in ("accelerate", "lightning") if m in sys.modules} == before
+    assert {m for m in RUN_HERE if m in sys.modules} == frameworks_imported
