@@ -76,6 +76,13 @@ def _quiet_and_fast() -> None:
 
 def train_step(model, optimizer, microbatches, average_tokens=AVERAGE_TOKENS_ACROSS_DEVICES):
     """One optimizer update by transformers.Trainer over this rank's K microbatches."""
+    _record(run_trainer(model, optimizer, microbatches, average_tokens=average_tokens))
+
+
+def run_trainer(model, optimizer, microbatches, trainer_class=None, **settings):
+    """Train a real Trainer (or `trainer_class`, a subclass that only observes) for one update
+    over the microbatches, the lab's optimizer handed in; `settings` override the
+    TrainingArguments below (average_tokens=: average_tokens_across_devices). The Trainer."""
     from transformers import PrinterCallback, Trainer, TrainingArguments, default_data_collator
     from transformers.optimization import get_constant_schedule
 
@@ -83,7 +90,7 @@ def train_step(model, optimizer, microbatches, average_tokens=AVERAGE_TOKENS_ACR
         _quiet_and_fast()
         _QUIET.append(True)
 
-    class OneRankTrainer(Trainer):
+    class OneRankTrainer(trainer_class or Trainer):
         def get_train_dataloader(self):
             # this rank's microbatches, in order, one per microstep (no second split)
             return torch.utils.data.DataLoader(
@@ -107,7 +114,9 @@ def train_step(model, optimizer, microbatches, average_tokens=AVERAGE_TOKENS_ACR
             per_device_train_batch_size=BATCH_SIZE,
             gradient_accumulation_steps=len(microbatches),
             max_steps=1,
-            average_tokens_across_devices=average_tokens,
+            average_tokens_across_devices=settings.pop(
+                "average_tokens", AVERAGE_TOKENS_ACROSS_DEVICES
+            ),
             lr_scheduler_type="constant",
             warmup_steps=0,
             weight_decay=0.0,
@@ -125,6 +134,7 @@ def train_step(model, optimizer, microbatches, average_tokens=AVERAGE_TOKENS_ACR
             dataloader_num_workers=0,
             dataloader_pin_memory=False,
             seed=0,
+            **settings,
         )
         trainer = OneRankTrainer(
             model=model,
@@ -136,7 +146,7 @@ def train_step(model, optimizer, microbatches, average_tokens=AVERAGE_TOKENS_ACR
         trainer.remove_callback(PrinterCallback)  # it prints the metrics of every train()
         trainer.counted = []
         trainer.train()
-    _record(trainer)
+    return trainer
 
 
 def _record(trainer) -> None:
