@@ -13,6 +13,7 @@ contract, and only the ranks pay for accelerate or lightning.
 
 import json
 import os
+import resource
 
 import torch
 from torch.nn import functional as F
@@ -82,5 +83,6 @@ def record(adapter: str, **evidence) -> None:
         import torch.distributed as dist
 
         line = {"adapter": adapter, "rank": dist.get_rank(), "world_size": dist.get_world_size()}
+        line["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # so far
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps(line | evidence) + "\n")

@@ -102,6 +102,13 @@ class InOrder:
 
 def train_step(model, optimizer, microbatches, average_tokens=AVERAGE_TOKENS_ACROSS_DEVICES):
     """One optimizer update by transformers.Trainer over this rank's K microbatches."""
+    _record(run_trainer(model, optimizer, microbatches, average_tokens=average_tokens))
+
+
+def run_trainer(model, optimizer, microbatches, trainer_class=None, **settings):
+    """Train a real Trainer (or `trainer_class`, a subclass that only observes) for one update
+    over the microbatches, the lab's optimizer handed in; `settings` override the
+    TrainingArguments below (average_tokens=: average_tokens_across_devices). The Trainer."""
     from transformers import PrinterCallback, Trainer, TrainingArguments, default_data_collator
     from transformers.optimization import get_constant_schedule
 
@@ -109,7 +116,7 @@ def train_step(model, optimizer, microbatches, average_tokens=AVERAGE_TOKENS_ACR
         _quiet_and_fast()
         _QUIET.append(True)
 
-    class OneRankTrainer(InOrder, Trainer):
+    class OneRankTrainer(InOrder, trainer_class or Trainer):
         pass
 
     rows = [
@@ -121,7 +128,9 @@ def train_step(model, optimizer, microbatches, average_tokens=AVERAGE_TOKENS_ACR
             per_device_train_batch_size=BATCH_SIZE,
             gradient_accumulation_steps=len(microbatches),
             max_steps=1,
-            average_tokens_across_devices=average_tokens,
+            average_tokens_across_devices=settings.pop(
+                "average_tokens", AVERAGE_TOKENS_ACROSS_DEVICES
+            ),
             lr_scheduler_type="constant",
             warmup_steps=0,
             weight_decay=0.0,
@@ -139,6 +148,7 @@ def train_step(model, optimizer, microbatches, average_tokens=AVERAGE_TOKENS_ACR
             dataloader_num_workers=0,
             dataloader_pin_memory=False,
             seed=0,
+            **settings,
         )
         trainer = OneRankTrainer(
             model=model,
@@ -149,7 +159,7 @@ def train_step(model, optimizer, microbatches, average_tokens=AVERAGE_TOKENS_ACR
         )
         trainer.remove_callback(PrinterCallback)  # it prints the metrics of every train()
         trainer.train()
-    _record(trainer)
+    return trainer
 
 
 def _record(trainer) -> None:

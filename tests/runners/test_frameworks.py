@@ -1,8 +1,8 @@
 """The framework table (pclab/artifacts/framework_checks.json) against real runs: the installed
-framework adapters (Accelerate, PyTorch Lightning, TRL) re-run through the trainer check on two
-Gloo processes (P = 2, K = 2), one launch per framework, and compared with their records, with
-the closed forms of their schemes, and with the evidence every rank writes that the
-framework's own loop made the update ($PCL_FRAMEWORK_RECORD).
+framework adapters (Accelerate, PyTorch Lightning, TRL, DeepSpeed, torch FSDP2) re-run through
+the trainer check on two Gloo processes (P = 2, K = 2), one launch per framework, and compared
+with their records, with the closed forms of their schemes, and with the evidence every rank
+writes that the framework's own loop made the update ($PCL_FRAMEWORK_RECORD).
 
 What they measured (accelerate 1.15.0, lightning 2.6.6, trl 1.16.0, torch 2.13.0), pinned here
 against weights computed from the counts alone:
@@ -17,6 +17,9 @@ against weights computed from the counts alone:
   fused LM head's precision; weights to 1e-5): the global token mean, 1 in every cell, every
   microstep's loss divided by N itself (num_items_in_batch), the labels its collator built
   being the check's terms, microstep by microstep (rank by rank when packing regroups them).
+- DeepSpeed's engine (0.19.8, float32) with the model's mean loss: microbatch means, as above;
+  Trainer + DeepSpeed ZeRO-2 and FSDP2 with the global count: 1 everywhere; FSDP2 with each
+  rank's own count: DDP's mean of local means, weight x N = N / (P n_r).
 
     python -m pytest tests/runners/test_frameworks.py -q
 """
@@ -59,7 +62,8 @@ ISSUE_FRAMEWORKS = {  # every framework the table must show, measured or with a 
     "torch FSDP2",
     "torchtitan",
 }
-RUN_HERE = ("accelerate", "lightning", "trl")  # the packages whose adapters this file re-runs
+RUN_HERE = ("accelerate", "lightning", "trl", "deepspeed", "torch")  # whose adapters this re-runs
+DDP_LOOPS = ("accelerate", "lightning", "trl")  # their adapters wrap the model in DDP
 WEIGHT_REL = {"float64": 1e-9, "float32": 1e-5}  # weight x N as solved, by the check's DTYPE
 GLOBAL_TOKEN = {  # the adapters whose closed form is the global token mean
     "accelerate_guide",
@@ -68,6 +72,8 @@ GLOBAL_TOKEN = {  # the adapters whose closed form is the global token mean
     "trl_sft_padding_free",
     "trl_sft_packing",
     "trl_sft_completion_only",
+    "hf_trainer_deepspeed_zero2",
+    "fsdp2_global_tokens",
 }
 
 
@@ -113,6 +119,7 @@ def _scenario(check: dict, name: str) -> dict:
 
 
 ADAPTERS = [s.adapter for s in frameworks.SETTINGS if s.adapter and s.package in RUN_HERE]
+DDP_ADAPTERS = [s.adapter for s in frameworks.SETTINGS if s.adapter and s.package in DDP_LOOPS]
 
 
 @pytest.mark.slow
@@ -126,15 +133,22 @@ def test_each_installed_adapter_measures_what_its_record_says(runs, adapter):
     assert {s["name"]: s["passed"] for s in check["scenarios"]} == recorded["scenarios"]
     for got, want in zip(uneven["weights"], recorded["weights"], strict=True):
         assert got == pytest.approx(want, rel=WEIGHT_REL[check["dtype"]], abs=1e-12)
+    assert recorded.get("dtype", "float64") == check["dtype"]  # records before dtype: float64
     if recorded["passed"]:
         assert uneven["max_abs_diff"] <= recorded["tolerance"]
     else:
-        assert uneven["max_abs_diff"] == pytest.approx(recorded["max_abs_diff"], rel=1e-6)
+        rel = 1e-3 if check["dtype"] == "float32" else 1e-6
+        assert uneven["max_abs_diff"] == pytest.approx(recorded["max_abs_diff"], rel=rel)
 
 
 def _mean_of_microbatch_means(counts):
     total, ranks, steps = sum(map(sum, counts)), len(counts), len(counts[0])
     return [[total / (ranks * steps * n) if n else None for n in row] for row in counts]
+
+
+def _mean_of_local_means(counts):
+    total, ranks = sum(map(sum, counts)), len(counts)
+    return [[total / (ranks * sum(row)) if n else None for n in row] for row in counts]
 
 
 def _uniform(counts, value):
@@ -150,8 +164,10 @@ def _own_microbatches(adapter: str) -> bool:
 
 def _expected(adapter: str, s: dict):
     """weight x N from the counts alone, per adapter's normalisation."""
-    if adapter in ("accelerate_accumulate", "lightning_accumulate"):  # the defaults
-        return _mean_of_microbatch_means(s["counts"])
+    if adapter in ("accelerate_accumulate", "lightning_accumulate", "deepspeed_engine"):
+        return _mean_of_microbatch_means(s["counts"])  # the defaults: each mean ÷ K, DDP's ÷ P
+    if adapter == "fsdp2_local_mean":  # each rank's own count, FSDP2's mean over the ranks
+        return _mean_of_local_means(s["counts"])
     if adapter == "accelerate_guide_as_written":  # N counted every label, terms are fewer
         terms, labels = sum(map(sum, s["counts"])), sum(map(sum, s["label_positions"]))
         return _uniform(s["counts"], terms / labels)
@@ -181,7 +197,7 @@ def test_weights_are_the_closed_form_of_each_normalisation(runs, adapter):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("adapter", DDP_ADAPTERS)
 def test_every_step_went_through_the_frameworks_own_loop(runs, adapter):
     """Per rank, one line per train_step: the optimizer really stepped once, the model was in
     the framework's DistributedDataParallel, and DDP all-reduced on the last microstep only."""
@@ -235,6 +251,72 @@ def _trl_evidence(adapter: str, line: dict, s: dict, rank: int) -> None:
         assert [b[0] for b in line["batches"]] == [2, 2]
 
 
+def _lines(runs, adapter: str, rank: int) -> list[dict]:
+    """This rank's evidence, one line per train_step: per scenario, the user's optimizer
+    (SGD, lr 0.1), then SGD at lr 1 for the weights."""
+    check = _check(runs, adapter)
+    mine = [x for x in runs.lines if x["adapter"] == adapter and x["rank"] == rank]
+    calls = [s for s in check["scenarios"] for _ in range(STEPS_PER_SCENARIO)]
+    assert len(mine) == len(calls), (adapter, rank, len(mine))
+    return list(zip(mine, calls, strict=True))
+
+
+def _optimizer_not_stepped(check: dict) -> bool:
+    found = [d for d in check["diagnoses"] if d["code"] == "optimizer_not_stepped"]
+    return bool(found) and all(d["parameters_changed"] for d in found)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rank", [0, 1])
+def test_deepspeed_engine_steps_the_optimizer_it_is_given(runs, rank):
+    """DeepSpeed's own engine made the update: one global step over K microsteps, all-reduce
+    and step on the last one only, on the lab's Gloo group, with the passed optimizer."""
+    for line, _ in _lines(runs, "deepspeed_engine", rank):
+        assert line["wrapped_in"] == "DeepSpeedEngine" and line["zero_stage"] == 0
+        assert (line["global_steps"], line["micro_steps"], line["optimizer_steps"]) == (1, 2, 1)
+        assert line["grad_sync"] == [False, True] and line["gradient_accumulation_steps"] == 2
+        assert (line["backend"], line["accelerator"]) == ("gloo", "cpu")
+        assert line["optimizer_is_the_one_passed"] and line["optimizer_class"] == "SGD"
+    assert not _optimizer_not_stepped(_check(runs, "deepspeed_engine"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rank", [0, 1])
+def test_trainer_with_deepspeed_discards_the_optimizer_it_is_given(runs, rank):
+    """Trainer + ZeRO-2 never steps the optimizer passed in: it builds its own (from
+    TrainingArguments: SGD at the passed learning rate, 0.1 then 1) and ZeRO-2 steps that
+    once per parameter group; the check compares the parameters alone."""
+    check = _check(runs, "hf_trainer_deepspeed_zero2")
+    for line, s in _lines(runs, "hf_trainer_deepspeed_zero2", rank):
+        assert line["global_step"] == 1 and line["gradient_accumulation_steps"] == 2
+        assert (line["distributed_type"], line["wrapped_in"]) == ("DEEPSPEED", "DeepSpeedEngine")
+        assert line["zero_stage"] == 2 and line["optimizer_wrapped_in"] == "DeepSpeedZeroOptimizer"
+        assert not line["optimizer_is_the_one_passed"] and line["passed_optimizer_steps"] == 0
+        assert line["optimizer_class"] == "SGD"
+        assert line["optimizer_steps"] == line["optimizer_param_groups"] == 2
+        assert line["num_items_in_batch"] == [sum(map(sum, s["counts"]))] * 2, s["name"]
+    lrs = [line["optimizer_lr"] for line, _ in _lines(runs, "hf_trainer_deepspeed_zero2", rank)]
+    assert lrs == [0.1, 1.0] * len(check["scenarios"])
+    assert _optimizer_not_stepped(check)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapter", ["fsdp2_global_tokens", "fsdp2_local_mean"])
+def test_fsdp2_shards_and_syncs_on_the_last_microstep(runs, adapter):
+    """Every parameter a DTensor sharded on dim 0 (the 11 embedding rows: 6 on rank 0, 5 on
+    rank 1), the optimizer built over the shards, FSDP2's reduce-scatter on the last microstep
+    only; the global-count variant skips the step at N = 0."""
+    for rank, rows in ((0, 6), (1, 5)):
+        for line, s in _lines(runs, adapter, rank):
+            assert (line["wrapped_in"], line["parameter_type"]) == ("FSDPSequential", "DTensor")
+            assert line["placements"] == ["S(0)"] and line["local_rows"] == rows
+            assert not line["optimizer_is_the_one_passed"]
+            skipped = adapter == "fsdp2_global_tokens" and s["name"] == "no_labels"
+            assert line["optimizer_steps"] == (0 if skipped else 1), s["name"]
+            assert line["grad_sync"] == ([] if skipped else [False, True]), s["name"]
+    assert _optimizer_not_stepped(_check(runs, adapter))
+
+
 def test_the_table_shows_every_framework_measured_or_with_its_reason():
     records = frameworks.load()["records"]
     assert [(r["framework"], r["setting"]) for r in records] == [
@@ -260,7 +342,8 @@ def test_checking_the_contract_imports_no_framework():
     import their framework (accelerate, lightning, trl) only inside their functions."""
     from pclab.experiments.trainer_check.trainer_file import load
 
-    frameworks_imported = {m for m in RUN_HERE if m in sys.modules}
+    packages = ("accelerate", "lightning", "trl", "deepspeed", "transformers")
+    before = {m for m in packages if m in sys.modules}
     for adapter in ADAPTERS:
         assert load(ROOT / "examples" / "trainers" / f"{adapter}.py").capacity == 16
-    assert {m for m in RUN_HERE if m in sys.modules} == frameworks_imported
+    assert {m for m in packages if m in sys.modules} == before

@@ -27,11 +27,6 @@ RECORDED = PACKAGE_DIR / "artifacts" / "framework_checks.json"
 WORLD_SIZE, ACCUM = 2, 2  # P and K of every record
 MEASURED_SCENARIO = "uneven"  # the record's scheme, weights and max_abs_diff are this one's
 NEEDS_V2 = "the trainer check's v2 contract (issue 22)"
-DEEPSPEED_FLOAT64 = (
-    "DeepSpeed's CPU accelerator refuses float64 (supported_dtypes() is float32, bfloat16; "
-    "runtime/engine.py: 'attempting to reduce an unsupported grad type: torch.float64') and "
-    f"its engine owns the optimizer: needs DTYPE=float32 and framework-owned optimizers, {NEEDS_V2}"
-)
 TRL_DEFAULTS = (  # float32: TRL's fused LM head computes its log-softmax in float32 anyway
     "defaults (text data, labels from the inputs), bf16=False: a float32 model, no autocast"
 )
@@ -119,23 +114,30 @@ SETTINGS = (
     Setting(
         "DeepSpeed",
         "deepspeed",
-        "engine, gradient_accumulation_steps=K",
+        "engine, gradient_accumulation_steps=K, the model's mean loss, float32",
         True,
-        reason=DEEPSPEED_FLOAT64,
+        "deepspeed_engine",
     ),
     Setting(
         "transformers Trainer + DeepSpeed",
         "deepspeed",
-        "ZeRO-2, the optimizer the user passes in",
+        "ZeRO-2, the optimizer the user passes in, float32",
         False,
-        reason=DEEPSPEED_FLOAT64,
+        "hf_trainer_deepspeed_zero2",
     ),
     Setting(
         "torch FSDP2",
         "torch",
-        "fully_shard on CPU Gloo, a correct and a wrong variant",
+        "fully_shard on CPU Gloo, summed loss ÷ the global token count (N) × P",
         False,
-        reason=f"parameters become sharded DTensors: needs sharded-parameter support, {NEEDS_V2}",
+        "fsdp2_global_tokens",
+    ),
+    Setting(
+        "torch FSDP2",
+        "torch",
+        "fully_shard on CPU Gloo, summed loss ÷ the rank's own token count",
+        False,
+        "fsdp2_local_mean",
     ),
     Setting(
         "litgpt",
@@ -152,9 +154,13 @@ SETTINGS = (
         "torchtitan",
         "its trainer",
         True,
-        reason="torchtitan 0.3.0 needs an accelerator: tools/utils.py takes device_type "
-        "'cuda' when none is found and trainer.py calls torch.cuda.set_device, which a CPU "
-        "build of torch refuses; it also pins datasets<4.8 (TRL 1.16.0 installs 5.2.0)",
+        reason="torchtitan 0.3.0 cannot run on a CPU: tools/utils.py takes device_type = "
+        "_get_available_device_type() or 'cuda', and Trainer.__init__ (trainer.py:301) calls "
+        "device_module.set_device, i.e. torch.cuda.set_device, which torch 2.13.0+cpu refuses "
+        "(AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'; its own "
+        "llama3_debugmodel config, 2 ranks under torchrun, in a separate virtual environment). "
+        "It co-installs only by moving datasets back to 4.7.0 (it pins <4.8) and huggingface_hub "
+        "to 1.33.0",
         examined="0.3.0",
     ),
 )
@@ -200,7 +206,7 @@ def measured(setting: Setting, check: dict, now: str) -> dict:
 
 def not_run(setting: Setting, reason: str, now: str) -> dict:
     """The record of a setting that cannot run here: why, and nothing measured."""
-    empty = dict.fromkeys(("scheme", "weights", "counts", "passed", "max_abs_diff"))
+    empty = dict.fromkeys(("scheme", "weights", "counts", "passed", "max_abs_diff", "dtype"))
     return _base(setting, now) | empty | {"tolerance": None, "command": None, "reason": reason}
 
 
