@@ -192,7 +192,7 @@ def _pool_note(python: str, modes: dict) -> str | None:
         return None
     which = "this Python" if python == sys.executable else python
     return (
-        f"Warm pool of {which}: the zygote (with its spares) started in "
+        f"Warm pool of {which}: the zygote started in "
         f"{duration(pool['pool_start_s'])} and holds {megabytes(pool['zygote_pss_kb'])} PSS "
         f"({megabytes(pool['zygote_rss_kb'])} RSS); importing the frameworks it checks too, "
         f"{duration(preloaded['pool_start_s'])} and {megabytes(preloaded['zygote_pss_kb'])} PSS "
