@@ -4,10 +4,10 @@ a press of Run in a real browser, and the hosted demo under many visitors.
     python -m bench                      # everything; rewrites BENCHMARKS.md
     python -m bench --quick --only core  # a few seconds; see `python -m bench --help`
 
-One module per measurement family (core, pages, preload, cold_start, runs, clicks, and
-hosted for load and soak), each returning a
-`report.Section`; `report` renders them as Markdown. Numbers live here, never in timed
-tests. This file holds the small helpers the families share.
+One module per measurement family (core, pages, preload, cold_start, runs, frameworks, clicks,
+and hosted for load and soak), each returning a `report.Section`; `report` renders them as
+Markdown. Numbers live here, never in timed tests. This file holds the small helpers the
+families share.
 """
 
 from __future__ import annotations
@@ -54,10 +54,17 @@ def vm_kb(pid: int, field: str = "VmHWM") -> int | None:
     return None
 
 
-def child_json(module: str, args: list[str], timeout_s: float, env: dict | None = None) -> dict:
-    """Run `python -m <module> *args` from the repository root and parse its last stdout line
-    as JSON. A failure comes back as {"error": "..."} rather than an exception."""
-    cmd = [sys.executable, "-m", module, *args]
+def child_json(
+    module: str,
+    args: list[str],
+    timeout_s: float,
+    env: dict | None = None,
+    python: str | None = None,
+) -> dict:
+    """Run `python -m <module> *args` (this Python, or `python`) from the repository root and
+    parse its last stdout line as JSON. A failure comes back as {"error": "..."} rather than an
+    exception."""
+    cmd = [python or sys.executable, "-m", module, *args]
     try:
         done = subprocess.run(
             cmd,

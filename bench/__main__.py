@@ -8,8 +8,9 @@
 
 Families: core (time per core call), pages (AppTest reruns), preload (first renders with
 the server's background imports on and off), cold (streamlit run to a rendered page), runs
-(experiments vs a no-op Gloo job, cached calls, memory), clicks (Run pressed in Chromium to
-the verdict on screen), load (8 visitors at once), soak (200 runs in a row). A partial run
+(experiments vs a no-op Gloo job, cached calls, memory), frameworks (each framework adapter's
+trainer check, cold and warm, and its ranks' memory), clicks (Run pressed in Chromium to the
+verdict on screen), load (8 visitors at once), soak (200 runs in a row). A partial run
 rewrites only its own sections of the output file and keeps the others.
 
     python -m bench --only clicks --before 031aefd   # also serve that commit: "before" rows
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from bench import ROOT, loadavg, report
 
-FAMILIES = ("core", "pages", "preload", "cold", "runs", "clicks", "load", "soak")
+FAMILIES = ("core", "pages", "preload", "cold", "runs", "frameworks", "clicks", "load", "soak")
 
 
 def _families(text: str) -> list[str]:
@@ -67,6 +68,10 @@ def measure(family: str, quick: bool, repeats: int | None) -> report.Section:
         from bench import clicks
 
         return clicks.run(quick, repeats)
+    if family == "frameworks":
+        from bench import frameworks
+
+        return frameworks.run(quick, repeats)
     if family in ("load", "soak"):
         from bench import hosted
 

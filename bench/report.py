@@ -31,6 +31,7 @@ ORDER = (
     "preload",
     "cold",
     "runs",
+    "frameworks",
     "clicks",
     "load",
     "soak",

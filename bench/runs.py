@@ -42,6 +42,7 @@ from bench import ROOT, child_json, loadavg, stats, vm_kb
 from bench.report import Goal, Section, duration, megabytes, now, spread
 from pclab.experiments import registry
 from pclab.experiments.base import Experiment
+from pclab.runners import memory
 
 RATIO_GOAL, CACHED_GOAL_S, POOL_GOAL_S = 1.3, 0.050, 0.200
 # Jobs run with the arguments a page's run panel passes (the experiment's checked() keywords),
@@ -125,37 +126,52 @@ def launch_job(job: str, runtime=None):
 
 
 class _Sampler(threading.Thread):
-    """Peak VmHWM of every descendant process, by pid, read every `interval_s`."""
+    """Peak VmHWM, PSS and RSS of every descendant process, by pid, read every `interval_s`."""
 
     def __init__(self, interval_s: float = 0.05) -> None:
         super().__init__(daemon=True)
         self.interval_s = interval_s
-        self.peaks: dict[int, int] = {}
+        self.peaks: dict[int, int] = {}  # VmHWM: the kernel's own peak RSS
+        self.pss: dict[int, int] = {}  # sampled peaks (pclab.runners.memory)
+        self.rss: dict[int, int] = {}
         self.roles: dict[int, str] = {}
+        self.depths: dict[int, int] = {}
         self.done = threading.Event()
 
-    def _children(self, pid: int) -> list[int]:
-        out = []
-        try:
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/children") as f:
-                    out += [int(x) for x in f.read().split()]
-        except OSError:
-            pass
-        return out
+    def _sample(self, pid: int, depth: int) -> None:
+        kb = vm_kb(pid)
+        if kb is None:
+            return
+        self.peaks[pid] = max(kb, self.peaks.get(pid, 0))
+        self.roles[pid] = "agent" if depth == 1 else "rank"
+        self.depths[pid] = depth
+        for peaks, read in ((self.pss, memory.pss_kb), (self.rss, memory.rss_kb)):
+            value = read(pid)
+            if value is not None:
+                peaks[pid] = max(value, peaks.get(pid, 0))
 
     def run(self) -> None:
         # Depth, not the command line, tells the roles apart: a rank read between its fork and
-        # its exec still shows the agent's command line. Depth 1: torchrun's agent; 2: a rank.
+        # its exec still shows the agent's command line. Depth 1: torchrun's agent (or the warm
+        # pool's zygote); 2: a rank (or the zygote's store and spare ranks).
         while not self.done.wait(self.interval_s):
-            frontier = [(pid, 1) for pid in self._children(os.getpid())]
+            frontier = [(pid, 1) for pid in memory.children(os.getpid())]
             while frontier:
                 pid, depth = frontier.pop()
-                kb = vm_kb(pid)
-                if kb is not None:
-                    self.peaks[pid] = max(kb, self.peaks.get(pid, 0))
-                    self.roles[pid] = "agent" if depth == 1 else "rank"
-                frontier += [(child, depth + 1) for child in self._children(pid)]
+                self._sample(pid, depth)
+                frontier += [(child, depth + 1) for child in memory.children(pid)]
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join()
+
+    def launch_ranks(self, world_size: int) -> list[int]:
+        """The ranks of a launch that has ended, once stopped: of the processes two levels
+        down that are gone (a torchrun agent's children; the zygote's forks, less the spares
+        it keeps for the next launch), the `world_size` with the largest peak PSS (so not the
+        zygote's store)."""
+        ended = [pid for pid, depth in self.depths.items() if depth == 2 and vm_kb(pid) is None]
+        return sorted(ended, key=lambda pid: -self.pss.get(pid, 0))[:world_size]
 
 
 def child(job: str) -> dict:
@@ -165,8 +181,7 @@ def child(job: str) -> dict:
     began = time.perf_counter()
     result = launch_job(job)
     wall = time.perf_counter() - began
-    sampler.done.set()
-    sampler.join()
+    sampler.stop()
     ranks = [kb for pid, kb in sampler.peaks.items() if sampler.roles.get(pid) == "rank"]
     agents = [kb for pid, kb in sampler.peaks.items() if sampler.roles.get(pid) == "agent"]
     return {
@@ -244,39 +259,75 @@ COST_GRID = (
 )
 
 
-def check_cost(pool: bool, grid=COST_GRID) -> dict:
-    """The wall time of one `pclab check` of a correct trainer (correct_manual.py's step on
-    an embedding-tanh-linear model of ~`size` parameters, 11 tokens: 22 x width + 11) per
-    (P, K, size), cold (torchrun) or through the warm pool, one run each."""
-    import tempfile
+def timed_checks(
+    pool: bool, cases: list[tuple[dict, str, int, int]], preload: tuple[str, ...] = ()
+) -> dict:
+    """One `pclab check` per case (row, trainer file, P, K), cold (torchrun) or through the
+    warm pool (started and idle before the first; its zygote also imports `preload`), in one
+    runtime: each row with its wall
+    time, status and the peak memory of each of its ranks (PSS and RSS, sampled every 50 ms;
+    the pool's ranks share the zygote's pages, which RSS counts in full and PSS in part)."""
     from dataclasses import replace
-    from pathlib import Path
 
     from pclab.experiments.trainer_check import EXPERIMENT
     from pclab.experiments.trainer_check.params import Params
     from pclab.runners.runtime import Runtime
     from pclab.runners.settings import Settings
+    from pclab.runners.warm_pool import START_TIMEOUT_S
 
-    rows = []
+    rows: list[dict] = []
+    out: dict = {"pooled": pool, "rows": rows}
     runtime = Runtime.start(replace(Settings.from_env(os.environ), warm_pool=pool))
-    with tempfile.TemporaryDirectory(prefix="pcl-check-cost-") as folder:
+    try:
         if pool:
-            runtime.pool.prestart(preload=registry.worker_modules())
-        try:
-            for world_size, accum, size in grid:
-                width = max(1, round((size - 11) / 22))
-                path = Path(folder, f"sized_{width}.py")
-                examples = str(ROOT / "examples" / "trainers")
-                path.write_text(SIZED_TRAINER.format(width=width, examples=examples))
-                params = Params.checked(str(path), world_size=world_size, accum=accum)
-                began = time.perf_counter()
-                result = EXPERIMENT.run(params, timeout_s=1200, runtime=runtime)
-                row = {"world_size": world_size, "accum": accum, "parameters": 22 * width + 11}
-                row |= {"ok": result.ok, "wall_s": time.perf_counter() - began}
-                rows.append(row | {"status": result.report["checks"][0]["status"]})
-        finally:
-            runtime.shutdown()
-    return {"pooled": pool, "loadavg": loadavg(), "rows": rows}
+            began = time.perf_counter()
+            runtime.pool.prestart(preload=(*registry.worker_modules(), *preload))
+            while (
+                runtime.pool.size()["idle"] == 0 and time.perf_counter() - began < START_TIMEOUT_S
+            ):
+                time.sleep(0.01)
+            out["pool_start_s"] = time.perf_counter() - began
+            zygotes = sorted(runtime.pool.zygote_pids())
+            out["zygote_pss_kb"] = memory.tree_kb(zygotes)
+            out["zygote_rss_kb"] = memory.tree_kb(zygotes, "rss")
+        for row, path, world_size, accum in cases:
+            params = Params.checked(path, world_size=world_size, accum=accum)
+            sampler = _Sampler()
+            sampler.start()
+            began = time.perf_counter()
+            result = EXPERIMENT.run(params, timeout_s=1200, runtime=runtime)
+            wall = time.perf_counter() - began
+            sampler.stop()
+            ranks = sampler.launch_ranks(world_size)
+            status = result.report["checks"][0]["status"] if result.ok else None
+            rows.append(
+                row
+                | {"ok": result.ok, "wall_s": wall, "status": status, "message": result.message}
+                | {"rank_pss_kb": [sampler.pss.get(p) for p in ranks]}
+                | {"rank_rss_kb": [sampler.rss.get(p) for p in ranks]}
+            )
+    finally:
+        runtime.shutdown()
+    return out | {"loadavg": loadavg()}
+
+
+def check_cost(pool: bool, grid=COST_GRID) -> dict:
+    """The wall time of one `pclab check` of a correct trainer (correct_manual.py's step on
+    an embedding-tanh-linear model of ~`size` parameters, 11 tokens: 22 x width + 11) per
+    (P, K, size), cold (torchrun) or through the warm pool, one run each."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory(prefix="pcl-check-cost-") as folder:
+        cases = []
+        for world_size, accum, size in grid:
+            width = max(1, round((size - 11) / 22))
+            path = Path(folder, f"sized_{width}.py")
+            examples = str(ROOT / "examples" / "trainers")
+            path.write_text(SIZED_TRAINER.format(width=width, examples=examples))
+            row = {"world_size": world_size, "accum": accum, "parameters": 22 * width + 11}
+            cases.append((row, str(path), world_size, accum))
+        return timed_checks(pool, cases)
 
 
 def cached(job: str, repeats: int) -> dict:

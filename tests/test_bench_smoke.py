@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench import report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,3 +75,55 @@ def test_an_unknown_family_is_refused():
         timeout=60,
     )
     assert done.returncode == 2 and "gpu" in done.stderr
+
+
+@pytest.mark.slow
+def test_quick_frameworks_run_checks_the_baseline_cold_and_warm(tmp_path):
+    """`--quick --only frameworks`: the bundled correct trainer's check through torchrun, the
+    warm pool and the pool with the frameworks preloaded (none for it), with each rank's peak
+    memory (the full run adds every adapter the framework table lists)."""
+    committed = ROOT / "BENCHMARKS.md"
+    before = committed.read_bytes() if committed.exists() else None
+    out = tmp_path / "BENCHMARKS.md"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "frameworks", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    section = report.parse(out.read_text(encoding="utf-8"))["frameworks"]
+    (baseline,) = [r for r in section["data"]["rows"] if r["adapter"] == "correct_manual"]
+    for mode in ("cold", "pooled", "preloaded"):
+        row = baseline[mode]
+        assert row["ok"] and row["status"] == "same_update", row
+        assert row["wall_s"] > 0 and len(row["rank_pss_kb"]) == 2
+        # a rank that imported torch holds tens of MB of its own; RSS counts shared pages too
+        assert all(10_000 < pss <= rss for pss, rss in zip(row["rank_pss_kb"], row["rank_rss_kb"]))
+    assert "| `correct_manual.py` | none |" in section["markdown"]
+    assert (committed.read_bytes() if committed.exists() else None) == before
+
+
+def test_the_frameworks_bench_plans_every_adapter_that_can_run_here():
+    """New adapters of the framework table appear by themselves: each under this Python when
+    its package is here, litgpt under its own environment's when that exists."""
+    from bench import framework_env
+    from bench import frameworks as bench_frameworks
+    from pclab.experiments.trainer_check.frameworks import SETTINGS, installed_version
+
+    planned = bench_frameworks.plan()
+    assert planned[sys.executable][0] == "correct_manual"  # the baseline, no framework
+    everywhere = [a for adapters in planned.values() for a in adapters]
+    assert len(everywhere) == len(set(everywhere))
+    for package, adapter in (
+        ("accelerate", "accelerate_accumulate"),
+        ("lightning", "lightning_global_tokens"),
+        ("transformers", "hf_trainer_local_average"),
+    ):
+        assert (adapter in planned[sys.executable]) == (installed_version(package) is not None)
+    own = framework_env.python_for("litgpt")
+    if installed_version("litgpt") is None:
+        assert ("litgpt_finetune" in everywhere) == (own is not None)
+        assert own is None or planned[str(own)] == ["litgpt_finetune"]
+    assert {s.adapter for s in SETTINGS if s.adapter} >= set(everywhere) - {"correct_manual"}

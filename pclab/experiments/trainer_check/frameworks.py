@@ -139,15 +139,13 @@ SETTINGS = (
         False,
         "fsdp2_local_mean",
     ),
-    Setting(
+    Setting(  # its own environment: python -m bench.framework_env litgpt
         "litgpt",
         "litgpt",
-        "fine-tuning through its own Fabric loop",
+        "finetune/full.py fit(), its Fabric loop: each microbatch's mean loss / "
+        "gradient_accumulation_iters (DDP: Fabric refuses its FSDP setup on a CPU)",
         True,
-        reason="litgpt 0.5.13 (the newest) requires huggingface-hub<1.4, transformers 5.24.0 "
-        "requires >=1.31: its own virtual environment; and its loop owns the optimizer and "
-        f"the data: needs framework-owned optimizers and make_microbatch, {NEEDS_V2}",
-        examined="0.5.13",
+        "litgpt_finetune",
     ),
     Setting(
         "torchtitan",
