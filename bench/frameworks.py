@@ -25,13 +25,7 @@ from bench import ROOT, child_json, framework_env, loadavg, report
 from bench.report import Goal, Section, duration, megabytes, now
 from pclab.experiments.trainer_check import frameworks
 
-# What a zygote could import ahead for each package's adapters (the modules their ranks import)
-PRELOAD = {
-    "accelerate": ("accelerate",),
-    "lightning": ("lightning.pytorch",),
-    "transformers": ("transformers.trainer", "transformers.models.llama.modeling_llama"),
-    "litgpt": ("litgpt.finetune.full",),
-}
+PRELOAD = frameworks.PRELOAD  # what a zygote can import ahead for each package's adapters
 MODES = ("cold", "pooled", "preloaded")
 BASELINE = "correct_manual"  # the bundled correct trainer: no framework to import
 POOL_GOAL_S = 3.0  # issue 23: a framework row run live from the page, near 3 s per click
@@ -54,7 +48,7 @@ NOTES = [
     "torch and the framework, then the check. Warm pool: the same call with the pool on, "
     "started and idle first (its start-up not counted); its zygote has imported torch and the "
     "lab's workers, not the frameworks, so each rank still imports its framework. Preloaded: "
-    "the zygote also imports the framework's modules (bench/frameworks.py PRELOAD), as a "
+    "the zygote also imports the framework's modules (frameworks.PRELOAD), as a "
     "server could for the framework rows it runs live.",
     "Peak per rank: the larger of the two ranks' sampled peaks (every 50 ms, "
     "pclab.runners.memory): PSS counts a page shared by n processes 1/n in each, RSS in full "

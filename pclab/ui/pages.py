@@ -37,6 +37,13 @@ PAGES = (
         "pclab/sections/09_coordinated_step.py", "coordinated-step", "step", ":material/sync_lock:"
     ),
     Page("pclab/sections/check_trainer.py", "check-trainer", "check", ":material/troubleshoot:"),
+    Page(
+        "pclab/sections/frameworks.py",
+        "frameworks",
+        "frameworks",
+        ":material/table_chart:",
+        workshop=False,
+    ),
     Page("pclab/sections/sources.py", "sources", "sources", ":material/menu_book:", workshop=False),
 )
 HOME = PAGES[0]

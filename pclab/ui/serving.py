@@ -7,8 +7,9 @@ from the PCL_* settings; a malformed one stops the server there, naming the vari
 page's run goes through `runtime()` (ui.runs), so visitors share one line and one pool. In a
 real server (`streamlit run app.py`) the settings left unset take the server's defaults
 (`Settings.served`: PCL_WARM_POOL unset means on), and the pool's first zygote starts in the
-background, importing every registered experiment's rank-side code ahead, so the first real
-run does not wait for it. PCL_WARM_POOL=0 keeps the server on cold torchrun launches. AppTest
+background, importing every registered experiment's rank-side code ahead (and the installed
+training frameworks, unless PCL_PRELOAD_FRAMEWORKS=0), so the first real run does not wait
+for it. PCL_WARM_POOL=0 keeps the server on cold torchrun launches. AppTest
 (which runs app.py in the test's own process, under a mock runtime) keeps the cold path
 unless told otherwise; `pclab run <experiment>` builds a runtime per run.
 """
@@ -16,6 +17,7 @@ unless told otherwise; `pclab run <experiment>` builds a runtime per run.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import shutil
 import sys
@@ -48,7 +50,9 @@ def runtime() -> Runtime:
 
 def start(preload: tuple[str, ...]) -> Runtime:
     """The server's runtime, and its warm pool's first zygote (when the pool is on and has
-    none): `preload` names the modules each zygote imports ahead.
+    none): `preload` names the modules each zygote imports ahead, and the installed training
+    frameworks' are added unless PCL_PRELOAD_FRAMEWORKS=0 (a framework check from the
+    "Frameworks, measured" page then answers in ~2 s instead of ~5 s: BENCHMARKS.md).
 
     A malformed PCL_* setting stops the real server on its first script run (Streamlit runs
     app.py for the first time when the first page is opened): one line on stderr naming the
@@ -62,8 +66,19 @@ def start(preload: tuple[str, ...]) -> Runtime:
         sys.stderr.write(f"Parallel Correctness Lab cannot start: {error}\n")
         sys.stderr.flush()
         os._exit(2)  # the whole server: no page could honour the setting
+    if served.settings.preload_frameworks:  # PCL_PRELOAD_FRAMEWORKS=0 leaves them to the ranks
+        preload = (*preload, *_framework_modules())
     served.pool.prestart(preload=preload)
     return served
+
+
+@functools.cache
+def _framework_modules() -> tuple[str, ...]:
+    """The installed training frameworks' modules their adapters' ranks import (the
+    "Frameworks, measured" page's Run): read once per server (2 ms a package)."""
+    from pclab.experiments.trainer_check import frameworks
+
+    return frameworks.preload_modules()
 
 
 CACHE_PREFIX = "pcl-torch-cache-"

@@ -42,6 +42,12 @@ class Setting:
     reason: str | None = None  # why not, when adapter is None
     examined: str | None = None  # the version the reason is about, when none is installed
 
+    @property
+    def code(self) -> str:
+        """Its key (the page's widgets, the catalogue): the adapter's file stem, else the
+        package's name (a setting that cannot run here)."""
+        return self.adapter or self.package
+
 
 SETTINGS = (
     Setting(
@@ -166,6 +172,38 @@ SETTINGS = (
 
 ADAPTERS = tuple(s.adapter for s in SETTINGS if s.adapter)  # their file stems
 MODEL_MODULE = "framework_lm"  # the model the Accelerate and Lightning adapters share
+# package -> the modules its adapters' ranks import, which a warm-pool zygote can import ahead
+# (the server does unless PCL_PRELOAD_FRAMEWORKS=0: BENCHMARKS.md, "Frameworks")
+PRELOAD = {
+    "accelerate": ("accelerate",),
+    "lightning": ("lightning.pytorch",),
+    "transformers": ("transformers.trainer", "transformers.models.llama.modeling_llama"),
+    "litgpt": ("litgpt.finetune.full",),
+}
+
+
+def preload_modules() -> tuple[str, ...]:
+    """PRELOAD's modules of the packages this Python has."""
+    return tuple(m for p, modules in PRELOAD.items() if installed_version(p) for m in modules)
+
+
+def setting_of(record: dict) -> Setting:
+    """The SETTINGS entry a record was made for (ValueError for one the table no longer has)."""
+    for s in SETTINGS:
+        if (s.framework, s.setting) == (record["framework"], record["setting"]):
+            return s
+    raise ValueError(f"no setting {record['framework']!r}, {record['setting']!r} in SETTINGS")
+
+
+def status(record: dict) -> str | None:
+    """The check's verdict as the record keeps it: "different" when a scenario's update
+    differed, else "same_update" when it passed (a scenario with labels was evidence), else
+    "no_evidence" (every scenario matched, none could tell); None when nothing was run."""
+    if record["reason"] is not None:
+        return None
+    if not all(record["scenarios"].values()):
+        return "different"
+    return "same_update" if record["passed"] else "no_evidence"
 
 
 def _uneven(check: dict) -> dict:

@@ -1,0 +1,233 @@
+"""The rows of the "Frameworks, measured" page (sections/frameworks.py): one bordered row per
+framework setting of the recorded table (pclab/artifacts/framework_checks.json, written by
+`python -m pclab.experiments.trainer_check.frameworks`), with its verdict, measured scheme,
+weight x N grid (ui.trainer_views' heat map), one line on what to set and the upstream issues.
+
+A row whose framework this server's Python has runs live: its Run button checks the bundled
+adapter through ui.run_panel (the warm pool, the cache the "Check a trainer" page shares: the
+same trainer file, P = 2, K = 2), and the measured record replaces the recorded one. The rest
+are shown from their record, labelled with the versions that made it, and say why they cannot
+run here.
+
+    python -c "from pclab.ui import framework_rows as f; print(f.ISSUES['torchtitan'])"
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+
+import pandas as pd
+import streamlit as st
+
+from pclab.experiments.trainer_check import frameworks
+from pclab.experiments.trainer_check.hf_recorded import installed_version
+from pclab.ui import downloads, i18n
+from pclab.ui import trainer_views as views
+from pclab.ui.page import lang, plain, t
+from pclab.ui.run_panel import run_panel
+
+# setting code -> the upstream issues and pull requests README "Frameworks, measured" names for
+# its finding, as (owner/repository, number): data, made into links by `issue_url` alone.
+ISSUES = {
+    "accelerate_accumulate": (("huggingface/transformers", 34191),),
+    "accelerate_guide_as_written": (("huggingface/accelerate", 4303),),
+    "lightning_accumulate": (
+        ("Lightning-AI/pytorch-lightning", 20350),
+        ("Lightning-AI/pytorch-lightning", 21386),
+    ),
+    "hf_trainer": (("huggingface/transformers", 34191),),
+    "trl_sft": (
+        ("huggingface/transformers", 39395),
+        ("huggingface/trl", 3538),
+        ("huggingface/trl", 2604),
+    ),
+    "deepspeed_engine": (("allenai/open-instruct", 1728), ("allenai/open-instruct", 1736)),
+    "hf_trainer_deepspeed_zero2": (
+        ("huggingface/transformers", 38753),
+        ("huggingface/transformers", 32049),
+    ),
+    "torchtitan": (("pytorch/torchtitan", 1661),),
+}
+REPOSITORY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+VERDICT_CODES = ("same_update", "different", "no_evidence")  # a check's status, as recorded
+
+
+def issue_url(repository: str, number: int) -> str:
+    """The GitHub address of an issue or pull request (GitHub sends /issues/N of a pull
+    request on to it), from a repository name and a number that are checked first."""
+    if not REPOSITORY.fullmatch(repository) or ".." in repository:
+        raise ValueError(f"repository={repository!r} is not owner/name")
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        raise ValueError(f"number={number!r} must be a whole number >= 1")
+    return f"https://github.com/{repository}/issues/{number}"
+
+
+def issue_links(code: str) -> str | None:
+    """The row's upstream issues as one line of Markdown links (None: the README names none)."""
+    found = ISSUES.get(code, ())
+    if not found:
+        return None
+    links = [f"[{plain(f'{repo}#{number}')}]({issue_url(repo, number)})" for repo, number in found]
+    return t("frameworks.issues", links=i18n.join(lang(), links))
+
+
+def records() -> list[tuple[frameworks.Setting, dict]]:
+    """Every recorded row with the setting it was made for, in the table's order."""
+    return [(frameworks.setting_of(r), r) for r in frameworks.load()["records"]]
+
+
+def why_not_here(setting: frameworks.Setting) -> str | None:
+    """Why this row cannot run on this server (None: it can)."""
+    code = setting.code
+    if setting.adapter is None:
+        return t(f"frameworks.reason.{code}")
+    if installed_version(setting.package) is None:
+        key = f"frameworks.reason.{code}"
+        if key in i18n.catalogue(lang()):
+            return t(key)
+        return t("frameworks.reason.not_installed", package=plain(setting.package))
+    if not views.bundled_path(code).is_file():  # an installed wheel carries no examples/
+        return t("frameworks.reason.no_examples")
+    return None
+
+
+def _when(iso: str) -> str:
+    moment = datetime.datetime.fromisoformat(iso).astimezone(datetime.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def provenance(record: dict, live: bool) -> str:
+    """Which versions made the shown result, and when (or: here, just now)."""
+    package, version = plain(record["package"]), plain(record["version"])
+    torch = plain(record["torch"])
+    if live:
+        return t("frameworks.measured_here", package=package, version=version, torch=torch)
+    when = _when(record["recorded_at"])
+    if record["package"] == "torch":
+        return t("frameworks.recorded_torch", torch=torch, date=when)
+    return t("frameworks.recorded", package=package, version=version, torch=torch, date=when)
+
+
+def verdict_text(record: dict) -> str:
+    """The check's verdict in words (three, never "pass" for a control), or "not run here"
+    for a row that was never measured."""
+    status = frameworks.status(record)
+    return t("frameworks.not_run") if status is None else views.verdict_text({"verdict": status})
+
+
+def verdict(record: dict) -> str:
+    """The verdict on its colour (a Markdown badge, both themes)."""
+    status = frameworks.status(record)
+    if status is None:
+        return f":gray-badge[{verdict_text(record)}]"
+    return views.verdict_badge({"verdict": status})
+
+
+def scheme(record: dict) -> str:
+    if record["scheme"] is None:
+        return t("frameworks.nothing_measured")
+    return views.scheme_text({"scheme": record["scheme"]})
+
+
+def advice(setting: frameworks.Setting, recorded: dict, shown: dict) -> str:
+    """One line on what to set: the row's own advice while the measured scheme is the one it
+    was written for; otherwise the scheme a live run measured, said plainly."""
+    if shown["scheme"] != recorded["scheme"]:
+        return t("frameworks.changed", scheme=scheme(shown), recorded=scheme(recorded))
+    return t(f"frameworks.advice.{setting.code}")
+
+
+def live_record(setting: frameworks.Setting, result) -> dict | None:
+    """The record a finished live run makes (frameworks.measured), or None when the check
+    could not use the file (no scenario ran: the recorded row stays)."""
+    if result is None:
+        return None
+    check = result.report["checks"][0]
+    if not check["scenarios"]:
+        st.error(t("frameworks.unusable"), icon=":material/error:")
+        return None
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    return frameworks.measured(setting, check, now)
+
+
+def _run(setting: frameworks.Setting, recorded: dict):
+    """The Run button (ui.run_panel) and its kept result."""
+    params = {
+        "trainer": str(views.bundled_path(setting.code)),
+        "world_size": frameworks.WORLD_SIZE,
+        "accum": frameworks.ACCUM,
+    }
+    name = f"{setting.framework}: {t(f'frameworks.setting.{setting.code}')}"
+    return run_panel(
+        "trainer_check",
+        params,
+        key=f"fw_run_{setting.code}",
+        button=t("frameworks.run"),
+        label=t("frameworks.run_label", name=plain(name)),
+    )
+
+
+def summary(shown: list[tuple[frameworks.Setting, dict]]) -> None:
+    """Every shown row once more as one table (downloadable): the verdict on its colour, and
+    in words in the download."""
+
+    def frame(say_verdict) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "framework": setting.framework,
+                "version": record["version"],
+                "setting": t(f"frameworks.setting.{setting.code}"),
+                "default": t("common.yes") if setting.default else t("common.no"),
+                "scheme": scheme(record),
+                "verdict": say_verdict(record),
+            }
+            for setting, record in shown
+        )
+
+    config = {c: t(f"frameworks.col.{c}") for c in frame(verdict).columns}
+    data = frame(verdict_text)
+    downloads.table(frame(verdict), "frameworks", data=data, static=True, column_config=config)
+
+
+def _grid(code: str, record: dict) -> None:
+    if record["weights"] is None:
+        st.caption(t("frameworks.no_grid"))
+        return
+    counts = " / ".join(", ".join(map(str, row)) for row in record["counts"])
+    group = t("frameworks.grid", counts=counts)
+    views.heat_map(views.weight_rows(record["counts"], record["weights"], group), [group], code)
+
+
+def row(setting: frameworks.Setting, recorded: dict) -> dict:
+    """One row: the setting, its verdict, scheme, advice, issues, provenance, Run (where the
+    framework is installed here) and the weight x N grid. Returns the record shown."""
+    code = setting.code
+    with st.container(border=True, key=f"fw_row_{code}"):
+        title = f"**{t(f'frameworks.setting.{code}')}**"
+        if setting.default:
+            title += f" :blue-badge[{t('frameworks.default')}]"
+        st.markdown(title)
+        left, right = st.columns([3, 2])
+        top = left.container()
+        reason = why_not_here(setting)
+        with left:
+            live = None if reason else live_record(setting, _run(setting, recorded))
+        shown = live or recorded
+        with top:
+            st.markdown(t("frameworks.verdict_line", verdict=verdict(shown), scheme=scheme(shown)))
+            st.markdown(advice(setting, recorded, shown))
+            if links := issue_links(code):
+                st.markdown(links)
+            st.caption(provenance(shown, live is not None))
+            if reason:
+                st.info(reason, icon=":material/block:")
+            if recorded["reason"]:
+                with st.expander(t("frameworks.recorded_reason")):
+                    st.markdown(plain(recorded["reason"]))
+            installed = installed_version(setting.package)
+            if not reason and live is None and installed != recorded["version"]:
+                st.caption(t("frameworks.other_version", version=plain(installed)))
+        with right:
+            _grid(f"fw_map_{code}", shown)
+    return shown
