@@ -1,0 +1,175 @@
+"""The "Frameworks, measured" page: every recorded row is shown with the verdict the README's
+findings state, the rows that cannot run here say why (and offer no Run), a row whose
+framework is missing on the server says so, a live run replaces the record and shares the
+"Check a trainer" page's cache, and the page renders in Chinese.
+
+No process is started: the registry's "trainer_check" is the stand-in of
+tests/app/test_check_trainer_page.py (hand-made rank outputs of a known scheme).
+
+    python -m pytest tests/app/test_frameworks_page.py -q
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pclab.experiments.trainer_check import frameworks
+from pclab.ui import framework_rows, i18n
+from pclab.ui import trainer_views as views
+from pclab.ui.page import plain
+from tests.app.sections_helper import open_section
+from tests.app.test_check_trainer_page import chart_frames, hand_made_ranks, launches  # noqa: F401
+
+PAGE = "pclab/sections/frameworks.py"
+# README "Frameworks, measured": each setting's finding, typed from the table there.
+FINDINGS = {
+    "accelerate_accumulate": "different",
+    "accelerate_guide": "same_update",
+    "accelerate_guide_as_written": "different",
+    "lightning_accumulate": "different",
+    "lightning_global_tokens": "same_update",
+    "hf_trainer": "same_update",
+    "hf_trainer_local_average": "different",
+    "trl_sft": "same_update",
+    "trl_sft_padding_free": "same_update",
+    "trl_sft_packing": "same_update",
+    "trl_sft_completion_only": "same_update",
+    "deepspeed_engine": "different",
+    "hf_trainer_deepspeed_zero2": "same_update",
+    "fsdp2_global_tokens": "same_update",
+    "fsdp2_local_mean": "different",
+    "litgpt_finetune": "different",
+    "torchtitan": None,  # cannot run on a CPU: a reason, no verdict
+}
+COLOURS = {"same_update": "green", "different": "red", "no_evidence": "orange", None: "gray"}
+BADGE = re.compile(r":(\w+)-badge\[([^\]]+)\]")
+
+
+def badge(lang: str, verdict: str | None) -> tuple[str, str]:
+    words = "frameworks.not_run" if verdict is None else f"check.verdict.{verdict}"
+    return COLOURS[verdict], i18n.text(lang, words)
+
+
+def verdict_lines(at) -> list[tuple[str, str]]:
+    """Each row's verdict badge (colour, words), in page order."""
+    sep = " · "
+    lines = [m.value for m in at.markdown if sep in m.value and BADGE.match(m.value)]
+    return [BADGE.match(line).groups() for line in lines]
+
+
+def infos(at) -> list[str]:
+    return [i.value for i in at.info]
+
+
+def run_buttons(at) -> set[str]:
+    return {b.key.removeprefix("fw_run_") for b in at.button if b.key.startswith("fw_run_")}
+
+
+def provenance(at, lang: str = "en") -> list[str]:
+    starts = [i18n.text(lang, k).split("{")[0] for k in ("frameworks.recorded_torch",)]
+    starts += [i18n.text(lang, "frameworks.measured_here").split("{")[0]]
+    starts += [i18n.text(lang, "frameworks.recorded").split("{")[0]]
+    return [c.value for c in at.caption if c.value.startswith(tuple(starts))]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_row_is_shown_with_the_readmes_verdict(lang):
+    at = open_section(PAGE, lang=lang)
+    codes = [s.code for s in frameworks.SETTINGS]
+    assert set(codes) == set(FINDINGS)  # the table above covers every setting
+    assert verdict_lines(at) == [badge(lang, FINDINGS[c]) for c in codes]
+    table = at.table[0].value  # the summary: one row per setting, the same verdicts
+    verdicts = [BADGE.match(v).groups() for v in table[i18n.text(lang, "frameworks.col.verdict")]]
+    assert verdicts == [badge(lang, FINDINGS[c]) for c in codes]
+    settings = list(table[i18n.text(lang, "frameworks.col.setting")])
+    assert settings == [i18n.text(lang, f"frameworks.setting.{c}") for c in codes]
+    titles = [m.value for m in at.markdown if m.value.startswith("**")]
+    for code in codes:
+        assert any(i18n.text(lang, f"frameworks.setting.{code}") in t for t in titles), code
+    defaults = [t for t in titles if "-badge[" in t and i18n.text(lang, "frameworks.default") in t]
+    assert len(defaults) == sum(s.default for s in frameworks.SETTINGS)
+    if lang == "zh":
+        assert re.search(r"[\u4e00-\u9fff]", at.title[0].value)
+        assert i18n.text("zh", "frameworks.reason.torchtitan") in infos(at)
+
+
+def test_rows_that_cannot_run_here_say_why_and_offer_no_run():
+    at = open_section(PAGE)
+    say = i18n.catalogue("en")
+    assert say["frameworks.reason.torchtitan"] in infos(at)
+    assert say["frameworks.reason.litgpt_finetune"] in infos(at)  # its own environment
+    (torchtitan,) = [r for r in frameworks.load()["records"] if r["framework"] == "torchtitan"]
+    expander = next(e for e in at.expander if e.label == say["frameworks.recorded_reason"])
+    assert expander.markdown[0].value == plain(torchtitan["reason"])  # the record's own words
+    installed = {s.code for s in frameworks.SETTINGS if framework_rows.why_not_here(s) is None}
+    assert run_buttons(at) == installed
+    assert not {"torchtitan", "litgpt_finetune"} & run_buttons(at)
+    # every row says which versions recorded it, with the date
+    records = frameworks.load()["records"]
+    lines = provenance(at)
+    assert len(lines) == len(records)
+    for line, record in zip(lines, records, strict=True):
+        assert record["recorded_at"][:10] in line and plain(record["version"]) in line
+
+
+def test_upstream_issues_are_links_built_from_data():
+    at = open_section(PAGE)
+    links = [m.value for m in at.markdown if m.value.startswith("Upstream:")]
+    assert len(links) == len(framework_rows.ISSUES)
+    assert "(https://github.com/Lightning-AI/pytorch-lightning/issues/20350)" in " ".join(links)
+    for bad in ("a/b/../c", "a b/c", "owner/name)[x](javascript:alert(1)", "/etc"):
+        with pytest.raises(ValueError, match="repository"):
+            framework_rows.issue_url(bad, 1)
+    with pytest.raises(ValueError, match="number"):
+        framework_rows.issue_url("pytorch/torchtitan", 0)
+
+
+def test_a_framework_missing_on_the_server_shows_its_record_and_why(monkeypatch):
+    real = framework_rows.installed_version
+    monkeypatch.setattr(
+        framework_rows, "installed_version", lambda p: None if p == "lightning" else real(p)
+    )
+    at = open_section(PAGE)
+    missing = i18n.text("en", "frameworks.reason.not_installed", package="lightning")
+    assert infos(at).count(missing) == 2  # both Lightning rows
+    assert not {"lightning_accumulate", "lightning_global_tokens"} & run_buttons(at)
+    assert verdict_lines(at)[3] == badge("en", "different")  # still the recorded verdict
+
+
+def test_the_heat_map_is_the_records_weights():
+    """The default Accelerate row: N / (P K n_rk) for terms 14, 7 / 5, 3 (N = 29)."""
+    at = open_section(PAGE)
+    _, frame = chart_frames(at)[0]
+    cells = {(r.rank, r.microstep): r.weight for r in frame.itertuples()}
+    counts = ((14, 7), (5, 3))
+    expected = {(r, k): 29 / (2 * 2 * n) for r, row in enumerate(counts) for k, n in enumerate(row)}
+    assert cells == pytest.approx(expected)
+
+
+def test_a_live_run_replaces_the_record_and_shares_the_check_pages_cache(launches):  # noqa: F811
+    at = open_section(PAGE)
+    at.button(key="fw_run_hf_trainer").click().run()
+    assert not at.exception
+    path = str(views.bundled_path("hf_trainer"))
+    assert launches == [((path,), 2, 2)]
+    here = i18n.text("en", "frameworks.measured_here").split("{")[0]
+    assert sum(line.startswith(here) for line in provenance(at)) == 1
+    assert verdict_lines(at)[5] == badge("en", "same_update")
+    # the same trainer file, P and K on the check page: the stored result, no second launch
+    check = open_section("pclab/sections/check_trainer.py", chk_example="hf_trainer")
+    check.button(key="chk_run").click().run()
+    assert not check.exception and len(launches) == 1
+
+
+def test_a_live_run_that_measures_another_scheme_says_so(launches):  # noqa: F811
+    launches.use(lambda p, k, example: hand_made_ranks(p, k, "ddp_mean_of_local_means"))
+    at = open_section(PAGE)
+    at.button(key="fw_run_accelerate_guide").click().run()
+    assert not at.exception
+    assert verdict_lines(at)[1] == badge("en", "different")
+    changed = i18n.text("en", "frameworks.changed", scheme="x", recorded="y").split("x")[0]
+    assert any(m.value.startswith(changed) for m in at.markdown)
+    advice = i18n.text("en", "frameworks.advice.accelerate_guide")
+    assert not any(m.value == advice for m in at.markdown)
