@@ -151,20 +151,19 @@ def live_record(setting: frameworks.Setting, result) -> dict | None:
     return frameworks.measured(setting, check, now)
 
 
-def _run(setting: frameworks.Setting, recorded: dict):
+def _run(setting: frameworks.Setting):
     """The Run button (ui.run_panel) and its kept result."""
     params = {
         "trainer": str(views.bundled_path(setting.code)),
         "world_size": frameworks.WORLD_SIZE,
         "accum": frameworks.ACCUM,
     }
-    name = f"{setting.framework}: {t(f'frameworks.setting.{setting.code}')}"
     return run_panel(
         "trainer_check",
         params,
         key=f"fw_run_{setting.code}",
         button=t("frameworks.run"),
-        label=t("frameworks.run_label", name=plain(name)),
+        label=t("frameworks.run_label", framework=plain(setting.framework), file=setting.code),
     )
 
 
@@ -212,7 +211,7 @@ def row(setting: frameworks.Setting, recorded: dict) -> dict:
         top = left.container()
         reason = why_not_here(setting)
         with left:
-            live = None if reason else live_record(setting, _run(setting, recorded))
+            live = None if reason else live_record(setting, _run(setting))
         shown = live or recorded
         with top:
             st.markdown(t("frameworks.verdict_line", verdict=verdict(shown), scheme=scheme(shown)))
