@@ -21,8 +21,9 @@ import time
 # What a launch adds to the tree, by PSS, measured on the Transformer (the largest ranks) on
 # the 2-core box (BENCHMARKS.md, "Memory"), rounded up: a rank forked from a zygote adds
 # ~90 MB of its own pages; a cold rank ~325 MB and torchrun's agent ~170 MB; a zygote (with
-# its spare store and ranks) ~300 MB.
-WARM_RANK_MB, COLD_RANK_MB, COLD_AGENT_MB, ZYGOTE_MB = 100, 350, 200, 320
+# its spare store and ranks) ~255 MB, ~450 MB once it has imported the installed training
+# frameworks too (the server's default, PCL_PRELOAD_FRAMEWORKS: measured 253 / 451 MB).
+WARM_RANK_MB, COLD_RANK_MB, COLD_AGENT_MB, ZYGOTE_MB = 100, 350, 200, 460
 
 
 def launch_estimate_mb(world_size: int, warm: bool, zygote_needed: bool = False) -> float:
