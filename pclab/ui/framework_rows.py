@@ -77,12 +77,19 @@ def records() -> list[tuple[frameworks.Setting, dict]]:
     return [(frameworks.setting_of(r), r) for r in frameworks.load()["records"]]
 
 
+@st.cache_data(ttl=60, show_spinner=False)
+def installed_versions() -> dict[str, str | None]:
+    """Each table package's version in the server's Python (None: not installed), read once a
+    minute: 2 ms a package, and every row asks."""
+    return {s.package: installed_version(s.package) for s in frameworks.SETTINGS}
+
+
 def why_not_here(setting: frameworks.Setting) -> str | None:
     """Why this row cannot run on this server (None: it can)."""
     code = setting.code
     if setting.adapter is None:
         return t(f"frameworks.reason.{code}")
-    if installed_version(setting.package) is None:
+    if installed_versions()[setting.package] is None:
         key = f"frameworks.reason.{code}"
         if key in i18n.catalogue(lang()):
             return t(key)
@@ -224,7 +231,7 @@ def row(setting: frameworks.Setting, recorded: dict) -> dict:
             if recorded["reason"]:
                 with st.expander(t("frameworks.recorded_reason")):
                     st.markdown(plain(recorded["reason"]))
-            installed = installed_version(setting.package)
+            installed = installed_versions()[setting.package]
             if not reason and live is None and installed != recorded["version"]:
                 st.caption(t("frameworks.other_version", version=plain(installed)))
         with right:

@@ -131,7 +131,11 @@ def test_a_framework_missing_on_the_server_shows_its_record_and_why(monkeypatch)
     monkeypatch.setattr(
         framework_rows, "installed_version", lambda p: None if p == "lightning" else real(p)
     )
-    at = open_section(PAGE)
+    framework_rows.installed_versions.clear()
+    try:
+        at = open_section(PAGE)
+    finally:
+        framework_rows.installed_versions.clear()
     missing = i18n.text("en", "frameworks.reason.not_installed", package="lightning")
     assert infos(at).count(missing) == 2  # both Lightning rows
     assert not {"lightning_accumulate", "lightning_global_tokens"} & run_buttons(at)
