@@ -14,7 +14,7 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
-from runner_support import MARK_ENV, NEGATIVES_ARGS, ROOT, marked
+from runner_support import MARK_ENV, NEGATIVES_ARGS, ROOT, marked, warm_runtime
 
 import pclab.experiments.clipping as clipping_runner
 from pclab.runners.runtime import Runtime
@@ -111,3 +111,13 @@ def experiment() -> SimpleNamespace:
         report=json.loads(done.stdout) if done.returncode == 0 else None,
         seconds=time.monotonic() - began,
     )
+
+
+@pytest.fixture(scope="module")
+def warm_pool():
+    """A warm Runtime of this module's own (its zygote idle, every experiment's rank code
+    imported ahead), for tests that check what a run computes rather than how torchrun starts
+    it: a run then costs under a second instead of a cold launch's 10-20 s. Real processes
+    and Gloo all the same; shut down when the module's tests are done."""
+    with warm_runtime() as runtime:
+        yield runtime

@@ -34,13 +34,14 @@ CORRECT = {"correct_manual", "correct_ddp_no_sync"}
 SHAPES = [(p, k) for p in (1, 2, 4) for k in (1, 2, 3)]
 
 
-@pytest.fixture(scope="session", params=SHAPES, ids=lambda s: f"P{s[0]}K{s[1]}")
-def shape_run(request):
-    """One launch per (P, K) with every bundled example in it."""
+@pytest.fixture(scope="module", params=SHAPES, ids=lambda s: f"P{s[0]}K{s[1]}")
+def shape_run(request, warm_pool):
+    """One launch per (P, K) with every bundled example in it, through the module's warm pool
+    (the cold path, torchrun, is tested below and in tests/runners/test_launcher.py)."""
     world_size, accum = request.param
     trainers = [str(EXAMPLES / f"{name}.py") for name in SCHEMES]
     params = Params.checked(trainers, world_size=world_size, accum=accum)
-    result = EXPERIMENT.run(params, timeout_s=400)
+    result = EXPERIMENT.run(params, timeout_s=400, runtime=warm_pool)
     assert result.ok, result.message
     checks = {os.path.basename(c["trainer"])[:-3]: c for c in result.report["checks"]}
     return world_size, accum, checks
