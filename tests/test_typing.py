@@ -7,6 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STRICT = [
+    "pclab/core",
     "pclab/runners",
     "pclab/cli.py",
     "pclab/paths.py",

@@ -11,7 +11,8 @@ import math
 from typing import TypedDict
 
 from pclab.core import validation as v
-from pclab.core.infonce import SCHEMES, encoder_grads, finite_or_none
+from pclab.core.infonce import SCHEMES, encoder_grads
+from pclab.core.validation import finite_or_none
 from pclab.experiments.base import ReportError
 
 
