@@ -15,6 +15,7 @@ STRICT = [
     "pclab/experiments/declare.py",
     "pclab/experiments/command.py",
     "pclab/experiments/registry.py",
+    "pclab/experiments/trainer_check",
 ]
 
 
