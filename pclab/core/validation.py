@@ -150,7 +150,7 @@ def choice(value: object, field: str, allowed: tuple[str, ...]) -> str:
         known = False
     if not known:
         raise InvalidInput(field, value, "one_of", ", ".join(map(str, allowed)))
-    return value  # type: ignore[return-value]
+    return value  # type: ignore[return-value]  # in `allowed`: one of its strings
 
 
 def _sequence(value: object) -> TypeGuard[Iterable[object]]:
