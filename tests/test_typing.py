@@ -1,12 +1,17 @@
-"""mypy on the package's launching layer and command line, strict (pyproject.toml's
-[tool.mypy] overrides): the types where processes meet are checked, not just written."""
+"""mypy on the package (pyproject.toml's [tool.mypy]): the math, the launching layer, the
+command line and the trainer check strictly (the config's strict list), and the whole of
+core and the experiments clean under the project's config: the types where processes meet
+are checked, not just written."""
 
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 STRICT = [
+    "pclab/core",
     "pclab/runners",
     "pclab/cli.py",
     "pclab/paths.py",
@@ -14,12 +19,29 @@ STRICT = [
     "pclab/experiments/declare.py",
     "pclab/experiments/command.py",
     "pclab/experiments/registry.py",
+    "pclab/experiments/trainer_check",
 ]
+CHECKED = ["pclab/core", "pclab/experiments"]  # the project's config, strict where it says
 
 
-def test_the_launching_layer_is_strictly_typed(tmp_path):
-    cmd = [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path), "--follow-imports=silent"]
-    done = subprocess.run([*cmd, *STRICT], cwd=ROOT, capture_output=True, text=True, timeout=600)
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One mypy cache for the module's runs (the second reuses what the first analysed)."""
+    return tmp_path_factory.mktemp("mypy-cache")
+
+
+def mypy(cache: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "mypy", "--cache-dir", str(cache), *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_the_launching_layer_is_strictly_typed(cache):
+    done = mypy(cache, "--follow-imports=silent", *STRICT)
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-2000:]
+
+
+def test_core_and_the_experiments_are_clean_under_the_projects_config(cache):
+    done = mypy(cache, "--follow-imports=silent", *CHECKED)
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-2000:]
 
 

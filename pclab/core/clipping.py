@@ -22,62 +22,27 @@ Run: python -c "from pclab.core import clipping as c; print(c.clip_report([{'w0'
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from pclab.core import validation as v
 from pclab.core.clipping_presets import (
     INJECTIONS as INJECTIONS,  # presets: importable from here too
 )
 from pclab.core.clipping_presets import SCENARIOS as SCENARIOS
+from pclab.core.clipping_presets import Grads as Grads
 from pclab.core.clipping_presets import scenario_grads as scenario_grads
+from pclab.core.clipping_step import RankStep as RankStep
+from pclab.core.clipping_step import clip_coefficient as clip_coefficient
+from pclab.core.clipping_step import norm_parts as norm_parts
+from pclab.core.clipping_step import rank_steps
 
-Grads = dict[str, float]
 VARIANTS = ("global", "per_rank", "double_counted", "before_unscale", "local_skip")
 PROTOCOL = ("unscale", "agree", "reduce", "update")
 BROKEN_STEP = dict(
     zip(VARIANTS, (None, "reduce", "reduce", "unscale", "agree"))
 )  # the step each gets wrong
-
-
-def norm_parts(groups, *, allow_overflow: bool = False) -> tuple[float, list[float | None]]:
-    """n = m sqrt(sum_r sum_grp (g/m)^2), m = max |g|, and each group's s_r = sum_grp g^2.
-
-    Every term is <= 1: n is finite wherever representable. Beyond float64 n is refused unless
-    `allow_overflow` (clip_report: c = 0) and s_r is None. Non-finite gradients are refused."""
-    groups = [[v.finite(g, "values[]") for g in grp] for grp in groups]
-    m = max((abs(g) for grp in groups for g in grp), default=0.0)
-    if m == 0:
-        return 0.0, [0.0] * len(groups)
-    parts = [math.fsum((g / m) ** 2 for g in grp) for grp in groups]
-    n, sums = (
-        m * math.sqrt(math.fsum(parts)),
-        [m * (m * p) for p in parts],
-    )  # m * p: no early overflow
-    n = n if allow_overflow else v.finite_result(n, "groups", groups)
-    return n, [s if math.isfinite(s) else None for s in sums]
-
-
-def clip_coefficient(norm: float | None, max_norm: float) -> float | None:
-    """c = 1 when norm = 0, else min(1, max_norm / norm) (0 for norm = inf); None for norm None."""
-    max_norm = v.non_negative(max_norm, "max_norm")
-    if norm is not None and not v.number(norm, "norm") >= 0:  # NaN or negative: not a norm
-        raise v.InvalidInput("norm", norm, "non_negative")
-    return None if norm is None else 1.0 if norm == 0 else min(1.0, max_norm / norm)
-
-
-@dataclass(frozen=True)
-class RankStep:
-    """What one rank did in step 04 under one variant."""
-
-    rank: int
-    skip: bool
-    norm: float | None  # the norm this rank clipped with; None when it skipped
-    coefficient: float | None
-    applied: Grads | None  # id -> gradient handed to the optimizer; None when skipped
-    params: Grads  # the ids this rank holds, after the step
-    momentum_buffers: Grads
-    step: int  # successful optimizer steps so far
 
 
 @dataclass(frozen=True)
@@ -106,11 +71,14 @@ class ClipReport:
     diverged: dict[str, bool]  # variant -> ranks disagree on a parameter or the step count
 
 
-def _rank_grads(rank_grads) -> tuple[Grads, ...]:
-    bad = isinstance(rank_grads, (str, bytes, Mapping)) or not isinstance(rank_grads, Sequence)
-    if bad or not rank_grads:
+def _rank_grads(rank_grads: object) -> tuple[Grads, ...]:
+    if (
+        isinstance(rank_grads, (str, bytes, Mapping))
+        or not isinstance(rank_grads, Sequence)
+        or not rank_grads
+    ):
         raise v.InvalidInput("rank_grads", rank_grads, "non_empty")
-    out = []
+    out: list[Grads] = []
     for r, grads in enumerate(rank_grads):
         if not isinstance(grads, Mapping):
             raise TypeError(
@@ -120,7 +88,7 @@ def _rank_grads(rank_grads) -> tuple[Grads, ...]:
     return tuple(out)
 
 
-def _initial(values, ids, field: str, default: float | None) -> Grads:
+def _initial(values: object, ids: Collection[str], field: str, default: float | None) -> Grads:
     """Validate an id -> value mapping; `default` fills missing ids (None: they stay out)."""
     values = {} if values is None else values
     if not isinstance(values, Mapping):
@@ -131,35 +99,23 @@ def _initial(values, ids, field: str, default: float | None) -> Grads:
     return {pid: v.finite(x, f"{field}[{pid!r}]") for pid, x in got.items()}
 
 
-def _steps(skips, norms, held, tau, params, buffers, step, lr, momentum) -> tuple[RankStep, ...]:
-    """Step 04 on every rank: SGD (torch's rule: buf = g, then mu * buf + g) unless it skips."""
-    out = []
-    for r, grads in enumerate(held):
-        p, b = {j: params[j] for j in grads}, {j: buffers[j] for j in grads if j in buffers}
-        if skips[r]:
-            out.append(RankStep(r, True, None, None, None, p, b, step))
-            continue
-        c = clip_coefficient(norms[r], tau)
-        applied = {j: c * g for j, g in grads.items()}
-        if momentum:
-            b = {j: d if j not in b else momentum * b[j] + d for j, d in applied.items()}
-        d = b if momentum else applied
-        out.append(
-            RankStep(r, False, norms[r], c, applied, {j: p[j] - lr * d[j] for j in p}, b, step + 1)
-        )
-    return tuple(out)
+def _owned_applied(steps: tuple[RankStep, ...], owners: Mapping[str, int]) -> Grads | None:
+    """id -> the gradient its owner applied; None when an owner skipped."""
+    applied = {j: steps[r].applied for j, r in owners.items()}
+    values = {j: a[j] for j, a in applied.items() if a is not None}
+    return values if len(values) == len(owners) else None
 
 
 def clip_report(
-    rank_grads,
-    max_norm,
-    scale=1.0,
-    lr=0.1,
-    params=None,
+    rank_grads: Sequence[Mapping[str, float]],
+    max_norm: float,
+    scale: float = 1.0,
+    lr: float = 0.1,
+    params: Mapping[str, float] | None = None,
     *,
-    momentum=0.0,
-    momentum_buffers=None,
-    step=0,
+    momentum: float = 0.0,
+    momentum_buffers: Mapping[str, float] | None = None,
+    step: int = 0,
 ) -> ClipReport:
     """Clip synchronised, loss-scaled gradients by one global norm and take the coordinated step.
 
@@ -185,7 +141,7 @@ def clip_report(
     owners: dict[str, int] = {}
     for r, grads in enumerate(scaled):
         owners |= {pid: r for pid in grads if pid not in owners}
-    params = _initial(params, owners, "params", 1.0)
+    initial = _initial(params, owners, "params", 1.0)
     buffers = _initial(momentum_buffers, owners, "momentum_buffers", None)
     # 01 unscale; each rank flags all it holds (a copy it does not count can overflow too).
     unscaled = tuple({j: g / scale for j, g in grads.items()} for grads in scaled)
@@ -197,16 +153,17 @@ def clip_report(
                 f"rank_grads[{r}][{j!r}]", scaled[r][j], "in_range", "equal on every rank"
             )
 
-    def owned(grads_by_rank, ranks) -> list[list[float]]:
+    def owned(grads_by_rank: Sequence[Grads], ranks: Iterable[int]) -> list[list[float]]:
         return [[g for j, g in grads_by_rank[r].items() if owners[j] == r] for r in ranks]
 
-    world, everyone, norm = (
-        len(scaled),
-        range(len(scaled)),
-        lambda g: norm_parts(g, allow_overflow=True),
-    )
-    n = c = double = scaled_n = None
-    sums = local = (None,) * world
+    def norm(groups: Iterable[Iterable[float]]) -> tuple[float, list[float | None]]:
+        return norm_parts(groups, allow_overflow=True)
+
+    world, everyone = len(scaled), range(len(scaled))
+    n: float | None = None
+    c = double = scaled_n = n
+    sums: Sequence[float | None] = (None,) * world
+    local = sums
     if not skip:  # 03 reduce
         n, sums = norm(owned(unscaled, everyone))
         c = clip_coefficient(n, tau)
@@ -222,14 +179,14 @@ def clip_report(
         "before_unscale": ((skip,) * world, (scaled_n,) * world),
         "local_skip": (nonfinite, (healthy_n,) * world),
     }
-    state = (unscaled, tau, params, buffers, step, lr, momentum)
-    outcomes = {name: _steps(skips, norms, *state) for name, (skips, norms) in plan.items()}
+    state = (unscaled, tau, initial, buffers, step, lr, momentum)
+    outcomes = {name: rank_steps(skips, norms, *state) for name, (skips, norms) in plan.items()}
 
-    def applied_norm(steps) -> float | None:  # None when an owner skipped
-        skipped = any(steps[r].skip for r in owners.values())
-        return None if skipped else norm([[steps[owners[j]].applied[j] for j in owners]])[0]
+    def applied_norm(steps: tuple[RankStep, ...]) -> float | None:  # None when an owner skipped
+        applied = _owned_applied(steps, owners)
+        return None if applied is None else norm([applied.values()])[0]
 
-    def diverged(steps) -> bool:
+    def diverged(steps: tuple[RankStep, ...]) -> bool:
         moved = any(s.params[j] != steps[owners[j]].params[j] for s in steps for j in s.params)
         return moved or len({s.step for s in steps}) > 1
 
@@ -243,12 +200,12 @@ def clip_report(
         owned_square_sums=tuple(sums),
         global_norm=n,
         coefficient=c,
-        clipped=None if skip else {j: right[owners[j]].applied[j] for j in owners},
+        clipped=None if skip else _owned_applied(right, owners),
         per_rank_norms=tuple(local),
         per_rank_clipped=tuple(s.applied for s in outcomes["per_rank"]),
         double_counted_norm=double,
         scaled_norm=scaled_n,
-        params_before=params,
+        params_before=initial,
         params_after={j: right[owners[j]].params[j] for j in owners},
         momentum_after={
             j: b for s in right for j, b in s.momentum_buffers.items() if owners[j] == s.rank
@@ -260,7 +217,15 @@ def clip_report(
     )
 
 
-def threshold_sweep(report: ClipReport, max_threshold=None, points=41) -> list[dict]:
+class ThresholdRow(TypedDict):
+    threshold: float
+    norm: str  # the variant ("per_rank_<r>" for rank r's local norm)
+    coefficient: float | None
+
+
+def threshold_sweep(
+    report: ClipReport, max_threshold: float | None = None, points: int = 41
+) -> list[ThresholdRow]:
     """c(tau) = 1 if n = 0 else min(1, tau / n) for the correct and each wrong norm, tau in [0, max]
 
     Rows {"threshold", "norm", "coefficient"}; `norm` names the variant ("per_rank_<r>"
@@ -270,7 +235,7 @@ def threshold_sweep(report: ClipReport, max_threshold=None, points=41) -> list[d
         raise TypeError(f"report={report!r} is not a ClipReport")
     if (points := v.count(points, "points", minimum=2)) > 1000:
         raise v.InvalidInput("points", points, "in_range", "2..1000")
-    if report.skip:
+    if report.skip or report.global_norm is None:  # None exactly when skipped
         return []
     norms = {"global": report.global_norm, "double_counted": report.double_counted_norm}
     norms |= {f"per_rank_{r}": x for r, x in enumerate(report.per_rank_norms)}

@@ -8,13 +8,23 @@ two ranks' scaled gradients, with an optional non-finite value injected on one r
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from typing import TypedDict
 
 from pclab.core import validation as v
 
 Grads = dict[str, float]
 INJECTIONS = {"inf": math.inf, "nan": math.nan}
-# Unscaled gradients of the pages' presets: sharded (rank, id, g) and replicated (id, g).
-SCENARIOS = {
+
+
+class Layout(TypedDict):
+    """Unscaled gradients of a preset: sharded (rank, id, g) and replicated (id, g)."""
+
+    sharded: tuple[tuple[int, str, float], ...]
+    replicated: tuple[tuple[str, float], ...]
+
+
+SCENARIOS: dict[str, Layout] = {
     "seed": {"sharded": ((0, "w0", 3.0), (1, "w1", 4.0)), "replicated": ()},
     "seed_replicated": {
         "sharded": ((0, "w0", 3.0), (1, "w1", 4.0)),
@@ -27,13 +37,20 @@ SCENARIOS = {
 }
 
 
-def _rank(value, field: str) -> int:
-    if v.count(value, field) > 1:  # the presets have two ranks
+def _rank(value: object, field: str) -> int:
+    if (rank := v.count(value, field)) > 1:  # the presets have two ranks
         raise v.InvalidInput(field, value, "in_range", "0 or 1")
-    return int(value)
+    return rank
 
 
-def scenario_grads(name="seed", scale=8.0, *, extra_sharded=(), extra_replicated=(), inject=None):
+def scenario_grads(
+    name: str = "seed",
+    scale: float = 8.0,
+    *,
+    extra_sharded: Iterable[tuple[int, str, float]] = (),
+    extra_replicated: Iterable[tuple[str, float]] = (),
+    inject: tuple[int, str | None, str] | None = None,
+) -> tuple[Grads, ...]:
     """Two ranks' scaled gradients G = scale * g of a SCENARIOS entry plus extra parameters.
 
     extra_sharded: (rank, id, g) triples; extra_replicated: (id, g) pairs; inject: None or
@@ -48,11 +65,11 @@ def scenario_grads(name="seed", scale=8.0, *, extra_sharded=(), extra_replicated
         for held in grads:
             held[pid] = scale * v.finite(g, pid)
     if inject is not None:
-        r, pid, kind = inject
-        r = _rank(r, "inject_rank")
-        pid = next(iter(grads[r]), None) if pid is None else pid  # default: the rank's first id
+        rank, wanted, kind = inject
+        r = _rank(rank, "inject_rank")
+        wanted = next(iter(grads[r]), None) if wanted is None else wanted  # default: its first id
         pid, kind = (
-            v.choice(pid, "inject_id", tuple(grads[r])),
+            v.choice(wanted, "inject_id", tuple(grads[r])),
             v.choice(kind, "inject", tuple(INJECTIONS)),
         )
         grads[r][pid] = INJECTIONS[kind]

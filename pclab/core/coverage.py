@@ -114,7 +114,10 @@ def _checked(item: Evidence, rows: tuple[str, ...], columns: tuple[str, ...]) ->
 
 
 def coverage_matrix(
-    evidence: Iterable[Evidence], source: str = "in_process", rows=ROWS, columns=COLUMNS
+    evidence: Iterable[Evidence],
+    source: str = "in_process",
+    rows: Iterable[str] = ROWS,
+    columns: Iterable[str] = COLUMNS,
 ) -> CoverageMatrix:
     """Fill the rows x columns matrix from the evidence of one source.
 
@@ -130,32 +133,38 @@ def coverage_matrix(
         tolerance; TypeError for a record that is not an Evidence.
     """
     source = v.choice(source, "source", SOURCES)
-    rows, columns = tuple(rows), tuple(columns)
+    row_names, column_names = tuple(rows), tuple(columns)
     found: dict[tuple[str, str], Evidence] = {}
-    for item in evidence:
-        item = _checked(item, rows, columns)
+    for record in evidence:
+        item = _checked(record, row_names, column_names)
         if item.source == source:
             found[(item.row, item.column)] = item
     cells = {}
-    for row in rows:
-        for column in columns:
-            item = found.get((row, column))
+    for row in row_names:
+        for column in column_names:
+            got = found.get((row, column))
             cells[(row, column)] = Cell(
-                cell_status(item),
-                None if item is None else item.correct_diff,
-                None if item is None else item.slip_diff,
-                None if item is None else item.tolerance,
+                cell_status(got),
+                None if got is None else got.correct_diff,
+                None if got is None else got.slip_diff,
+                None if got is None else got.tolerance,
             )
 
     def statuses(row: str) -> list[str]:
-        return [cells[(row, c)].status for c in columns]
+        return [cells[(row, c)].status for c in column_names]
 
     blind_rows = tuple(
-        r for r in rows if "blind" in statuses(r) and not {"evidence", "broken"} & set(statuses(r))
+        r
+        for r in row_names
+        if "blind" in statuses(r) and not {"evidence", "broken"} & set(statuses(r))
     )
-    uncovered = tuple(c for c in columns if all(cells[(r, c)].status != "evidence" for r in rows))
+    uncovered = tuple(
+        c for c in column_names if all(cells[(r, c)].status != "evidence" for r in row_names)
+    )
     broken = tuple(key for key, cell in cells.items() if cell.status == "broken")
     complete = (
         not broken and not uncovered and all(cell.status != "not_run" for cell in cells.values())
     )
-    return CoverageMatrix(source, rows, columns, cells, blind_rows, uncovered, broken, complete)
+    return CoverageMatrix(
+        source, row_names, column_names, cells, blind_rows, uncovered, broken, complete
+    )

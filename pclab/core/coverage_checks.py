@@ -24,7 +24,9 @@ Run: python -c "from pclab.core.coverage_checks import *; print(run_checks().evi
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 import torch
@@ -37,6 +39,8 @@ VOCAB, DIM, PAD, IGNORE, REPEAT_TOKEN = 7, 3, 0, -100, 3
 LR, MAX_NORM, TOLERANCE = 0.5, 0.3, 1e-12
 SLIPS = ("microbatch_mean", "replica_mean", "double_scaled")
 REPEATED = {"repeated_tokens"}
+Batch = tuple[torch.Tensor, torch.Tensor]  # (inputs, labels) of one microbatch
+Params = Sequence[torch.Tensor]  # (embedding, head)
 # row -> [replica][microstep] -> sequences (tokens, masked prompt labels). A sequence of
 # L tokens has L - 1 next-token labels; the first `prompt` of them are masked.
 SCENARIOS = {
@@ -60,13 +64,13 @@ def _batch(seqs: list[torch.Tensor], prompts: list[int]) -> tuple[torch.Tensor, 
     return inputs, labels
 
 
-def scenario_batches(row: str, seed: int = 0):
+def scenario_batches(row: str, seed: int = 0) -> list[list[Batch]]:
     """[replica][microstep] -> (inputs, labels) for a scenario, tokens drawn from `seed`."""
     row = v.choice(row, "row", tuple(SCENARIOS))
     gen = seeded_generator(seed)
     out = []
     for replica in SCENARIOS[row]:
-        steps = []
+        steps: list[Batch] = []
         for micro in replica:
             seqs = [torch.randint(1, VOCAB, (length,), generator=gen) for length, _ in micro]
             if row in REPEATED:
@@ -84,7 +88,7 @@ def _model(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     )
 
 
-def _ce(params, inputs, labels, reduction: str) -> torch.Tensor:
+def _ce(params: Params, inputs: torch.Tensor, labels: torch.Tensor, reduction: str) -> torch.Tensor:
     embed, head = params
     logits = (embed[inputs] @ head).reshape(-1, VOCAB)
     return torch.nn.functional.cross_entropy(
@@ -92,7 +96,7 @@ def _ce(params, inputs, labels, reduction: str) -> torch.Tensor:
     )
 
 
-def _step(params, grads, coefficient: float | None) -> torch.Tensor:
+def _step(params: Params, grads: torch.Tensor, coefficient: float | None) -> torch.Tensor:
     """Flattened parameters after SGD with the clipped gradient; a skip leaves them as they are."""
     flat = torch.cat([p.detach().reshape(-1) for p in params])
     if coefficient is None:
@@ -100,7 +104,25 @@ def _step(params, grads, coefficient: float | None) -> torch.Tensor:
     return flat - LR * coefficient * grads
 
 
-def _reference(params0, batches) -> dict:
+class Measured(TypedDict):
+    """One pipeline's figures, one per coverage column."""
+
+    loss: float
+    grads: torch.Tensor
+    norm: float | None
+    params: torch.Tensor
+
+
+class SplitRun(Measured):
+    counts: list[list[int]]  # [replica][microstep] valid labels
+
+
+def _figures(m: Measured) -> tuple[torch.Tensor | float | None, ...]:
+    """The figures in coverage.COLUMNS order."""
+    return m["loss"], m["grads"], m["norm"], m["params"]
+
+
+def _reference(params0: Params, batches: Sequence[Sequence[Batch]]) -> Measured:
     params = [p.clone().requires_grad_(True) for p in params0]
     every = [b for replica in batches for b in replica if b[0].numel()]
     inputs = _batch_all(every)
@@ -110,22 +132,25 @@ def _reference(params0, batches) -> dict:
     grads = torch.cat([p.grad.reshape(-1) for p in params])
     norm = float(torch.linalg.vector_norm(grads))
     coefficient = 1.0 if norm == 0 else min(1.0, MAX_NORM / norm)
-    return {
-        "loss": float(loss.detach()),
-        "grads": grads,
-        "norm": norm,
-        "params": _step(params, grads, coefficient),
-    }
+    return Measured(
+        loss=float(loss.detach()),
+        grads=grads,
+        norm=norm,
+        params=_step(params, grads, coefficient),
+    )
 
 
-def _batch_all(parts) -> tuple[torch.Tensor, torch.Tensor]:
+def _batch_all(parts: Sequence[Batch]) -> Batch:
     """Concatenate padded microbatches into one padded batch (wider padding is inert)."""
     width = max(p[0].shape[1] for p in parts)
-    pad = lambda t, fill: torch.nn.functional.pad(t, (0, width - t.shape[1]), value=fill)  # noqa: E731
+
+    def pad(t: torch.Tensor, fill: int) -> torch.Tensor:
+        return torch.nn.functional.pad(t, (0, width - t.shape[1]), value=fill)
+
     return torch.cat([pad(p[0], PAD) for p in parts]), torch.cat([pad(p[1], IGNORE) for p in parts])
 
 
-def _split(params0, batches, scheme: str) -> dict:
+def _split(params0: Params, batches: Sequence[Sequence[Batch]], scheme: str) -> SplitRun:
     counts = [[int((labels != IGNORE).sum()) for _, labels in replica] for replica in batches]
     replicas, steps = len(counts), len(counts[0])
     scale = ledger.local_loss_scale(counts, "mean")  # P / N: the lab's coefficient under test
@@ -157,20 +182,24 @@ def _split(params0, batches, scheme: str) -> dict:
     report = clipping.clip_report(
         [{f"p{i}": float(grads[i]) for i in shard} for shard in shards], MAX_NORM
     )
-    return {
-        "loss": float(torch.stack(logged).mean()),
-        "grads": grads,
-        "norm": report.global_norm,
-        "params": _step(params0, grads, report.coefficient),
-        "counts": counts,
-    }
+    return SplitRun(
+        loss=float(torch.stack(logged).mean()),
+        grads=grads,
+        norm=report.global_norm,
+        params=_step(params0, grads, report.coefficient),
+        counts=counts,
+    )
 
 
-def _gap(ref, got) -> tuple[float | None, float]:
+def _gap(
+    ref: torch.Tensor | float | None, got: torch.Tensor | float | None
+) -> tuple[float | None, float]:
     """(max |got - ref| or None when not finite, tolerance TOLERANCE * max(1, |ref|))."""
+    diff: float | None
     if isinstance(ref, torch.Tensor):
         diff, scale = max_abs_diff(got, ref), float(ref.abs().max())
     else:
+        assert ref is not None, "the reference defines every figure"
         diff, scale = (None if got is None else abs(got - ref)), abs(ref)
     finite = diff is not None and np.isfinite(diff)
     return (diff if finite else None), TOLERANCE * max(1.0, scale)
@@ -181,10 +210,23 @@ class CheckRun:
     slip: str
     seed: int
     evidence: tuple[coverage.Evidence, ...]
-    details: tuple[dict, ...]  # per row: counts, N, P, K, reference loss and norm
+    details: tuple[ScenarioDetail, ...]  # per row
 
 
-def run_checks(slip: str = "microbatch_mean", seed: int = 0, rows=tuple(SCENARIOS)) -> CheckRun:
+class ScenarioDetail(TypedDict):
+    row: str
+    counts: list[list[int]]
+    num_valid_labels: int  # N
+    replicas: int  # P
+    accum_steps: int  # K
+    reference_loss: float
+    reference_norm: float | None
+    slip_loss: float | None  # None where the slip's loss is not finite
+
+
+def run_checks(
+    slip: str = "microbatch_mean", seed: int = 0, rows: Iterable[str] = tuple(SCENARIOS)
+) -> CheckRun:
     """Run every scenario three ways and measure each column's gap to the reference.
 
     Args: slip one of SLIPS; seed >= 0 (tokens and weights); rows a subset of the scenarios.
@@ -192,33 +234,35 @@ def run_checks(slip: str = "microbatch_mean", seed: int = 0, rows=tuple(SCENARIO
     """
     slip = v.choice(slip, "slip", SLIPS)
     seed = bounded_count(seed, "seed", 0, 2**31 - 2)
-    rows = tuple(v.choice(row, "rows", tuple(SCENARIOS)) for row in rows)
+    names = tuple(v.choice(row, "rows", tuple(SCENARIOS)) for row in rows)
     params0 = _model(seed)
-    evidence, details = [], []
-    for row in rows:
+    evidence: list[coverage.Evidence] = []
+    details: list[ScenarioDetail] = []
+    for row in names:
         batches = scenario_batches(row, seed)
         ref, good, bad = (
             _reference(params0, batches),
             _split(params0, batches, "correct"),
             _split(params0, batches, slip),
         )
-        for column, key in zip(coverage.COLUMNS, ("loss", "grads", "norm", "params"), strict=True):
-            correct_diff, tol = _gap(ref[key], good[key])
-            slip_diff, _ = _gap(ref[key], bad[key])
+        figures = zip(coverage.COLUMNS, _figures(ref), _figures(good), _figures(bad), strict=True)
+        for column, ref_figure, good_figure, bad_figure in figures:
+            correct_diff, tol = _gap(ref_figure, good_figure)
+            slip_diff, _ = _gap(ref_figure, bad_figure)
             evidence.append(
                 coverage.Evidence(row, column, "in_process", correct_diff, tol, slip_diff, True)
             )
         counts = good["counts"]
         details.append(
-            {
-                "row": row,
-                "counts": counts,
-                "num_valid_labels": sum(map(sum, counts)),
-                "replicas": len(counts),
-                "accum_steps": len(counts[0]),
-                "reference_loss": ref["loss"],
-                "reference_norm": ref["norm"],
-                "slip_loss": bad["loss"] if np.isfinite(bad["loss"]) else None,
-            }
+            ScenarioDetail(
+                row=row,
+                counts=counts,
+                num_valid_labels=sum(map(sum, counts)),
+                replicas=len(counts),
+                accum_steps=len(counts[0]),
+                reference_loss=ref["loss"],
+                reference_norm=ref["norm"],
+                slip_loss=bad["loss"] if np.isfinite(bad["loss"]) else None,
+            )
         )
     return CheckRun(slip, seed, tuple(evidence), tuple(details))

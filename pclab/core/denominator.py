@@ -58,7 +58,7 @@ class SequenceObjective:
     sequence_shares: tuple[float | None, ...]  # 1 / B each; None for an unlabelled sequence
 
 
-def sequence_mean_weights(label_counts) -> SequenceObjective | None:
+def sequence_mean_weights(label_counts: object) -> SequenceObjective | None:
     """Weights of the sequence-mean objective for sequences with `label_counts` labels.
 
     A sequence with no label has no mean: it is left out of B (weight `None`, not 0).

@@ -55,8 +55,8 @@ def regulariser_multiplier(replicas: int, accum_steps: int, collective: str, pla
 
 
 def framework_update(
-    grad_sums,
-    counts,
+    grad_sums: object,
+    counts: object,
     collective: str = "mean",
     loss_input: str = "sum",
     divide_by_accum: bool = False,
@@ -116,7 +116,7 @@ def framework_update(
     )
 
 
-def weighted_loss_scale(weight_sums, collective: str = "mean") -> float | None:
+def weighted_loss_scale(weight_sums: object, collective: str = "mean") -> float | None:
     """The P/N coefficient when labels carry class or sample weights: N becomes sum w.
 
     `weight_sums` is the [replica][microstep] grid of each microbatch's weight total.

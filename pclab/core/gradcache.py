@@ -20,14 +20,14 @@ Run: python -c "from pclab.core.gradcache import *; print(negatives_split().rows
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 
 from pclab.core import validation as v
-from pclab.core.limits import DTYPE, bounded_count, max_abs_diff, seeded_generator, tensor
+from pclab.core.limits import DTYPE, Row, bounded_count, max_abs_diff, seeded_generator, tensor
 
 INPUT_DIM, HIDDEN, REP_DIM = 5, 16, 4
 NEGATIVE_VARIANTS = ("full_pool", "per_microbatch", "gradient_cache")
@@ -85,15 +85,15 @@ def _pair(q: torch.Tensor, d: torch.Tensor, names: str = "qd") -> None:
 
 
 @contextmanager
-def saved_activation_counter(params) -> Iterator[Callable[[], int]]:
+def saved_activation_counter(params: Iterable[torch.Tensor]) -> Iterator[Callable[[], int]]:
     """Count elements autograd saves for backward inside the block, parameters excluded.
 
     params: an iterable of tensors (e.g. net.parameters()); TypeError for anything else.
     """
-    params = list(params) if hasattr(params, "__iter__") and not isinstance(params, str) else params
-    if not isinstance(params, list) or not all(isinstance(p, torch.Tensor) for p in params):
-        raise TypeError(f"params={params!r} is not an iterable of tensors")
-    pointers = {p.data_ptr() for p in params}
+    held = list(params) if hasattr(params, "__iter__") and not isinstance(params, str) else params
+    if not isinstance(held, list) or not all(isinstance(p, torch.Tensor) for p in held):
+        raise TypeError(f"params={held!r} is not an iterable of tensors")
+    pointers = {p.data_ptr() for p in held}
     total = [0]
 
     def pack(t: torch.Tensor) -> torch.Tensor:
@@ -107,7 +107,7 @@ def saved_activation_counter(params) -> Iterator[Callable[[], int]]:
 
 def gradient_cache(
     net: torch.nn.Module, a: torch.Tensor, b: torch.Tensor, accum_steps: int, tau: float
-):
+) -> tuple[float, int, int]:
     """Accumulate d(full-pool InfoNCE / B)/dw into net's .grad, one microbatch graph at a time.
 
     Args: net a torch module mapping (n, 5) to representations; a, b finite (B, 5) inputs of
@@ -153,9 +153,7 @@ class NegativesSplit:
     batch_size: int
     accum_steps: int
     grads: dict[str, tuple[float, ...]]  # variant -> flattened encoder gradient
-    rows: tuple[
-        dict, ...
-    ]  # per variant: loss, fewest negatives per query, gradient gap, saved elements
+    rows: tuple[Row, ...]  # per variant: loss, fewest negatives per query, gradient gap, saved
     difference: float  # per-microbatch pools: max gradient gap to the full pool
     cache_difference: float  # gradient cache: max gradient gap to the full pool
 
@@ -216,7 +214,7 @@ def negatives_split(
         for x in (loss, float(grad.abs().max())):
             v.finite_result(x, "tau", tau)
     ref = results["full_pool"][1]
-    rows = tuple(
+    rows: tuple[Row, ...] = tuple(
         {
             "variant": name,
             "loss": loss,

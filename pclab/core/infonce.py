@@ -20,9 +20,10 @@ the `local` scheme). Check the example with `python -m doctest core/infonce.py`:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from numbers import Real
+from typing import Literal, overload
 
 import numpy as np
 
@@ -50,7 +51,7 @@ class Contrastive:
     max_grad_diff: float  # largest |full - kept| over every document element
     # (p - onehot, q, tau, vector): the table below is built from these on first use only -
     # n*n*m numbers (16.8 million at 512 pairs of 64-vectors) that most callers never read.
-    _table_inputs: tuple = field(repr=False, compare=False)
+    _table_inputs: tuple[np.ndarray, np.ndarray, float, bool] = field(repr=False, compare=False)
 
     @cached_property
     def contributions(self) -> tuple[tuple[Rep, ...], ...]:
@@ -78,7 +79,7 @@ class EncoderGrads:
 _SEQUENCES = (list, tuple, np.ndarray)  # ordered; a str, set or dict is not a representation
 
 
-def _checked(check, value: object, field: str) -> float:
+def _checked(check: Callable[[object, str], float], value: object, field: str) -> float:
     """A `validation` check that also turns an int too large for float64 into a ValueError."""
     try:
         return check(value, field)
@@ -135,7 +136,8 @@ def _forward(q: np.ndarray, d: np.ndarray, tau: float) -> dict[str, np.ndarray]:
     partition = weights.sum(axis=1)
     probs = weights / partition[:, None]
     # p - onehot, with p_ii - 1 written as -(sum of the row's other p): exact where p_ii ~ 1.
-    coeff, diagonal = probs.copy(), np.eye(len(q), dtype=bool)
+    coeff = probs.copy()
+    diagonal: np.ndarray = np.eye(len(q), dtype=bool)
     coeff[diagonal] = 0.0 - np.where(diagonal, 0.0, probs).sum(axis=1)
     with np.errstate(over="ignore", invalid="ignore"):
         # |p - onehot| <= 1, so this bounds every |dL_i/dd_j| element without building the
@@ -163,23 +165,19 @@ def _forward(q: np.ndarray, d: np.ndarray, tau: float) -> dict[str, np.ndarray]:
 
 def _per_doc(coeff: np.ndarray, q: np.ndarray, tau: float) -> np.ndarray:
     """[i][j]: dL_i/dd_j = (p_ij - [i=j]) q_i / tau, the whole n x n x m table."""
-    return coeff[:, :, None] * q[:, None, :] / tau
+    table: np.ndarray = coeff[:, :, None] * q[:, None, :] / tau
+    return table
 
 
+@overload
+def _rep(row: np.ndarray, vector: Literal[True] = True) -> tuple[float, ...]: ...
+@overload
+def _rep(row: np.ndarray, vector: bool) -> Rep: ...
 def _rep(row: np.ndarray, vector: bool = True) -> Rep:
     return tuple(row.tolist()) if vector else float(row[0])  # tolist: Python floats, exactly
 
 
-def finite_or_none(value: object) -> float | None:
-    """A number as a float; None when missing, not a number or not finite (undefined, never 0)."""
-    try:
-        x = float(value) if isinstance(value, Real) and not isinstance(value, bool) else math.nan
-    except OverflowError:  # an integer beyond float64
-        x = math.nan
-    return x if math.isfinite(x) else None
-
-
-def contrastive(q, d, tau: float) -> Contrastive:
+def contrastive(q: object, d: object, tau: float) -> Contrastive:
     """InfoNCE over all n documents, with the full and the locally kept document gradient.
 
         L = -(1/n) sum_i log softmax_j(q_i . d_j / tau)_i
@@ -213,7 +211,9 @@ def contrastive(q, d, tau: float) -> Contrastive:
     )
 
 
-def encoder_grads(a, b, wq: float, wd: float, tau: float, scheme: str) -> EncoderGrads:
+def encoder_grads(
+    a: object, b: object, wq: float, wd: float, tau: float, scheme: str
+) -> EncoderGrads:
     """Shared encoder scalars through one parallel InfoNCE scheme and DDP's mean.
 
     q_i = wq a_i and d_i = wd b_i; rank r owns (a_r, b_r). With g_ij = dL_i/dd_j (un-divided):
@@ -270,12 +270,14 @@ def encoder_grads(a, b, wq: float, wd: float, tau: float, scheme: str) -> Encode
         reference_wq=reference_wq,
         reference_wd=reference_wd,
         # reference / applied; None where the applied gradient is 0 or the ratio overflows
-        correction_wq=finite_or_none(reference_wq / grad_wq) if grad_wq else None,
-        correction_wd=finite_or_none(reference_wd / grad_wd) if grad_wd else None,
+        correction_wq=v.finite_or_none(reference_wq / grad_wq) if grad_wq else None,
+        correction_wd=v.finite_or_none(reference_wd / grad_wd) if grad_wd else None,
     )
 
 
-def tau_sweep(q, d, taus=SWEEP_TAUS, doc: int = 0) -> tuple[dict[str, float | Rep], ...]:
+def tau_sweep(
+    q: object, d: object, taus: Sequence[float] = SWEEP_TAUS, doc: int = 0
+) -> tuple[dict[str, float | Rep], ...]:
     """Document `doc`'s full and kept gradient at each temperature: rows of
     {"tau", "loss", "grad_full", "grad_local"} (the page's chart)."""
     if isinstance(taus, (str, bytes)) or not hasattr(taus, "__len__") or not 1 <= len(taus) <= 1000:

@@ -27,12 +27,12 @@ Grid = tuple[tuple[int, ...], ...]
 WeightGrid = tuple[tuple[float | None, ...], ...]
 
 
-def global_count(counts) -> int:
+def global_count(counts: object) -> int:
     """N = sum over replicas and microsteps of n_rk (valid labels only)."""
     return sum(map(sum, v.count_grid(counts)))
 
 
-def global_loss(loss_sums, counts) -> float | None:
+def global_loss(loss_sums: object, counts: object) -> float | None:
     """The update's objective sum S_rk / N; `None` when N = 0 (there is nothing to average)."""
     grid = v.count_grid(counts)
     sums = v.finite_grid(loss_sums, "loss_sums", (len(grid), len(grid[0])))
@@ -40,7 +40,7 @@ def global_loss(loss_sums, counts) -> float | None:
     return None if n == 0 else v.finite_result(sum(map(sum, sums)) / n, "loss_sums", loss_sums)
 
 
-def microbatch_weights(counts, scheme: str) -> WeightGrid:
+def microbatch_weights(counts: object, scheme: str) -> WeightGrid:
     """The weight w_rk each scheme puts on microbatch (r, k)'s gradient sum G_rk.
 
     The applied gradient is sum_rk w_rk G_rk, so w_rk is the weight of one token:
@@ -69,7 +69,7 @@ def microbatch_weights(counts, scheme: str) -> WeightGrid:
     return tuple(tuple(weight(r, k) for k in range(steps)) for r in range(replicas))
 
 
-def update_shares(counts, scheme: str) -> WeightGrid:
+def update_shares(counts: object, scheme: str) -> WeightGrid:
     """Fraction of the update each microbatch carries: w_rk * n_rk (correct: n_rk / N)."""
     grid = v.count_grid(counts)
     weights = microbatch_weights(grid, scheme)
@@ -79,7 +79,7 @@ def update_shares(counts, scheme: str) -> WeightGrid:
     )
 
 
-def reduce_gradient(grad_sums, counts, scheme: str) -> float | None:
+def reduce_gradient(grad_sums: object, counts: object, scheme: str) -> float | None:
     """The gradient an update applies under `scheme`: sum_rk w_rk G_rk.
 
     Args:
@@ -97,13 +97,16 @@ def reduce_gradient(grad_sums, counts, scheme: str) -> float | None:
     grid = v.count_grid(counts)
     sums = v.finite_grid(grad_sums, "grad_sums", (len(grid), len(grid[0])))
     weights = microbatch_weights(grid, scheme)
+    terms = [
+        w * g for w_row, g_row in zip(weights, sums) for w, g in zip(w_row, g_row) if w is not None
+    ]
     if any(w is None for row in weights for w in row):
         return None
-    total = sum(w * g for w_row, g_row in zip(weights, sums) for w, g in zip(w_row, g_row))
+    total = sum(terms)
     return v.finite_result(total, "grad_sums", grad_sums)
 
 
-def local_loss_scale(counts, collective: str = "mean") -> float | None:
+def local_loss_scale(counts: object, collective: str = "mean") -> float | None:
     """Coefficient on each local loss sum S_rk so the collective reproduces the global mean.
 
     With a mean collective (DDP's default) the P replicas' gradients are divided by P, so
@@ -146,7 +149,9 @@ class QuadraticLedger:
     skip: bool  # N = 0: every replica skips together, theta unchanged
 
 
-def quadratic_ledger(counts, targets, theta: float = 0.0, lr: float = 0.1) -> QuadraticLedger:
+def quadratic_ledger(
+    counts: object, targets: object, theta: float = 0.0, lr: float = 0.1
+) -> QuadraticLedger:
     """Replicas with one microbatch each and a quadratic per-token loss.
 
     Replica r has n_r tokens, each with loss 1/2 (theta - target_r)^2, so its gradient
@@ -192,7 +197,9 @@ def quadratic_ledger(counts, targets, theta: float = 0.0, lr: float = 0.1) -> Qu
     )
 
 
-def split_sweep(total: int, targets, theta: float = 0.0) -> list[dict[str, float | int | None]]:
+def split_sweep(
+    total: int, targets: object, theta: float = 0.0
+) -> list[dict[str, float | int | None]]:
     """Two replicas sharing `total` tokens: each scheme's gradient for every split n_A + n_B.
 
     Each row holds n_a, every scheme's gradient (None where undefined) and

@@ -19,6 +19,7 @@ Run: python -c "from pclab.core.limits import *; print(window_update().rows)"
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -79,13 +80,16 @@ def regression_data(
     return x, y, w0
 
 
+Row = dict[str, Any]  # one table row: a language-neutral `variant` code and its figures
+
+
 @dataclass(frozen=True)
 class WindowUpdate:
     accum_steps: int
     params: dict[str, tuple[float, ...]]  # variant -> w after the window
     max_param_diff: dict[str, float]  # variant -> max |w - w_large_batch|
     objective_after: dict[str, float]  # variant -> L(w) of the whole window after it
-    rows: tuple[dict, ...]
+    rows: tuple[Row, ...]
     difference: float  # the step-inside variant's gap
 
 
@@ -145,7 +149,7 @@ def window_update(
     for x in (*after.values(), *(float(w.abs().max()) for w in results.values())):
         v.finite_result(x, "lr, reg", (lr, reg))  # a huge rate overflows the step or the loss
     gaps = {name: max_abs_diff(w, results["large_batch"]) for name, w in results.items()}
-    rows = tuple(
+    rows: tuple[Row, ...] = tuple(
         {"variant": name, "max_param_diff": gaps[name], "objective_after": after[name]}
         for name in WINDOW_VARIANTS
     )
@@ -188,7 +192,7 @@ class NormSplit:
     running_mean_full: tuple[float, ...]
     running_mean_split: tuple[float, ...]
     running_mean_diff: float  # max gap of BatchNorm's running mean after the window
-    rows: tuple[dict, ...]  # per variant: output, loss and gradient gaps
+    rows: tuple[Row, ...]  # per variant: output, loss and gradient gaps
     difference: float  # BatchNorm (training): max gradient gap
 
 
@@ -241,7 +245,8 @@ def batchnorm_split(batch_size: int = 8, accum_steps: int = 2, seed: int = 0) ->
             "running": running,
         }
 
-    rows, runs = [], {}
+    rows: list[Row] = []
+    runs = {}
     for kind in NORM_VARIANTS:
         full, split = run(kind, 1), run(kind, steps)
         runs[kind] = (full, split)
@@ -254,8 +259,17 @@ def batchnorm_split(batch_size: int = 8, accum_steps: int = 2, seed: int = 0) ->
             }
         )
     full, split = runs["batchnorm_train"]
-    values = (
+    pred_full, pred_split, mean_full, mean_split = (
         tuple(t.tolist()) for t in (full["pred"], split["pred"], full["running"], split["running"])
     )
     gap = max_abs_diff(full["running"], split["running"])
-    return NormSplit(steps, *values, gap, tuple(rows), rows[0]["max_grad_diff"])
+    return NormSplit(
+        steps,
+        pred_full,
+        pred_split,
+        mean_full,
+        mean_split,
+        gap,
+        tuple(rows),
+        rows[0]["max_grad_diff"],
+    )

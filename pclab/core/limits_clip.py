@@ -15,6 +15,7 @@ from pclab.core import validation as v
 from pclab.core.limits import (
     DTYPE,
     MAX_ELEMENTS,
+    Row,
     bounded_count,
     max_abs_diff,
     seeded_generator,
@@ -43,7 +44,7 @@ class ClipSplit:
     grads: tuple[tuple[float, ...], ...]  # g_k, one row per microstep
     clip_of_sum: tuple[float, ...]  # clip(sum_k g_k): the large batch's update direction
     sum_of_clips: tuple[float, ...]  # sum_k clip(g_k): clipping inside the window
-    rows: tuple[dict, ...]  # per variant: norm, gap to clip(sum), cosine to clip(sum)
+    rows: tuple[Row, ...]  # per variant: norm, gap to clip(sum), cosine to clip(sum)
     difference: float  # max |clip(sum g) - sum clip(g)|
 
 
@@ -74,7 +75,7 @@ def clip_split(
         denom = float(torch.linalg.vector_norm(g) * torch.linalg.vector_norm(ref))
         return None if denom == 0 else max(-1.0, min(1.0, float(g.dot(ref)) / denom))
 
-    rows = tuple(
+    rows: tuple[Row, ...] = tuple(
         {
             "variant": name,
             "norm": float(torch.linalg.vector_norm(g)),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import TypedDict
 
 import torch
 from torch.utils.data import DistributedSampler
@@ -35,6 +36,17 @@ def sample_lengths(dataset_size: int) -> tuple[int, ...]:
     return tuple(torch.randint(MIN_TOKENS, MAX_TOKENS + 1, (dataset_size,), generator=gen).tolist())
 
 
+class RankRow(TypedDict):
+    """One rank's epoch: samples, repeats, tokens, share of the dataset's tokens."""
+
+    rank: int
+    samples: int
+    repeats: int
+    tokens: int
+    token_share: float
+    indices: tuple[int, ...]
+
+
 @dataclass(frozen=True)
 class SamplerEpoch:
     dataset_size: int
@@ -49,7 +61,7 @@ class SamplerEpoch:
     repeated_entries: int  # entries beyond a sample's first appearance (padding)
     dropped_samples: int  # dataset samples never seen (drop_last=True)
     times_seen: dict[int, int]  # how many samples were seen 0, 1, 2, ... times
-    rows: tuple[dict, ...]  # per rank: samples, repeats, tokens, share of the dataset's tokens
+    rows: tuple[RankRow, ...]  # per rank
 
 
 def sampler_epoch(
@@ -91,14 +103,14 @@ def sampler_epoch(
     counts = Counter(i for ix in indices for i in ix)
     dataset_tokens = sum(lengths)
     rows = tuple(
-        {
-            "rank": rank,
-            "samples": len(ix),
-            "repeats": sum(repeat_flags[rank]),
-            "tokens": sum(lengths[i] for i in ix),
-            "token_share": sum(lengths[i] for i in ix) / dataset_tokens,
-            "indices": ix,
-        }
+        RankRow(
+            rank=rank,
+            samples=len(ix),
+            repeats=sum(repeat_flags[rank]),
+            tokens=sum(lengths[i] for i in ix),
+            token_share=sum(lengths[i] for i in ix) / dataset_tokens,
+            indices=ix,
+        )
         for rank, ix in enumerate(indices)
     )
     times_seen = Counter(counts.get(i, 0) for i in range(n))

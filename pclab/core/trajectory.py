@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from pclab.core import validation as v
-from pclab.core.limits import DTYPE, bounded_count, max_abs_diff, seeded_generator
+from pclab.core.limits import DTYPE, Row, bounded_count, max_abs_diff, seeded_generator
 
 SUM_ORDERS = (
     "sequential",
@@ -42,7 +42,8 @@ def summands(count: int, seed: int = 0) -> np.ndarray:
     count, gen = bounded_count(count, "count", 1, 200_000), seeded_generator(seed)
     mantissa = torch.randn(count, generator=gen, dtype=DTYPE)
     exponent = torch.empty(count, dtype=DTYPE).uniform_(-4.0, 4.0, generator=gen)
-    return (mantissa * 10.0**exponent).to(torch.float32).numpy()
+    values: np.ndarray = (mantissa * 10.0**exponent).to(torch.float32).numpy()
+    return values
 
 
 def sequential_sum(values: np.ndarray) -> float:
@@ -66,7 +67,7 @@ class SummationOrder:
     float64: float  # the sequential order accumulated in float64
     sums: dict[str, float]  # order -> float32 result
     distinct_results: int  # how many different float32 values the orders produced
-    rows: tuple[dict, ...]  # per order: value, error vs exact, bit pattern (float64 row: 64 bits)
+    rows: tuple[Row, ...]  # per order: value, error vs exact, bit pattern (float64 row: 64 bits)
     difference: float  # largest minus smallest float32 result
 
 
@@ -98,7 +99,7 @@ def summation_order(count: int = 10_000, replicas: int = 4, seed: int = 0) -> Su
         "torch_sum": float(torch.from_numpy(x).sum()),
     }
     float64 = float(np.add.accumulate(x.astype(np.float64))[-1])
-    rows = [
+    rows: list[Row] = [
         {
             "variant": name,
             "value": s,
@@ -176,7 +177,7 @@ def _stream_masks(
 class DropoutSplit:
     mask_one_batch: tuple[tuple[tuple[float, ...], ...], ...]  # [layer][sample][feature], one batch
     masks: dict[str, tuple[tuple[tuple[float, ...], ...], ...]]  # variant -> the split's masks
-    rows: tuple[dict, ...]  # per variant: mismatched mask fraction, gradient gap
+    rows: tuple[Row, ...]  # per variant: mismatched mask fraction, gradient gap
     difference: float  # continued stream: max gradient gap to the one-batch computation
 
 
@@ -228,7 +229,7 @@ def dropout_split(
         "seed_per_rank": _stream_masks(parts, features, p, seed, "rank"),
         "per_sample_seed": per_sample,
     }
-    rows = []
+    rows: list[Row] = []
     for name in DROPOUT_VARIANTS:
         baseline = per_sample if name == "per_sample_seed" else reference  # same rule, one batch
         rows.append(
@@ -240,7 +241,10 @@ def dropout_split(
                 ),
             }
         )
-    as_tuple = lambda m: tuple(tuple(tuple(r) for r in layer) for layer in m.tolist())  # noqa: E731
+
+    def as_tuple(m: torch.Tensor) -> tuple[tuple[tuple[float, ...], ...], ...]:
+        return tuple(tuple(tuple(r) for r in layer) for layer in m.tolist())
+
     return DropoutSplit(
         as_tuple(reference),
         {k: as_tuple(m) for k, m in masks.items()},

@@ -26,6 +26,7 @@ A microbatch without labels has g_rk = 0: its weight is undefined (None), never 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,14 +38,16 @@ NAMED_SCHEMES = (*ledger.SCHEMES, "unnormalised_sum")
 SCHEME_RTOL = 1e-6  # a measured grid matches a named scheme within this relative gap
 
 WeightGrid = ledger.WeightGrid
+MeasuredGrid = Sequence[Sequence[float | None]]  # [replica][microstep] w_rk x N, None: undefined
 
 
-def scheme_weights_times_n(counts, scheme: str) -> WeightGrid:
+def scheme_weights_times_n(counts: object, scheme: str) -> WeightGrid:
     """The w_rk x N grid `scheme` predicts for these counts (None where undefined: an empty
     microbatch, a mean over an empty replica, or N = 0)."""
     grid = v.count_grid(counts)
     scheme = v.choice(scheme, "scheme", NAMED_SCHEMES)
     n = sum(map(sum, grid))
+    weights: WeightGrid
     if scheme == "unnormalised_sum":
         weights = tuple(tuple(1 / len(grid) for _ in row) for row in grid)
     else:
@@ -66,7 +69,7 @@ class WeightSolve:
     identifiable: bool
 
 
-def solve_weights(grads, delta, counts) -> WeightSolve:
+def solve_weights(grads: object, delta: object, counts: object) -> WeightSolve:
     """Solve delta = - sum_rk w_rk g_rk for w by least squares.
 
     Args:
@@ -113,7 +116,9 @@ def solve_weights(grads, delta, counts) -> WeightSolve:
     return WeightSolve(weights, residual, True)
 
 
-def matching_schemes(weights_times_n, counts, rtol: float = SCHEME_RTOL) -> tuple[str, ...]:
+def matching_schemes(
+    weights_times_n: MeasuredGrid, counts: object, rtol: float = SCHEME_RTOL
+) -> tuple[str, ...]:
     """Every named scheme (in NAMED_SCHEMES order: the correct one first) whose predicted grid
     matches each measured cell within `rtol` (None where the prediction is None). Some counts
     cannot tell schemes apart: equal counts make them all 1."""
@@ -127,21 +132,24 @@ def matching_schemes(weights_times_n, counts, rtol: float = SCHEME_RTOL) -> tupl
     found = []
     for scheme in NAMED_SCHEMES:
         predicted = [x for row in scheme_weights_times_n(grid, scheme) for x in row]
-        if all(
-            (got is None) == (want is None)
-            and (got is None or math.isclose(got, want, rel_tol=rtol, abs_tol=rtol))
-            for got, want in zip(measured, predicted)
-        ):
+        if all(_cell_matches(got, want, rtol) for got, want in zip(measured, predicted)):
             found.append(scheme)
     return tuple(found)
 
 
-def closest_scheme(weights_times_n, counts, rtol: float = SCHEME_RTOL) -> str:
+def _cell_matches(got: float | None, want: float | None, rtol: float) -> bool:
+    """Both undefined, or both numbers within `rtol`."""
+    if got is None or want is None:
+        return got is None and want is None
+    return math.isclose(got, want, rel_tol=rtol, abs_tol=rtol)
+
+
+def closest_scheme(weights_times_n: MeasuredGrid, counts: object, rtol: float = SCHEME_RTOL) -> str:
     """The first of `matching_schemes` (the correct one when it matches), else "other"."""
     return (matching_schemes(weights_times_n, counts, rtol) or ("other",))[0]
 
 
-def uniform_scale(weights_times_n, rtol: float = SCHEME_RTOL) -> float | None:
+def uniform_scale(weights_times_n: MeasuredGrid, rtol: float = SCHEME_RTOL) -> float | None:
     """The one value c every defined cell of a measured grid shares (within `rtol`), when
     c != 1 (also within `rtol`); else None. A uniform c with a small residual is a right
     normalisation scaled once: clipping, the learning rate or a factor in the loss.
@@ -171,7 +179,7 @@ class Evidence:
     evidence: bool
 
 
-def evidence(counts, rtol: float = SCHEME_RTOL) -> Evidence:
+def evidence(counts: object, rtol: float = SCHEME_RTOL) -> Evidence:
     """Which named schemes these counts cannot tell from the global token mean.
 
     A scheme that predicts weight x N = 1 on a probe grid of distinct counts 2, 3, ... of
@@ -195,13 +203,13 @@ def evidence(counts, rtol: float = SCHEME_RTOL) -> Evidence:
     return Evidence(tuple(untold), split, bool(n) and split and not untold)
 
 
-def _all_ones(grid, rtol: float) -> bool:
+def _all_ones(grid: MeasuredGrid, rtol: float) -> bool:
     return all(math.isclose(x, 1.0, rel_tol=rtol) for row in grid for x in row if x is not None)
 
 
-def _vector(values, field: str) -> np.ndarray:
+def _vector(values: object, field: str) -> np.ndarray:
     try:
-        array = np.asarray(values, dtype=np.float64)
+        array: np.ndarray = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
         raise v.InvalidInput(field, values, "finite") from None
     if array.ndim != 1 or not np.isfinite(array).all():

@@ -12,7 +12,9 @@ would raise, with the same codes.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from numbers import Integral, Real
+from typing import TypeGuard
 
 # The largest total a count grid may reach: N = sum of counts must convert to float64 (a
 # Python int does not overflow, but G / N and P / N then raise OverflowError).
@@ -148,22 +150,35 @@ def choice(value: object, field: str, allowed: tuple[str, ...]) -> str:
         known = False
     if not known:
         raise InvalidInput(field, value, "one_of", ", ".join(map(str, allowed)))
-    return value  # type: ignore[return-value]
+    return value  # type: ignore[return-value]  # in `allowed`: one of its strings
+
+
+def _sequence(value: object) -> TypeGuard[Iterable[object]]:
+    """A sized collection other than text: a grid row, or the grid itself."""
+    return hasattr(value, "__len__") and not isinstance(value, (str, bytes))
 
 
 def grid(rows: object, field: str) -> list[list[object]]:
     """Check a nested [replica][microstep] sequence is non-empty and rectangular."""
-    if isinstance(rows, (str, bytes)) or not hasattr(rows, "__len__"):
+    if not _sequence(rows):
         raise InvalidInput(field, rows, "rectangular")
-    rows = [
-        list(r) if hasattr(r, "__len__") and not isinstance(r, (str, bytes)) else r for r in rows
-    ]
-    if not rows or any(not isinstance(r, list) for r in rows):
-        raise InvalidInput(field, rows, "rectangular")
-    width = len(rows[0])
-    if width == 0 or any(len(r) != width for r in rows):
-        raise InvalidInput(field, rows, "rectangular")
-    return rows
+    cells = [list(r) if _sequence(r) else r for r in rows]
+    lists = [r for r in cells if isinstance(r, list)]
+    if not cells or len(lists) != len(cells):
+        raise InvalidInput(field, cells, "rectangular")
+    width = len(lists[0])
+    if width == 0 or any(len(r) != width for r in lists):
+        raise InvalidInput(field, lists, "rectangular")
+    return lists
+
+
+def finite_or_none(value: object) -> float | None:
+    """A number as a float; None when missing, not a number or not finite (undefined, never 0)."""
+    try:
+        x = float(value) if isinstance(value, Real) and not isinstance(value, bool) else math.nan
+    except OverflowError:  # an integer beyond float64
+        x = math.nan
+    return x if math.isfinite(x) else None
 
 
 def finite_result(value: float, field: str, inputs: object) -> float:
@@ -173,12 +188,12 @@ def finite_result(value: float, field: str, inputs: object) -> float:
     return value
 
 
-def _plain_counts(row: list[object]) -> bool:
+def _plain_counts(row: list[object]) -> TypeGuard[list[int]]:
     """Every cell a plain int >= 0: `count` would return each unchanged."""
     return all(type(v) is int and v >= 0 for v in row)
 
 
-def _plain_finite(row: list[object]) -> bool:
+def _plain_finite(row: list[object]) -> TypeGuard[list[float]]:
     """Every cell a plain finite float: `finite` would return each unchanged."""
     return all(type(v) is float and math.isfinite(v) for v in row)
 
@@ -188,7 +203,7 @@ def count_grid(rows: object, field: str = "counts") -> tuple[tuple[int, ...], ..
     # Rows of plain ints skip the per-cell call and its field name (a 1024 x 64 grid: 3x
     # faster); any other row takes the full check, so results and errors are unchanged.
     counts: tuple[tuple[int, ...], ...] = tuple(
-        tuple(row)  # type: ignore[arg-type]  # plain ints: _plain_counts checked each
+        tuple(row)
         if _plain_counts(row)
         else tuple(count(v, field, cell=(r, k)) for k, v in enumerate(row))
         for r, row in enumerate(cells)

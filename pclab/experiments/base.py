@@ -18,7 +18,7 @@ warm pool, the run panel, the benchmark, `pclab run`) finds it there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -48,7 +48,7 @@ class Experiment:
     name: str  # registry key and run-record name, e.g. "negatives"
     worker: str  # module every rank runs: the package itself (its __main__)
     params: Callable[..., Params]  # Params.checked: raw values in, validated Params out
-    build_report: Callable[[tuple[dict[str, Any], ...]], dict[str, Any]]
+    build_report: Callable[[tuple[dict[str, Any], ...]], Mapping[str, Any]]  # JSON, a TypedDict
     # Does a report agree with the experiment's independent reference (core, a single
     # process)? The one question the registry's launch-and-compare test asks of every run.
     agrees: Callable[[dict[str, Any]], bool]

@@ -57,7 +57,7 @@ class Declared:
     @classmethod
     def declared(cls) -> Iterator[tuple[str, str, Spec, object]]:
         """(field name, raw name, spec, default) of every declared field, in order."""
-        for f in fields(cls):  # type: ignore[arg-type]
+        for f in fields(cls):  # type: ignore[arg-type]  # a subclass is the dataclass
             spec = f.metadata.get(SPEC)
             if spec is not None:
                 yield f.name, spec.name or f.name, spec, _plain_default(f.default)

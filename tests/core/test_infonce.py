@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pclab.core import infonce
-from pclab.core.validation import InvalidInput
+from pclab.core.validation import InvalidInput, finite_or_none
 from pclab.experiments.negatives import report as negatives_report
 
 torch.set_default_dtype(torch.float64)
@@ -489,7 +489,7 @@ def test_check_run_rejects_a_malformed_report(report, field):
     ],
 )
 def test_finite_or_none_is_undefined_for_anything_but_a_finite_number(value, expected):
-    assert infonce.finite_or_none(value) == expected
+    assert finite_or_none(value) == expected
 
 
 def test_the_contribution_table_is_built_only_when_read():

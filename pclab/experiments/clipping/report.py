@@ -72,14 +72,14 @@ def build_report(ranks: tuple[dict, ...]) -> ClippingReport:
         rank_grads = scenario_grads(inject_rank, first["nonfinite"])
         core = _predicted(rank_grads)
         per_rank = [dict(r["scenarios"][name]["protocol"], rank=r["rank"]) for r in ranks]
-        merged = {}
+        merged: dict[str, float] = {}
         for row in per_rank:
             merged |= {j: x for j, x in row["params"].items() if j not in merged}
         shared = ("skip", "norm", "coefficient", "successful_steps")
         identical = all(row[k] == per_rank[0][k] for row in per_rank for k in shared) and all(
             row["params"][j] == merged[j] for row in per_rank for j in row["params"]
         )
-        buffers = {}
+        buffers: dict[str, float] = {}
         for row in per_rank:
             buffers |= {j: x for j, x in row["momentum_buffers"].items() if j not in buffers}
         diff = max(_max_diff(merged, core["params"]), _max_diff(buffers, core["momentum_buffers"]))

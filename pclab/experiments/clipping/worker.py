@@ -46,7 +46,7 @@ def _protocol(held: dict[str, float], owners: dict[str, int], rank: int) -> dict
     squares = torch.zeros(()) if skip or m == 0 else ((owned / m) ** 2).sum()
     dist.all_reduce(squares, op=dist.ReduceOp.SUM)  # 03 reduce
     norm = None if skip else m * math.sqrt(squares.item())
-    coefficient = None if skip else (1.0 if norm == 0 else min(1.0, MAX_NORM / norm))
+    coefficient = None if norm is None else (1.0 if norm == 0 else min(1.0, MAX_NORM / norm))
     mine = torch.tensor([float(skip), coefficient or 0.0, -(coefficient or 0.0)])
     decision = mine.clone()
     dist.all_reduce(decision, op=dist.ReduceOp.MAX)  # the shared decision, checked
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
         rank, world_size = init_worker()
         if world_size != WORLD_SIZE:
             raise ValueError(f"world_size={world_size} is invalid: expected {WORLD_SIZE}")
-        scenarios = {"finite": None}
+        scenarios: dict[str, int | None] = {"finite": None}  # name -> the rank injected on
         if params.inject_overflow is not None:
             scenarios["overflow"] = params.inject_overflow
         results = {}

@@ -8,10 +8,11 @@ compares. A number that is missing or not finite is None and never agrees.
 from __future__ import annotations
 
 import math
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from pclab.core import validation as v
-from pclab.core.infonce import SCHEMES, encoder_grads, finite_or_none
+from pclab.core.infonce import SCHEMES, encoder_grads
+from pclab.core.validation import finite_or_none
 from pclab.experiments.base import ReportError
 
 
@@ -46,7 +47,7 @@ def build_report(ranks: tuple[dict, ...]) -> NegativesReport:
     if any(r[k] != first[k] for r in ranks for k in keys):
         raise ValueError("ranks disagree on the inputs")
     reference = first["reference"]
-    schemes = {}
+    schemes: dict[str, SchemeResult] = {}
     for name in SCHEMES:
         per_rank = [r["schemes"][name] for r in ranks]
         after = per_rank[0]
@@ -75,7 +76,18 @@ def build_report(ranks: tuple[dict, ...]) -> NegativesReport:
                 for r, s in zip(ranks, per_rank, strict=True)
             ],
         }
-    report = {**{k: first[k] for k in keys}, "reference": reference, "schemes": schemes}
+    report = NegativesReport(
+        a=first["a"],
+        b=first["b"],
+        wq=first["wq"],
+        wd=first["wd"],
+        tau=first["tau"],
+        lr=first["lr"],
+        world_size=first["world_size"],
+        backend=first["backend"],
+        reference=reference,
+        schemes=schemes,
+    )
     if not _finite(report):
         raise ReportError(
             "the run produced non-finite numbers (tau too small or weights too large)"
@@ -114,9 +126,10 @@ def check_run(report: dict, tol: float = RUN_TOL) -> tuple[dict, ...]:
         raise v.InvalidInput("report", report, "non_empty")
     tol = _valid(v.non_negative, tol, "tol")
     wq, wd, lr = (_valid(v.finite, report.get(k), k) for k in ("wq", "wd", "lr"))
+    tau: Any = report.get("tau")  # encoder_grads checks it (and a, b) with its own fields
     rows = []
     for scheme in SCHEMES:
-        p = encoder_grads(report.get("a"), report.get("b"), wq, wd, report.get("tau"), scheme)
+        p = encoder_grads(report.get("a"), report.get("b"), wq, wd, tau, scheme)
         got = _dict(report["schemes"].get(scheme))
         after, ranks = _dict(got.get("params_after_sgd")), got.get("ranks") or []
         pairs = [(p.grad_wq, got.get("grad_wq")), (p.grad_wd, got.get("grad_wd"))]
@@ -125,11 +138,9 @@ def check_run(report: dict, tol: float = RUN_TOL) -> tuple[dict, ...]:
             m = _dict(ranks[r] if isinstance(ranks, list) and r < len(ranks) else None)
             for name in ("local_loss", "grad_wq_local", "grad_wd_local"):
                 pairs.append((getattr(p, name)[r], m.get(name)))
-        diffs = [
-            None if finite_or_none(x) is None else abs(finite_or_none(x) - want)
-            for want, x in pairs
-        ]
-        worst = None if None in diffs else max(diffs)
+        measured = [(want, finite_or_none(x)) for want, x in pairs]
+        diffs = [abs(got - want) for want, got in measured if got is not None]
+        worst = max(diffs) if len(diffs) == len(pairs) else None  # None: one is undefined
         rows.append(
             {
                 "scheme": scheme,

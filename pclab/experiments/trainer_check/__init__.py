@@ -16,6 +16,7 @@ In a test suite:
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pclab.experiments.base import Experiment
 from pclab.experiments.trainer_check.params import Params
@@ -35,8 +36,8 @@ run = EXPERIMENT.launch  # raw parameters in: validated, then run (notebooks, te
 
 
 def assert_same_update(
-    trainer: str, world_size: int | None = None, accum: int | None = None, **options
-) -> dict:
+    trainer: str, world_size: int | None = None, accum: int | None = None, **options: Any
+) -> dict[str, Any]:
     """Run the check; return the report, or raise AssertionError (for pytest) whose message
     starts with the human summary (verdict, diagnoses, then scheme and weight grid of each
     scenario that differs) and ends with the JSON. No evidence fails too.
@@ -53,7 +54,7 @@ def assert_same_update(
     )
     if not result.ok:
         raise AssertionError(f"the trainer check did not finish: {result.message}")
-    check = result.report["checks"][0]
+    check: dict[str, Any] = result.report["checks"][0]
     if not check["passed"]:
         failed = [s["name"] for s in check["scenarios"] if s["verdict"] == "different"]
         why = f"not the same update in {', '.join(failed)}" if failed else check["status"]

@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 from functools import partial
+from typing import Any
 
 from pclab.experiments.trainer_check import EXPERIMENT, diagnoses
 from pclab.experiments.trainer_check.params import Params
@@ -28,7 +29,7 @@ from pclab.runners.cli import checked_or_exit, experiment_parser, run_for_cli
 PROG = "pclab check"
 
 
-def print_check(check: dict) -> None:
+def print_check(check: dict[str, Any]) -> None:
     """The human report: the verdict, its diagnoses, a table per scenario and its weights."""
     print(render(check))
 

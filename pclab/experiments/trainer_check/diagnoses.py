@@ -16,6 +16,9 @@ no scenario run. Messages are plain English built here, once; codes never change
 
 from __future__ import annotations
 
+from typing import Any
+
+Diagnosis = dict[str, Any]  # {"code", "message", "scenario", ...its details}: the JSON's entry
 UNUSABLE = ("signature", "terms_mismatch", "model_not_deterministic", "dtype_changed")
 SCHEME_WORDS = {
     "replica_mean": "DDP's mean of local means (replica_mean)",
@@ -25,16 +28,18 @@ SCHEME_WORDS = {
 }
 
 
-def _diagnosis(code: str, message: str, scenario: str | None = None, **details) -> dict:
+def _diagnosis(
+    code: str, message: str, scenario: str | None = None, **details: object
+) -> Diagnosis:
     return {"code": code, "message": message, "scenario": scenario, **details}
 
 
-def signature(message: str) -> dict:
+def signature(message: str) -> Diagnosis:
     """From trainer_file's TrainerFileError(code="signature"): the message shows both."""
     return _diagnosis("signature", message)
 
 
-def terms_mismatch(got: int, want: int, own_batches: bool) -> dict:
+def terms_mismatch(got: int, want: int, own_batches: bool) -> Diagnosis:
     side = "more" if got > want else "fewer"
     made = "make_microbatch was asked for" if own_batches else "the microbatch holds"
     hint = (
@@ -50,7 +55,7 @@ def terms_mismatch(got: int, want: int, own_batches: bool) -> dict:
     return _diagnosis("terms_mismatch", message, terms=got, counted_labels=want, side=side)
 
 
-def model_not_deterministic(tensor: str, gap: float | None, across_ranks: bool) -> dict:
+def model_not_deterministic(tensor: str, gap: float | None, across_ranks: bool) -> Diagnosis:
     where = "on two ranks" if across_ranks else "on two calls"
     size = "a different shape" if gap is None else f"up to {gap:.3g}"
     message = (
@@ -61,7 +66,7 @@ def model_not_deterministic(tensor: str, gap: float | None, across_ranks: bool) 
     return _diagnosis("model_not_deterministic", message, tensor=tensor, across_ranks=across_ranks)
 
 
-def dtype_built(tensor: str, dtype: str, declared: str) -> dict:
+def dtype_built(tensor: str, dtype: str, declared: str) -> Diagnosis:
     message = (
         f"build_model() returned {tensor} in {dtype} where DTYPE is {declared} (float64 when "
         f'the file sets none): set DTYPE = "{dtype}" to check in that precision, or build the '
@@ -70,7 +75,7 @@ def dtype_built(tensor: str, dtype: str, declared: str) -> dict:
     return _diagnosis("dtype_changed", message, tensor=tensor, dtype=dtype, declared=declared)
 
 
-def dtype_after(scenario: str, tensor: str, dtype: str, declared: str) -> dict:
+def dtype_after(scenario: str, tensor: str, dtype: str, declared: str) -> Diagnosis:
     message = (
         f"after train_step, {tensor} is {dtype}, not {declared}: train_step changed the "
         "parameters' precision (a .float(), .half() or an autocast that casts the weights?), "
@@ -81,7 +86,7 @@ def dtype_after(scenario: str, tensor: str, dtype: str, declared: str) -> dict:
     )
 
 
-def optimizer_not_stepped(scenarios: list[str], parameters_changed: bool) -> dict:
+def optimizer_not_stepped(scenarios: list[str], parameters_changed: bool) -> Diagnosis:
     where = ", ".join(scenarios)
     if parameters_changed:
         rest = (
@@ -97,7 +102,7 @@ def optimizer_not_stepped(scenarios: list[str], parameters_changed: bool) -> dic
     )
 
 
-def uniform_scale(scenario: str, scale: float, residual: float | None, accum: int) -> dict:
+def uniform_scale(scenario: str, scale: float, residual: float | None, accum: int) -> Diagnosis:
     why = (
         f" (= 1/K: a second division by K = {accum}?)"
         if accum > 1 and abs(scale * accum - 1) < 1e-6
@@ -112,7 +117,7 @@ def uniform_scale(scenario: str, scale: float, residual: float | None, accum: in
     return _diagnosis("uniform_scale", message, scenario, scale=scale)
 
 
-def extra_optimizer_state(scenario: str, keys: list[str], parameters: int, n: int) -> dict:
+def extra_optimizer_state(scenario: str, keys: list[str], parameters: int, n: int) -> Diagnosis:
     at_zero = (
         " with no labels (N = 0), where the reference does not step at all"
         if n == 0
@@ -131,7 +136,7 @@ def extra_optimizer_state(scenario: str, keys: list[str], parameters: int, n: in
     return _diagnosis("extra_optimizer_state", message, scenario, keys=keys, parameters=parameters)
 
 
-def no_evidence_scenario(scenario: str, untold: list[str]) -> dict:
+def no_evidence_scenario(scenario: str, untold: list[str]) -> Diagnosis:
     names = ", ".join(SCHEME_WORDS.get(s, s) for s in untold)
     why = (
         f"these counts give {names} the global token mean's weights"
@@ -142,7 +147,7 @@ def no_evidence_scenario(scenario: str, untold: list[str]) -> dict:
     return _diagnosis("no_evidence", message, scenario, untold=untold)
 
 
-def no_evidence_run(world_size: int, accum: int) -> dict:
+def no_evidence_run(world_size: int, accum: int) -> Diagnosis:
     if world_size * accum == 1:
         why = (
             "with P = 1 and K = 1 nothing is split, so DDP's mean of local means, microbatch "

@@ -19,6 +19,7 @@ import datetime
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pclab.experiments.trainer_check.hf_recorded import installed_version
 from pclab.paths import EXAMPLES_DIR, PACKAGE_DIR, shown
@@ -206,11 +207,12 @@ def status(record: dict) -> str | None:
     return "same_update" if record["passed"] else "no_evidence"
 
 
-def _uneven(check: dict) -> dict:
-    return next(s for s in check["scenarios"] if s["name"] == MEASURED_SCENARIO)
+def _uneven(check: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = next(s for s in check["scenarios"] if s["name"] == MEASURED_SCENARIO)
+    return found
 
 
-def _base(setting: Setting, now: str) -> dict:
+def _base(setting: Setting, now: str) -> dict[str, Any]:
     return {
         "framework": setting.framework,
         "package": setting.package,
@@ -222,7 +224,7 @@ def _base(setting: Setting, now: str) -> dict:
     }
 
 
-def measured(setting: Setting, check: dict, now: str) -> dict:
+def measured(setting: Setting, check: dict[str, Any], now: str) -> dict[str, Any]:
     """The record of one real run: the uneven scenario's scheme, weights and difference."""
     uneven = _uneven(check)
     trainer = EXAMPLES_DIR / f"{setting.adapter}.py"
@@ -240,13 +242,13 @@ def measured(setting: Setting, check: dict, now: str) -> dict:
     }
 
 
-def not_run(setting: Setting, reason: str, now: str) -> dict:
+def not_run(setting: Setting, reason: str, now: str) -> dict[str, Any]:
     """The record of a setting that cannot run here: why, and nothing measured."""
     empty = dict.fromkeys(("scheme", "weights", "counts", "passed", "max_abs_diff", "dtype"))
     return _base(setting, now) | empty | {"tolerance": None, "command": None, "reason": reason}
 
 
-def check_adapters(settings: list[Setting]) -> dict[str, dict]:
+def check_adapters(settings: list[Setting]) -> dict[str, dict[str, Any]]:
     """One launch for these adapters (as `pclab check A.py B.py` would): adapter -> check."""
     from pclab.experiments.trainer_check import EXPERIMENT
     from pclab.experiments.trainer_check.params import Params
@@ -255,25 +257,26 @@ def check_adapters(settings: list[Setting]) -> dict[str, dict]:
     result = EXPERIMENT.run(Params.checked(files, world_size=WORLD_SIZE, accum=ACCUM))
     if not result.ok:
         raise RuntimeError(f"{', '.join(files)}: the check did not finish: {result.message}")
-    report: dict = result.report  # type: ignore[assignment]
+    report: dict[str, Any] = result.report
     return {str(s.adapter): check for s, check in zip(settings, report["checks"], strict=True)}
 
 
-def load(path: Path = RECORDED) -> dict:
+def load(path: Path = RECORDED) -> dict[str, Any]:
     """{"about", "records": [...]} as recorded, or no records when there is no file."""
     if not path.is_file():
         return {"records": []}
-    return json.loads(path.read_text(encoding="utf-8"))
+    recorded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return recorded
 
 
-def record(only: set[str] | None = None, path: Path = RECORDED) -> dict:
+def record(only: set[str] | None = None, path: Path = RECORDED) -> dict[str, Any]:
     """Run every installed adapter (of the packages in `only`, when given), one launch per
     package, and rewrite the table; other settings keep their last record."""
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     before = {(r["framework"], r["setting"]): r for r in load(path)["records"]}
     chosen = [s for s in SETTINGS if only is None or s.package in only]
     runnable = [s for s in chosen if s.adapter and installed_version(s.package)]
-    checks: dict[str, dict] = {}
+    checks: dict[str, dict[str, Any]] = {}
     for package in dict.fromkeys(s.package for s in runnable):
         checks |= check_adapters([s for s in runnable if s.package == package])
     records = []

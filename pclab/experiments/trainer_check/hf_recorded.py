@@ -14,6 +14,7 @@ import datetime
 import json
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from pclab.paths import EXAMPLES_DIR, PACKAGE_DIR, shown
 
@@ -34,18 +35,19 @@ def installed_version(package: str) -> str | None:
         return None
 
 
-def load(path: Path = RECORDED) -> dict:
+def load(path: Path = RECORDED) -> dict[str, Any]:
     """{"about", "recorded", "versions", "checks": {example: the check's JSON}}."""
-    return json.loads(path.read_text(encoding="utf-8"))
+    recorded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return recorded
 
 
-def record(path: Path = RECORDED) -> dict:
+def record(path: Path = RECORDED) -> dict[str, Any]:
     """Run the check on each setting (one launch each, as `pclab check FILE`
     would) and write what it measured, with the installed versions."""
     from pclab.experiments.trainer_check import EXPERIMENT
     from pclab.experiments.trainer_check.params import Params
 
-    checks = {}
+    checks: dict[str, dict[str, Any]] = {}
     for example in SETTINGS:
         trainer = EXAMPLES_DIR / f"{example}.py"
         result = EXPERIMENT.run(Params.checked(str(trainer), **SHAPE))

@@ -4,13 +4,15 @@ which tolerance, and optionally one label-count pattern instead of the standard 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
+from typing import TypeGuard
 
 from pclab.core import validation as v
 from pclab.experiments.declare import Declared, param
-from pclab.experiments.trainer_check.scenarios import parse_counts
+from pclab.experiments.trainer_check.scenarios import Grid, parse_counts
 from pclab.paths import EXAMPLES_DIR
 
 MAX_RANKS, MAX_ACCUM = 8, 8
@@ -20,13 +22,22 @@ DEVICES = ("cpu", "cuda")  # cpu: Gloo (the default, even where CUDA exists); cu
 DEFAULT_TRAINER = str(EXAMPLES_DIR / "correct_ddp_no_sync.py")
 
 
+def _items(value: object) -> list[object]:
+    """list(value), or the TypeError list() raises for a value that is not iterable."""
+    if not isinstance(value, Iterable):
+        raise TypeError(f"{type(value).__name__!r} object is not iterable")
+    return list(value)
+
+
 def _trainers(value: object, field: str) -> tuple[str, ...]:
     """One trainer file or several, each an existing file, as absolute paths."""
-    names = [value] if isinstance(value, str | Path) else list(value)  # type: ignore[call-overload]
+    names = [value] if isinstance(value, str | Path) else _items(value)
     if not names:
         raise v.InvalidInput(field, value, "non_empty")
     paths = []
     for name in names:
+        if not isinstance(name, str | PathLike):
+            raise TypeError(f"{field}={name!r} is not a path")
         path = Path(name).expanduser().resolve()
         if not path.is_file():
             raise v.InvalidInput(field, str(name), "one_of", "an existing .py file")
@@ -48,14 +59,19 @@ def _shape(top: int) -> Callable[[object, str], int | None]:
     return check
 
 
-def _counts(value: object, field: str) -> tuple[tuple[int, ...], ...] | None:
+def _counts(value: object, field: str) -> Grid | None:
     if value is None:
         return None
     return parse_counts(value if isinstance(value, str) else _counts_text(value))
 
 
 def _counts_text(grid: object) -> str:
-    return ";".join(",".join(map(str, row)) for row in grid)  # type: ignore[attr-defined]
+    return ";".join(",".join(map(str, _items(row))) for row in _items(grid))
+
+
+def _is_grid(value: object) -> TypeGuard[Grid]:
+    """A counts grid as `_counts` returns it (else None)."""
+    return isinstance(value, tuple) and all(isinstance(row, tuple) for row in value)
 
 
 def _device(value: object, field: str) -> str:
@@ -120,8 +136,8 @@ class Params(Declared):
     @classmethod
     def relate(cls, values: dict[str, object]) -> dict[str, object]:
         grid = values["counts"]
-        if grid is not None:
-            read = {"world_size": len(grid), "accum_steps": len(grid[0])}  # type: ignore[arg-type]
+        if _is_grid(grid):  # else None: no counts given
+            read = {"world_size": len(grid), "accum_steps": len(grid[0])}
             for field, shown in (("world_size", "world_size"), ("accum_steps", "accum")):
                 given = values[field]
                 if given is not None and given != read[field]:
@@ -130,9 +146,8 @@ class Params(Declared):
             values |= read
         for field in ("world_size", "accum_steps"):
             values[field] = 2 if values[field] is None else values[field]
-        files = values["trainers"]
         values["trainer_sha256"] = tuple(
-            hashlib.sha256(Path(f).read_bytes()).hexdigest()
-            for f in files  # type: ignore[attr-defined]
+            hashlib.sha256(Path(str(f)).read_bytes()).hexdigest()
+            for f in _items(values["trainers"])
         )
         return values

@@ -4,17 +4,29 @@ reference step, snapshots of parameters and optimizer state, and their compariso
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterable, Sequence
+from typing import Any, TypedDict
 
 import torch
 
 from pclab.experiments.trainer_check.trainer_file import Trainer
 
 IGNORE = -100  # a position that does not count (the Hugging Face convention)
+Batch = dict[str, Any]  # one microbatch: whatever the file's token_losses reads
+State = dict[str, torch.Tensor]  # "parameter <name>" / "optimizer <key> of <name>" -> float64
+
+
+class Divergence(TypedDict):
+    """The first tensor beyond the tolerance (abs_diff None: missing, shape, non-finite)."""
+
+    tensor: str
+    abs_diff: float | None
+    why: str  # differs, missing, unexpected, shape, non-finite
 
 
 def microbatch(
     trainer: Trainer, scenario: str, rank: int, step: int, valid: int, off_first: bool = False
-) -> dict:
+) -> Batch:
     """The file's make_microbatch(valid, generator) when it has one; else deterministic random
     tokens with exactly `valid` counted label positions, never at position 0 of a sequence
     when the file sets FIRST_POSITION_LABELLED = False or `off_first` asks (and it fits)."""
@@ -24,7 +36,8 @@ def microbatch(
         batch = trainer.call("make_microbatch", valid, gen)
         if not isinstance(batch, dict):
             raise ValueError(f"make_microbatch returned {type(batch).__name__}: it must be a dict")
-        return batch
+        made: Batch = batch
+        return made
     shape = (trainer.batch_size, trainer.seq_len)
     input_ids = torch.randint(0, trainer.vocab_size, shape, generator=gen)
     targets = torch.randint(0, trainer.vocab_size, shape, generator=gen)
@@ -39,7 +52,7 @@ def microbatch(
     return {"input_ids": input_ids, "labels": labels.view(shape)}
 
 
-def on_device(batch: dict, model: torch.nn.Module) -> dict:
+def on_device(batch: Batch, model: torch.nn.Module) -> Batch:
     """The microbatch's tensors on the model's device (anything else as it is)."""
     device = next(model.parameters()).device
     return {k: t.to(device) if isinstance(t, torch.Tensor) else t for k, t in batch.items()}
@@ -53,7 +66,7 @@ def build(trainer: Trainer, device: str = "cpu") -> torch.nn.Module:
     return model
 
 
-def labels_at_first_position(batch: dict) -> int:
+def labels_at_first_position(batch: Batch) -> int:
     """Counted labels at position 0 of a sequence: a causal LM's shift drops exactly these."""
     labels = batch.get("labels")
     if not isinstance(labels, torch.Tensor) or labels.dim() != 2:
@@ -61,7 +74,7 @@ def labels_at_first_position(batch: dict) -> int:
     return int((labels[:, 0] != IGNORE).sum())
 
 
-def terms(trainer: Trainer, model, batch: dict) -> torch.Tensor:
+def terms(trainer: Trainer, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
     """The objective's terms for one microbatch, checked to be a 1-D tensor."""
     losses = trainer.call("token_losses", model, on_device(batch, model))
     if not isinstance(losses, torch.Tensor) or losses.dim() != 1:
@@ -70,13 +83,19 @@ def terms(trainer: Trainer, model, batch: dict) -> torch.Tensor:
     return losses
 
 
-def make_optimizer(trainer: Trainer, model) -> torch.optim.Optimizer:
+def make_optimizer(trainer: Trainer, model: torch.nn.Module) -> torch.optim.Optimizer:
     if hasattr(trainer.module, "make_optimizer"):
         return trainer.call("make_optimizer", model.parameters())
     return torch.optim.SGD(model.parameters(), lr=0.1)
 
 
-def reference_step(trainer: Trainer, model, optimizer, batches, reverse: bool = False) -> int:
+def reference_step(
+    trainer: Trainer,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Sequence[Sequence[Batch]],
+    reverse: bool = False,
+) -> int:
     """One update on the global token mean: sum of every microbatch's terms / N, its global
     gradient norm clipped once to MAX_GRAD_NORM when the file sets one (as
     torch.nn.utils.clip_grad_norm_ does it: coefficient max / (norm + 1e-6), at most 1); no
@@ -94,7 +113,7 @@ def reference_step(trainer: Trainer, model, optimizer, batches, reverse: bool = 
     return n
 
 
-def flat_gradient(trainer: Trainer, model, batch: dict) -> list[float]:
+def flat_gradient(trainer: Trainer, model: torch.nn.Module, batch: Batch) -> list[float]:
     """d(sum of this microbatch's terms)/d(parameters) at the model's weights, flattened
     (zeros for a microbatch without terms)."""
     model.zero_grad(set_to_none=True)
@@ -105,10 +124,11 @@ def flat_gradient(trainer: Trainer, model, batch: dict) -> list[float]:
         (p.grad if p.grad is not None else torch.zeros_like(p)).detach().flatten()
         for p in model.parameters()
     ]
-    return torch.cat(parts).double().cpu().tolist()
+    flat: list[float] = torch.cat(parts).double().cpu().tolist()
+    return flat
 
 
-def parameters(trainer: Trainer, model, stepped_by_user: bool) -> dict[str, torch.Tensor]:
+def parameters(trainer: Trainer, model: torch.nn.Module, stepped_by_user: bool) -> State:
     """The model's parameters by name: the file's full_parameters(model) for a model the
     user's train_step ran on (sharded or wrapped), else its named_parameters()."""
     if stepped_by_user and trainer.has("full_parameters"):
@@ -119,12 +139,17 @@ def parameters(trainer: Trainer, model, stepped_by_user: bool) -> dict[str, torc
     return {n: p.detach() for n, p in model.named_parameters()}
 
 
-def flat_parameters(named: dict[str, torch.Tensor], order) -> torch.Tensor:
+def flat_parameters(named: State, order: Iterable[str]) -> torch.Tensor:
     """The named parameters flattened in `order` (names), as float64."""
     return torch.cat([named[n].flatten() for n in order]).double()
 
 
-def snapshot(model, optimizer, named=None, with_optimizer: bool = True) -> dict:
+def snapshot(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    named: State | None = None,
+    with_optimizer: bool = True,
+) -> State:
     """Every parameter (`named`, default the model's) and every optimizer-state tensor (step
     counts included; none when `with_optimizer` is False), by name, as float64."""
     names = {id(p): n for n, p in model.named_parameters()}
@@ -142,10 +167,11 @@ def snapshot(model, optimizer, named=None, with_optimizer: bool = True) -> dict:
     return state
 
 
-def compare(got: dict, want: dict, tolerance: float) -> tuple[float | None, dict | None]:
+def compare(got: State, want: State, tolerance: float) -> tuple[float | None, Divergence | None]:
     """(max |got - want| over every tensor, the first tensor beyond `tolerance`). A tensor
     that one side lacks, or of another shape, diverges at once; a non-finite gap is None."""
-    worst, first = 0.0, None
+    worst = 0.0
+    first: Divergence | None = None
     for name in [*want, *(n for n in got if n not in want)]:
         if name not in got or name not in want or got[name].shape != want[name].shape:
             missing = "missing" if name not in got else "unexpected"
@@ -160,7 +186,12 @@ def compare(got: dict, want: dict, tolerance: float) -> tuple[float | None, dict
     return worst, first
 
 
-def extra_state(got: dict, want: dict) -> dict:
+class ExtraState(TypedDict):
+    keys: list[str]  # sorted optimizer-state keys
+    parameters: int  # how many parameters carry them
+
+
+def extra_state(got: State, want: State) -> ExtraState:
     """Optimizer state the user's step created that the reference has none of:
     {"keys": sorted state keys, "parameters": how many parameters carry them}."""
     extra = [n for n in got if n.startswith("optimizer ") and n not in want]
@@ -168,21 +199,21 @@ def extra_state(got: dict, want: dict) -> dict:
     return {"keys": keys, "parameters": len({n.split(" of ", 1)[1] for n in extra})}
 
 
-def count_steps(optimizer) -> list[int] | None:
+def count_steps(optimizer: object) -> list[int] | None:
     """A one-element list that counts the optimizer's step() calls from now on (None for an
     optimizer that is no torch.optim.Optimizer: nothing to count with)."""
     if not isinstance(optimizer, torch.optim.Optimizer):
         return None
     steps = [0]
 
-    def hook(*_):
+    def hook(*_: object) -> None:
         steps[0] += 1
 
     optimizer.register_step_post_hook(hook)
     return steps
 
 
-def floor(reordered: dict, want: dict, dtype: str) -> float | None:
+def floor(reordered: State, want: State, dtype: str) -> float | None:
     """The reference's own precision floor in `dtype`: its largest gap to itself with the
     microbatches summed in the other order, and at least one unit in the last place of its
     largest parameter (None when either is not finite)."""
@@ -190,8 +221,9 @@ def floor(reordered: dict, want: dict, dtype: str) -> float | None:
     largest = max((float(t.abs().max()) for t in want.values() if t.numel()), default=0.0)
     if spread is None or largest != largest or largest == float("inf"):
         return None
-    return max(spread, torch.finfo(getattr(torch, dtype)).eps * largest)
+    eps: float = torch.finfo(getattr(torch, dtype)).eps
+    return max(spread, eps * largest)
 
 
-def same_state(a: dict, b: dict) -> bool:
+def same_state(a: State, b: State) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -4,10 +4,12 @@ get. This is the JSON `pclab check --json` prints (one trainer's entry)."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from pclab.core import update_weights
 from pclab.experiments.trainer_check.diagnoses import (
+    Diagnosis,
     dtype_after,
     extra_optimizer_state,
     no_evidence_run,
@@ -21,6 +23,7 @@ from pclab.experiments.trainer_check.diagnoses import (
 SOLVE_RTOL = {"float64": 1e-6, "float32": 1e-4, "bfloat16": 5e-2}
 NOT_A_WEIGHTED_SUM = SOLVE_RTOL["float64"]
 STATUS_EXIT = {"same_update": 0, "different": 1, "no_evidence": 2, "unusable": 2}
+RankScenario = dict[str, Any]  # one rank's JSON output for one scenario (worker.check_scenario)
 
 
 class ScenarioResult(TypedDict):
@@ -29,7 +32,7 @@ class ScenarioResult(TypedDict):
     label_positions: list[list[int]]  # P x K: the counted labels the check put in each
     passed: bool
     max_abs_diff: float | None  # worst |user - reference| over every tensor and rank
-    first_divergence: dict | None  # rank, tensor, abs_diff, why
+    first_divergence: dict[str, Any] | None  # rank, tensor, abs_diff, why
     weights: list[list[float | None]] | None  # P x K: w x N, None where undefined
     residual: float | None
     scheme: str | None  # a named scheme, "other", or None at N = 0
@@ -51,20 +54,22 @@ class TrainerReport(TypedDict):
     passed: bool  # status == "same_update"
     status: str  # same_update (exit 0), different (1), no_evidence or unusable (2)
     scenarios: list[ScenarioResult]
-    skipped_scenarios: list[dict]  # name, reason: scenarios this P x K cannot hold
+    skipped_scenarios: list[dict[str, str]]  # name, reason: scenarios this P x K cannot hold
     first_position_labelled: bool  # False: no counted label at a sequence's position 0
     dtype: str  # the file's DTYPE
     max_grad_norm: float | None
     device: str  # cpu (Gloo) or cuda (NCCL)
-    diagnoses: list[dict]  # code, message, scenario (or None), details: diagnoses.py
+    diagnoses: list[Diagnosis]  # code, message, scenario (or None), details: diagnoses.py
 
 
-def exit_code(check: dict) -> int:
+def exit_code(check: Mapping[str, Any]) -> int:
     """The command's exit code for one trainer's check."""
     return STATUS_EXIT[check["status"]]
 
 
-def _scenario(per_rank: list[dict], tolerance: float, dtype: str = "float64") -> ScenarioResult:
+def _scenario(
+    per_rank: list[RankScenario], tolerance: float, dtype: str = "float64"
+) -> ScenarioResult:
     first_rank = per_rank[0]
     tolerance = max(s.get("tolerance", tolerance) for s in per_rank)
     rtol = SOLVE_RTOL[dtype]
@@ -87,17 +92,18 @@ def _scenario(per_rank: list[dict], tolerance: float, dtype: str = "float64") ->
             "why": "ranks differ",
         }
     passed = divergence is None and None not in diffs and max(diffs) <= tolerance and agree
-    counts = first_rank["counts"]
+    counts: list[list[int]] = first_rank["counts"]
     n = sum(map(sum, counts))
     weights = first_rank["weights"]
-    matching, scheme = [], ("other" if n else None)  # N = 0: no weight is defined
+    matching: list[str] = []
+    scheme = "other" if n else None  # N = 0: no weight is defined
     if n and weights is not None:
         matching = list(update_weights.matching_schemes(weights, counts, rtol))
         scheme = update_weights.closest_scheme(weights, counts, rtol)
     if dtype != "float64" and passed and n and weights and "global_token" not in matching:
         passed = False  # below the precision a wrong scheme's update can hide; its weights can't
     evidence = update_weights.evidence(counts)
-    notes = []
+    notes: list[str] = []
     if all(s["unchanged"] for s in per_rank) and first_rank["reference_changed"]:
         notes.append("no_step")
     if not agree:
@@ -140,9 +146,12 @@ def _verdict(passed: bool, n: int, evidence: bool) -> str:
     return "same_update" if evidence or n == 0 else "no_evidence"
 
 
-def _scenario_diagnoses(s: ScenarioResult, per_rank: list[dict], dtype: str, k: int) -> list:
+def _scenario_diagnoses(
+    s: ScenarioResult, per_rank: list[RankScenario], dtype: str, k: int
+) -> list[Diagnosis]:
     """What this scenario's ranks saw, as diagnoses (diagnoses.py)."""
-    found, name = [], s["name"]
+    found: list[Diagnosis] = []
+    name = s["name"]
     recast = next((r["dtype_after"] for r in per_rank if r.get("dtype_after")), None)
     if recast:
         found.append(dtype_after(name, recast[0], recast[1], dtype))
@@ -162,13 +171,15 @@ def _scenario_diagnoses(s: ScenarioResult, per_rank: list[dict], dtype: str, k: 
     return found
 
 
-def _not_stepped(scenarios: list, per_scenario: list[list[dict]]) -> list[dict]:
+def _not_stepped(
+    scenarios: list[ScenarioResult], per_scenario: list[list[RankScenario]]
+) -> list[Diagnosis]:
     """optimizer_not_stepped: scenarios with labels whose reference stepped, where no rank's
     train_step stepped the optimizer it was given."""
     idle = [
         (s, ranks)
         for s, ranks in zip(scenarios, per_scenario)
-        if sum(map(sum, s["counts"]))
+        if _labelled(s)
         and ranks[0].get("reference_changed")
         and all(r.get("stepped") == 0 for r in ranks)
     ]
@@ -178,23 +189,28 @@ def _not_stepped(scenarios: list, per_scenario: list[list[dict]]) -> list[dict]:
     return [optimizer_not_stepped([s["name"] for s, _ in idle], changed)]
 
 
-def _status(scenarios: list, unusable: bool) -> str:
+def _labelled(s: ScenarioResult) -> bool:
+    """N > 0: the scenario's microbatches hold at least one term."""
+    return sum(map(sum, s["counts"])) > 0
+
+
+def _status(scenarios: list[ScenarioResult], unusable: bool) -> str:
     if unusable:
         return "unusable"
     if any(s["verdict"] == "different" for s in scenarios):
         return "different"
-    proven = [s for s in scenarios if s["verdict"] == "same_update" and sum(map(sum, s["counts"]))]
+    proven = [s for s in scenarios if s["verdict"] == "same_update" and _labelled(s)]
     return "same_update" if proven else "no_evidence"
 
 
-def build_report(ranks: tuple[dict, ...]) -> dict:
+def build_report(ranks: tuple[dict[str, Any], ...]) -> dict[str, Any]:
     """{"checks": [TrainerReport, ...]} from every rank's output (ValueError if they do not
     fit together)."""
     first = ranks[0]
     for key in ("world_size", "accum_steps", "tolerance"):
         if any(r[key] != first[key] for r in ranks):
             raise ValueError(f"ranks disagree on {key}")
-    checks = []
+    checks: list[TrainerReport] = []
     for i, check in enumerate(first["checks"]):
         names = [s["name"] for s in check["scenarios"]]
         if any([s["name"] for s in r["checks"][i]["scenarios"]] != names for r in ranks):
@@ -202,7 +218,7 @@ def build_report(ranks: tuple[dict, ...]) -> dict:
         dtype = check.get("dtype", "float64")
         per_scenario = [[r["checks"][i]["scenarios"][j] for r in ranks] for j in range(len(names))]
         scenarios = [_scenario(ranks_j, first["tolerance"], dtype) for ranks_j in per_scenario]
-        found = next(
+        found: list[Diagnosis] = next(
             (
                 r["checks"][i]["diagnoses"]
                 for r in ranks
@@ -237,7 +253,7 @@ def build_report(ranks: tuple[dict, ...]) -> dict:
     return {"checks": checks}
 
 
-def agrees(report: dict) -> bool:
+def agrees(report: dict[str, Any]) -> bool:
     """Every checked trainer's verdict is the same update as the single-process reference
     (the experiment's default trainer is a correct one)."""
     return all(check["passed"] for check in report["checks"])

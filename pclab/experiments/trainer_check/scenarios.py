@@ -37,10 +37,13 @@ def uneven(world_size: int, accum_steps: int, capacity: int) -> Grid:
     return tuple(tuple(row) for row in rows)
 
 
-def scenario_counts(world_size: int, accum_steps: int, capacity: int) -> tuple[dict, list[dict]]:
+def scenario_counts(
+    world_size: int, accum_steps: int, capacity: int
+) -> tuple[dict[str, Grid], list[dict[str, str]]]:
     """({name: counts grid}, [{"name", "reason"} for the scenarios this shape cannot hold])."""
     base = uneven(world_size, accum_steps, capacity)
-    grids, skipped = {"uneven": base}, []
+    grids = {"uneven": base}
+    skipped: list[dict[str, str]] = []
     if accum_steps >= 2:
         grids["empty_microbatch"] = ((*base[0][:-1], 0), *base[1:])
     else:

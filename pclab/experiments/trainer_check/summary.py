@@ -4,6 +4,8 @@ raises with. Verdict and diagnoses first, then per scenario its verdict, scheme 
 
 from __future__ import annotations
 
+from typing import Any
+
 NOTES = {
     "no_step": "train_step left the parameters unchanged: did it call optimizer.step()?",
     "ranks_differ": "the ranks hold different parameters or optimizer state after the step",
@@ -29,7 +31,7 @@ def _number(x: float | None) -> str:
     return "undefined" if x is None else f"{x:.4g}"
 
 
-def render(check: dict, only_failing: bool = False) -> str:
+def render(check: dict[str, Any], only_failing: bool = False) -> str:
     """The summary of one trainer's check (`only_failing`: the scenarios that differ and
     the diagnoses, what a failing CI run needs to read first)."""
     status = check.get("status", "same_update" if check["passed"] else "different")
@@ -52,7 +54,7 @@ def render(check: dict, only_failing: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _scenario(s: dict, check: dict) -> list[str]:
+def _scenario(s: dict[str, Any], check: dict[str, Any]) -> list[str]:
     verdict = s.get("verdict", "same_update" if s["passed"] else "different")
     diff = "undefined" if s["max_abs_diff"] is None else f"{s['max_abs_diff']:.2e}"
     scheme = s["scheme"] or "undefined (N = 0)"

@@ -36,6 +36,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 REQUIRED_FUNCTIONS = ("build_model", "token_losses", "train_step")
 SIGNATURES = {  # every function of the contract, as the check calls it
@@ -91,7 +92,7 @@ class Trainer:
         """Label positions of one microbatch: the most any n_rk can be."""
         return self.labelled_columns * self.batch_size
 
-    def call(self, name: str, *args):
+    def call(self, name: str, *args: object) -> Any:
         """Call the file's `name`, turning any exception into TrainerRaised at the user's
         own line (the lab's frames are not the user's business)."""
         function = getattr(self.module, name)
@@ -119,6 +120,8 @@ def load(path: str | Path) -> Trainer:
         raise TrainerFileError(f"{path}: not a Python file")
     name = f"pcl_trainer_{abs(hash(str(path)))}"
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:  # not for an existing .py file
+        raise TrainerFileError(f"{path}: cannot be imported")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent))  # it may import its neighbours
     try:
@@ -132,15 +135,18 @@ def load(path: str | Path) -> Trainer:
         raise TrainerFileError(f"{path.name}: missing {', '.join(f'{m}()' for m in missing)}")
     _check_signatures(path, module)
     own_batches = callable(getattr(module, "make_microbatch", None))
-    sizes = {
-        "VOCAB_SIZE": getattr(module, "VOCAB_SIZE", 1 if own_batches else None),
-        "SEQ_LEN": getattr(module, "SEQ_LEN", DEFAULT_SEQ_LEN),
-        "BATCH_SIZE": getattr(module, "BATCH_SIZE", DEFAULT_BATCH_SIZE),
+    defaults = {
+        "VOCAB_SIZE": 1 if own_batches else None,
+        "SEQ_LEN": DEFAULT_SEQ_LEN,
+        "BATCH_SIZE": DEFAULT_BATCH_SIZE,
     }
-    for key, value in sizes.items():
+    sizes: dict[str, int] = {}
+    for key, default in defaults.items():
+        value = getattr(module, key, default)
         top = MAX_VOCAB if key == "VOCAB_SIZE" else MAX_SIDE
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
             raise TrainerFileError(f"{path.name}: {key}={value!r} must be a whole number 1..{top}")
+        sizes[key] = value
     first = getattr(module, FIRST_POSITION, True)
     if not isinstance(first, bool):
         raise TrainerFileError(f"{path.name}: {FIRST_POSITION}={first!r} must be True or False")

@@ -24,22 +24,31 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pclab.core import update_weights
 from pclab.experiments.trainer_check import diagnoses, probe, trainer_file
+from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.params import Params
+from pclab.experiments.trainer_check.probe import Batch, State
 from pclab.experiments.trainer_check.report import build_report, exit_code
 from pclab.experiments.trainer_check.scenarios import (
     OFF_FIRST_POSITION,
+    Grid,
     scenario_counts,
 )
 from pclab.experiments.trainer_check.summary import render
+from pclab.experiments.trainer_check.trainer_file import Trainer
 from pclab.runners.processes import TOKEN_ENV
 from pclab.runners.worker import finish_worker, init_worker, write_rank_output
 
+if TYPE_CHECKING:  # annotations only; the functions import torch where they use it
+    import torch
 
-def rank_spread(state: dict, device) -> float | None:
+
+def rank_spread(state: State, device: torch.device) -> float | None:
     """max over elements of (max - min across ranks) of the same state; None when the ranks
     hold differently shaped state or a non-finite number."""
     import torch
@@ -63,14 +72,14 @@ def rank_spread(state: dict, device) -> float | None:
 FLOOR_FACTOR = 10  # tolerance >= this x the reference's own floor (probe.floor)
 
 
-def preflight(trainer, device: str, rank: int) -> list[dict]:
+def preflight(trainer: Trainer, device: str, rank: int) -> list[Diagnosis]:
     """The contract checks that run the file's own code, before any scenario, on every rank:
     build_model twice (and on every rank) the same, in DTYPE, and token_losses one term per
     counted label. Every rank returns the same verdict (a MAX all-reduce of "found one")."""
     import torch
     import torch.distributed as dist
 
-    found = []
+    found: list[Diagnosis] = []
     first, second = probe.build(trainer, device), probe.build(trainer, device)
     a, b = first.state_dict(), second.state_dict()
     for name, tensor in a.items():
@@ -97,7 +106,7 @@ def preflight(trainer, device: str, rank: int) -> list[dict]:
     return found
 
 
-def _terms_mismatch(trainer, model) -> list[dict]:
+def _terms_mismatch(trainer: Trainer, model: torch.nn.Module) -> list[Diagnosis]:
     """token_losses against the counted labels of a few microbatches (0, a few, full). The
     default microbatch may lose exactly its position-0 labels (a causal LM's shift)."""
     own = trainer.has("make_microbatch")
@@ -111,7 +120,7 @@ def _terms_mismatch(trainer, model) -> list[dict]:
     return []
 
 
-def device_of(device: str):
+def device_of(device: str) -> torch.device:
     import torch
 
     if device == "cuda":
@@ -119,7 +128,14 @@ def device_of(device: str):
     return torch.device("cpu")
 
 
-def check_scenario(trainer, name: str, counts, tolerance: float, rank: int, device: str) -> dict:
+def check_scenario(
+    trainer: Trainer,
+    name: str,
+    counts: Sequence[Sequence[int]],
+    tolerance: float,
+    rank: int,
+    device: str,
+) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
@@ -166,7 +182,7 @@ def check_scenario(trainer, name: str, counts, tolerance: float, rank: int, devi
     sgd = torch.optim.SGD(plain.parameters(), lr=1.0)
     trainer.call("train_step", plain, sgd, [probe.on_device(b, plain) for b in batches[rank]])
     after = probe.flat_parameters(probe.parameters(trainer, plain, True), order)
-    out = {
+    out: dict[str, Any] = {
         "name": name,
         "label_positions": [list(row) for row in counts],
         "max_abs_diff": max_abs_diff,
@@ -185,11 +201,14 @@ def check_scenario(trainer, name: str, counts, tolerance: float, rank: int, devi
     return out
 
 
-def _weights(trainer, batches, delta, device: str) -> dict:
+def _weights(
+    trainer: Trainer, batches: list[list[Batch]], delta: torch.Tensor, device: str
+) -> dict[str, Any]:
     """The term counts and, solved from `delta`, each microbatch's weight x N (over the
     reference's clip coefficient when the file sets MAX_GRAD_NORM)."""
     at_start = probe.build(trainer, device)
-    grads, term_counts = [], []
+    grads: list[list[list[float]]] = []
+    term_counts: list[list[int]] = []
     for row in batches:
         grads.append([probe.flat_gradient(trainer, at_start, b) for b in row])
         term_counts.append([len(probe.terms(trainer, at_start, b)) for b in row])
@@ -210,7 +229,9 @@ def _weights(trainer, batches, delta, device: str) -> dict:
     }
 
 
-def _clip_coefficient(trainer, grads, term_counts) -> float | None:
+def _clip_coefficient(
+    trainer: Trainer, grads: list[list[list[float]]], term_counts: list[list[int]]
+) -> float | None:
     """The reference's clip coefficient, max / (|sum g / N| + 1e-6) at most 1, as
     torch.nn.utils.clip_grad_norm_ computes it; None without MAX_GRAD_NORM or at N = 0."""
     import numpy as np
@@ -219,12 +240,19 @@ def _clip_coefficient(trainer, grads, term_counts) -> float | None:
     if trainer.max_grad_norm is None or n == 0:
         return None
     total = np.sum([np.asarray(g) for row in grads for g in row], axis=0) / n
-    return min(1.0, trainer.max_grad_norm / (float(np.linalg.norm(total)) + 1e-6))
+    coefficient: float = min(1.0, trainer.max_grad_norm / (float(np.linalg.norm(total)) + 1e-6))
+    return coefficient
 
 
 def check_trainer(
-    path: str, accum: int, counts, tolerance: float, rank: int, world: int, device: str = "cpu"
-) -> dict:
+    path: str,
+    accum: int,
+    counts: Grid | None,
+    tolerance: float,
+    rank: int,
+    world: int,
+    device: str = "cpu",
+) -> dict[str, Any]:
     trainer = trainer_file.load(path)
     if counts is None:
         grids, skipped = scenario_counts(world, accum, trainer.capacity)
@@ -257,7 +285,6 @@ def main(argv: list[str] | None = None) -> None:
     import torch.distributed as dist
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    @record  # a raising rank leaves torchrun an error file: the launcher's root cause
     def run() -> None:
         params, out_dir = Params.from_worker_args(argv)
         rank, world = init_worker(backend="nccl" if params.device == "cuda" else "gloo")
@@ -268,7 +295,7 @@ def main(argv: list[str] | None = None) -> None:
             check_trainer(p, accum, counts, tolerance, rank, world, params.device)
             for p in params.trainers
         ]
-        payload = {
+        payload: dict[str, Any] = {
             "rank": rank,
             "world_size": world,
             "accum_steps": accum,
@@ -278,11 +305,11 @@ def main(argv: list[str] | None = None) -> None:
             "checks": checks,
         }
         write_rank_output(out_dir, rank, payload)
-        gathered = [None] * world if rank == 0 else None
+        gathered: list[Any] | None = [None] * world if rank == 0 else None
         dist.gather_object(payload, gathered, dst=0)
         code = 0
-        if rank == 0:  # what a hand-typed torchrun leaves: the CLI's JSON, its summary, code
-            report = build_report(tuple(gathered))["checks"]
+        if gathered is not None:  # rank 0: what a hand-typed torchrun leaves, the CLI's JSON,
+            report = build_report(tuple(gathered))["checks"]  # its summary and exit code
             text = json.dumps(report[0] if len(report) == 1 else report, indent=2)
             Path(out_dir, "report.json").write_text(text + "\n")
             if TOKEN_ENV not in os.environ:  # not the lab's launch: a user's torchrun
@@ -290,4 +317,4 @@ def main(argv: list[str] | None = None) -> None:
                 code = max(exit_code(check) for check in report)
         finish_worker(code)
 
-    run()
+    record(run)()  # a raising rank leaves torchrun an error file: the launcher's root cause

@@ -99,9 +99,8 @@ def evidence_from_transformer(report: Mapping | None) -> tuple[Evidence, ...]:
                 ref = number(reference.get(branch["optimizer"], {}).get("loss"), "loss")
                 loss = number(branch["loss"], "loss")
                 gaps.append(None if loss is None or ref is None else abs(loss - ref))
-        if not gaps or any(g is None or not math.isfinite(g) for g in gaps):
-            return None
-        return max(gaps)
+        defined = [g for g in gaps if g is not None and math.isfinite(g)]
+        return max(defined) if gaps and len(defined) == len(gaps) else None
 
     out = []
     for row in transformer_rows(report):

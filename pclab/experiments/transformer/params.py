@@ -85,8 +85,10 @@ def expected_correct(branch: str, labels, world_size: int) -> bool | None:
         for s, c in zip(s_row, c_row, strict=True)
     ]
     if any(s is None for s, _ in cells):
-        return None
-    return all(math.isclose(s, c, rel_tol=1e-12) for s, c in cells)
+        return None  # else N > 0, where every correct share is defined too
+    return all(
+        s is not None and c is not None and math.isclose(s, c, rel_tol=1e-12) for s, c in cells
+    )
 
 
 def predictions(labels, world_size: int = 2, optimizer: str = "both") -> list[dict]:

@@ -305,8 +305,8 @@ def compare(trace: Trace, reference: Trace, tolerance: float = TOLERANCE) -> dic
     diverged = [(stage, name, d) for stage, name, d in chain if d is None or not d <= tolerance]
     first = diverged[0] if diverged else None
     by_stage: dict[str, dict] = {}
-    for stage, name, d in diverged:  # the first offender of each stage, in chain order
-        by_stage.setdefault(stage, {"tensor": name, "abs_diff": d})
+    for stage, tensor, d in diverged:  # the first offender of each stage, in chain order
+        by_stage.setdefault(stage, {"tensor": tensor, "abs_diff": d})
     state_diffs = [*param_diffs.values(), *moment_diffs.values(), *step_diffs.values()]
     known = [d for d in state_diffs if d is not None]
     return {

@@ -151,7 +151,11 @@ def experiment_windows(tokenizer: Tokenizer | None = None) -> tuple[Window, ...]
     ids = document_ids(tokenizer)
     windows = []
     for document, index in EXPERIMENT_WINDOWS:
-        chunk = tail_chunk(ids[document]) if index == "tail" else full_chunks(ids[document])[index]
+        chunk = (
+            full_chunks(ids[document])[index]
+            if isinstance(index, int)
+            else tail_chunk(ids[document])
+        )
         windows.append(Window(document, index, chunk))
     tail = windows[-1]
     if not MIN_TAIL_TOKENS <= tail.capacity < CONTEXT:
@@ -200,13 +204,21 @@ def parse_labels(text: str, capacity: tuple[int, ...]) -> tuple[int, ...]:
     return validate_labels(values, capacity)
 
 
-def supervised_targets(window: Window, count: int) -> tuple[int, ...]:
+def supervised_targets(window: Window, count: int) -> tuple[int | None, ...]:
     """Label ids per input position (length 96): the last `count` real positions keep their
     next token, every other position (including padding) is None."""
     labels: list[int | None] = [None] * CONTEXT
     for i in range(window.capacity - count, window.capacity):
         labels[i] = window.chunk[i + 1]
     return tuple(labels)
+
+
+def _token(tokenizer: Tokenizer, token_id: int) -> str:
+    """The token's byte-level text (every id of a window is in the tokenizer)."""
+    token = tokenizer.id_to_token(token_id)
+    if token is None:
+        raise ValueError(f"token id {token_id} is not in the tokenizer")
+    return token
 
 
 def split_text(tokenizer: Tokenizer, window: Window, count: int) -> tuple[str, str]:
@@ -217,7 +229,7 @@ def split_text(tokenizer: Tokenizer, window: Window, count: int) -> tuple[str, s
     cut off by the window's own edges is dropped and marked with "…".
     """
     byte_of = {ch: b for b, ch in _byte_alphabet().items()}
-    pieces = [bytes(byte_of[ch] for ch in tokenizer.id_to_token(i)) for i in window.chunk]
+    pieces = [bytes(byte_of[ch] for ch in _token(tokenizer, i)) for i in window.chunk]
     raw = b"".join(pieces)
     start = 0
     while start < len(raw) and raw[start] & 0xC0 == 0x80:  # the window opens mid-character
