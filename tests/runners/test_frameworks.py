@@ -89,9 +89,10 @@ def _installed(package: str) -> bool:
     return frameworks.installed_version(package) is not None
 
 
-@pytest.fixture(scope="session")
-def runs(tmp_path_factory):
-    """One launch per installed framework of RUN_HERE, with every rank's evidence."""
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, warm_pool):
+    """One launch per installed framework of RUN_HERE, with every rank's evidence, through the
+    module's warm pool (the ranks import the framework themselves, as a cold launch's do)."""
     record = tmp_path_factory.mktemp("frameworks") / "record.jsonl"
     saved = os.environ.get(RECORD_ENV)
     os.environ[RECORD_ENV] = str(record)
@@ -100,7 +101,7 @@ def runs(tmp_path_factory):
         for package in RUN_HERE:
             settings = [s for s in frameworks.SETTINGS if s.package == package and s.adapter]
             if _installed(package):
-                checks |= frameworks.check_adapters(settings)
+                checks |= frameworks.check_adapters(settings, runtime=warm_pool)
     finally:
         os.environ.pop(RECORD_ENV) if saved is None else os.environ.__setitem__(RECORD_ENV, saved)
     lines = [json.loads(x) for x in record.read_text().splitlines()] if record.exists() else []

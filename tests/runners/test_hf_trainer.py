@@ -74,9 +74,10 @@ def _source_tree() -> set[str]:
     }
 
 
-@pytest.fixture(scope="session")
-def hf_global(tmp_path_factory):
-    """The one launch with Trainer's default, average_tokens_across_devices=True."""
+@pytest.fixture(scope="module")
+def hf_global(tmp_path_factory, warm_pool):
+    """The one launch with Trainer's default, average_tokens_across_devices=True, through the
+    module's warm pool (hf_local below goes the README's way: the command, cold torchrun)."""
     tmp = tmp_path_factory.mktemp("hf_global")
     rank_tmp, record = tmp / "rank_tmp", tmp / "record.jsonl"
     rank_tmp.mkdir()
@@ -86,7 +87,7 @@ def hf_global(tmp_path_factory):
     os.environ.update(changes)
     try:
         params = Params.checked([str(p) for p in GLOBAL_FILES.values()], world_size=2, accum=2)
-        result = EXPERIMENT.run(params, timeout_s=400)
+        result = EXPERIMENT.run(params, timeout_s=400, runtime=warm_pool)
     finally:
         for key, value in saved.items():
             os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)

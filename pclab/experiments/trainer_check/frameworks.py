@@ -19,10 +19,13 @@ import datetime
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pclab.experiments.trainer_check.hf_recorded import installed_version
 from pclab.paths import EXAMPLES_DIR, PACKAGE_DIR, shown
+
+if TYPE_CHECKING:
+    from pclab.runners.runtime import Runtime
 
 RECORDED = PACKAGE_DIR / "artifacts" / "framework_checks.json"
 WORLD_SIZE, ACCUM = 2, 2  # P and K of every record
@@ -248,13 +251,17 @@ def not_run(setting: Setting, reason: str, now: str) -> dict[str, Any]:
     return _base(setting, now) | empty | {"tolerance": None, "command": None, "reason": reason}
 
 
-def check_adapters(settings: list[Setting]) -> dict[str, dict[str, Any]]:
-    """One launch for these adapters (as `pclab check A.py B.py` would): adapter -> check."""
+def check_adapters(
+    settings: list[Setting], runtime: Runtime | None = None
+) -> dict[str, dict[str, Any]]:
+    """One launch for these adapters (as `pclab check A.py B.py` would): adapter -> check.
+    `runtime`: the job line and pool to launch through (default: a cold one of its own)."""
     from pclab.experiments.trainer_check import EXPERIMENT
     from pclab.experiments.trainer_check.params import Params
 
     files = [str(EXAMPLES_DIR / f"{s.adapter}.py") for s in settings]
-    result = EXPERIMENT.run(Params.checked(files, world_size=WORLD_SIZE, accum=ACCUM))
+    params = Params.checked(files, world_size=WORLD_SIZE, accum=ACCUM)
+    result = EXPERIMENT.run(params, runtime=runtime)
     if not result.ok:
         raise RuntimeError(f"{', '.join(files)}: the check did not finish: {result.message}")
     report: dict[str, Any] = result.report
