@@ -21,15 +21,22 @@ PAYLOADS = (  # each within the 40 characters the notice shows of a value
     ":red[**zq9x**]",
     "<img src=https://evil.example/b.png>zq9x",
 )
-LINKS = ("check-trainer?chk_example=", "ledger?ledger_scheme=", "clipping?clip_scale=")
-LINKS += ("denominator?den_table=",)
+# Every payload on the check page; on the other pages the two that would do harm (a live link,
+# a fetched image): one helper escapes them all, and AppTest feeds every payload to every
+# bound key of every page (tests/app/test_hostile_links.py). A page load here costs ~4 s.
+LINKS = {
+    "check-trainer?chk_example=": PAYLOADS,
+    "ledger?ledger_scheme=": PAYLOADS[:1] + PAYLOADS[2:3],
+    "clipping?clip_scale=": PAYLOADS[:1] + PAYLOADS[2:3],
+    "denominator?den_table=": PAYLOADS[:1] + PAYLOADS[2:3],
+}
 
 
 @pytest.mark.parametrize("link", LINKS)
 def test_markup_in_a_link_is_shown_as_text(app_url, page, link):
     fetched: list[str] = []
     page.on("request", lambda request: fetched.append(urlsplit(request.url).hostname or ""))
-    for payload in PAYLOADS:
+    for payload in LINKS[link]:
         page.goto(f"{app_url}/{link}{quote(payload)}")
         wait_for_app(page)
         alert = page.locator('[data-testid="stAlert"]', has_text="zq9x")
