@@ -188,7 +188,7 @@ def preload_modules() -> tuple[str, ...]:
     return tuple(m for p, modules in PRELOAD.items() if installed_version(p) for m in modules)
 
 
-def setting_of(record: dict) -> Setting:
+def setting_of(record: dict[str, Any]) -> Setting:
     """The SETTINGS entry a record was made for (ValueError for one the table no longer has)."""
     for s in SETTINGS:
         if (s.framework, s.setting) == (record["framework"], record["setting"]):
@@ -196,7 +196,7 @@ def setting_of(record: dict) -> Setting:
     raise ValueError(f"no setting {record['framework']!r}, {record['setting']!r} in SETTINGS")
 
 
-def status(record: dict) -> str | None:
+def status(record: dict[str, Any]) -> str | None:
     """The check's verdict as the record keeps it: "different" when a scenario's update
     differed, else "same_update" when it passed (a scenario with labels was evidence), else
     "no_evidence" (every scenario matched, none could tell); None when nothing was run."""
