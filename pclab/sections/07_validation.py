@@ -67,8 +67,14 @@ with guard():
         figures = ("reference_loss", "slip_loss", "reference_norm")  # text on the page, data below
         details = raw.assign(**{c: [num(x) for x in raw[c]] for c in figures})
         config = {c: text_column(t(f"validation.details.{c}")) for c in details.columns}
-        kwargs = {"hide_index": True, "column_config": config, "key": "val_details"}
-        downloads.table(details, "coverage-scenarios", data=raw, **kwargs)
+        downloads.table(
+            details,
+            "coverage-scenarios",
+            data=raw,
+            hide_index=True,
+            column_config=config,
+            key="val_details",
+        )
 
 st.subheader(t("validation.torchrun.heading"))
 st.markdown(t("validation.torchrun.body"))
