@@ -28,11 +28,14 @@ from typing import Literal, overload
 import numpy as np
 
 from pclab.core import validation as v
+from pclab.core.scenarios import InfoNCESeed
 
 SCHEMES = ("gather", "detach", "local", "full_loss_each_rank")
 CORRECT_SCHEME = "gather"
 # The seed page's example: two logical ranks, encoder scalars evaluated at wq = wd = 1.
-SEED = dict(q=(1.0, 2.0), d=(1.0, -1.0), tau=1.0, a=(1.0, 2.0), b=(1.0, -1.0), wq=1.0, wd=1.0)
+SEED = InfoNCESeed(
+    q=(1.0, 2.0), d=(1.0, -1.0), tau=1.0, a=(1.0, 2.0), b=(1.0, -1.0), wq=1.0, wd=1.0
+)
 SWEEP_TAUS = tuple(round(0.1 * 10 ** (k / 20), 6) for k in range(41))  # 0.1 .. 10, log-spaced
 
 Rep = float | tuple[float, ...]  # one representation (or its gradient): scalar or m-vector

@@ -6,6 +6,40 @@ same entries, so a preset a learner sees is always a preset the suite has checke
 
 from __future__ import annotations
 
+from typing import TypedDict
+
+
+class LedgerScenario(TypedDict):
+    """Section 02's two replicas: label counts, targets, the start theta and the rate."""
+
+    counts: tuple[int, int]
+    targets: tuple[float, float]
+    theta: float
+    lr: float
+
+
+class InfoNCESeed(TypedDict):
+    """Sections 05 and 06 (core.infonce.SEED): two logical ranks' queries q and documents d,
+    the temperature tau; the encoder inputs a, b and the shared scalar weights wq, wd."""
+
+    q: tuple[float, float]
+    d: tuple[float, float]
+    tau: float
+    a: tuple[float, float]
+    b: tuple[float, float]
+    wq: float
+    wd: float
+
+
+class FrameworkScenario(TypedDict):
+    """Section 03's grid, [replica][microstep]: label counts and gradient sums; the
+    regulariser's gradient."""
+
+    counts: tuple[tuple[int, ...], ...]
+    grad_sums: tuple[tuple[float, ...], ...]
+    reg_grad: float
+
+
 # Section 01: microbatch windows, keyed (replica, microstep). Unequal valid counts, and
 # every kind of non-counting position present at least once.
 DENOMINATOR_WINDOWS = {
@@ -24,17 +58,17 @@ DENOMINATOR_EXTRA_WINDOW = {
 }
 
 # Section 02: the seed's two-replica ledger and its published figures.
-LEDGER_SEED = {"counts": (2, 8), "targets": (2.0, -1.0), "theta": 0.0, "lr": 0.1}
+LEDGER_SEED: LedgerScenario = {"counts": (2, 8), "targets": (2.0, -1.0), "theta": 0.0, "lr": 0.1}
 LEDGER_SEED_FIGURES = {"global_token": 0.4, "replica_mean": -0.5}
 
 # Section 03: a two-replica, two-microstep update with one empty microbatch.
-FRAMEWORK_DEFAULT = {
+FRAMEWORK_DEFAULT: FrameworkScenario = {
     "counts": ((3, 0), (1, 6)),
     "grad_sums": ((-1.8, 0.0), (0.7, 2.4)),
     "reg_grad": 0.05,
 }
 
-LEDGER_PRESETS = {
+LEDGER_PRESETS: dict[str, LedgerScenario] = {
     "seed": LEDGER_SEED,
     "equal_counts": {"counts": (5, 5), "targets": (2.0, -1.0), "theta": 0.0, "lr": 0.1},
     "empty_replica": {"counts": (0, 8), "targets": (2.0, -1.0), "theta": 0.0, "lr": 0.1},

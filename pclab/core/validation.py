@@ -54,7 +54,10 @@ class InvalidInput(ValueError):
     indices: (replica, microstep) in a grid), `rule` (a RULES key), `code` (a DETAILS key or
     "") with `detail_values`. `field` and `detail` are the English ones (`field` with the
     indices, "grad_sums[0][1]"); `detail` may be free English text when there is no code.
+    `table_row` is set by a caller that knows which row of its table the value came from.
     """
+
+    table_row: str | None = None
 
     def __init__(
         self,
@@ -81,7 +84,10 @@ class InvalidInput(ValueError):
 
 
 class NotANumber(TypeError):
-    """A TypeError for a value that is not a real number, with the field's codes."""
+    """A TypeError for a value that is not a real number, with the field's codes (and
+    `table_row`, as for InvalidInput)."""
+
+    table_row: str | None = None
 
     def __init__(self, field: str, value: object, *, cell: tuple[int, ...] = ()) -> None:
         self.name, self.cell = field, tuple(cell)

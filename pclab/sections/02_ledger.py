@@ -79,7 +79,7 @@ with guard():
     )
     m4.metric(t("ledger.metric_theta_current"), shown(result.theta_after[wrong], theta_value=True))
 
-    if result.skip:
+    if result.skip or correct is None:  # N = 0: no objective, every replica skips
         st.warning(t("ledger.skip_note", theta=fmt(theta)), icon=":material/block:")
     elif current is None:
         st.info(t("ledger.unavailable_note", scheme=t(f"schemes.{wrong}")))

@@ -1,6 +1,7 @@
 """03 Framework semantics: the P/N coefficient, collectives, double scaling, regularisers."""
 
 import math
+from typing import Literal
 
 import pandas as pd
 import streamlit as st
@@ -18,7 +19,7 @@ replicas = c1.number_input(t("framework.replicas"), 1, 8, 2, key="fw_replicas", 
 steps = c2.number_input(t("framework.steps"), 1, 8, 2, key="fw_steps", bind="query-params")
 
 
-def preset(r: int, k: int, field: str) -> float:
+def preset(r: int, k: int, field: Literal["counts", "grad_sums"]) -> float:
     rows = FRAMEWORK_DEFAULT[field]
     return rows[r][k] if r < len(rows) and k < len(rows[r]) else (4 if field == "counts" else 1.0)
 
@@ -106,18 +107,19 @@ with guard({field: t(f"framework.{label}") for field, label in names.items()}):
         scenario=scenario,
     ):
         st.stop()
-    if update.skip:
+    applied, reference = update.applied_gradient, update.reference_gradient
+    if update.skip or applied is None or reference is None:  # N = 0: both undefined
         st.warning(t("framework.skip"), icon=":material/block:")
-    elif not all(map(math.isfinite, (update.applied_gradient, update.reference_gradient))):
+    elif not all(map(math.isfinite, (applied, reference))):
         # float64 ran out (sums near 1e308): neither figure can be compared, so no verdict.
         st.error(t("framework.overflow"), icon=":material/error:")
     else:
         m1, m2, m3 = st.columns(3)
-        m1.metric(t("framework.metric_applied"), fmt(update.applied_gradient))
-        m2.metric(t("framework.metric_reference"), fmt(update.reference_gradient))
+        m1.metric(t("framework.metric_applied"), fmt(applied))
+        m2.metric(t("framework.metric_reference"), fmt(reference))
         m3.metric(t("framework.metric_ratio"), update.regulariser_multiplier)
-        gap = update.applied_gradient - update.reference_gradient
-        if abs(gap) <= 1e-12 * max(1.0, abs(update.reference_gradient)):
+        gap = applied - reference
+        if abs(gap) <= 1e-12 * max(1.0, abs(reference)):
             st.success(t("framework.verdict_ok"))
         else:
             st.error(t("framework.verdict_bad", diff=fmt(gap)))

@@ -1,15 +1,19 @@
 """04 Equivalence limits: the four conditions for accumulation = one large batch, each broken
 live."""
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from pclab.core import gradcache, limits, limits_clip, trajectory
 from pclab.ui.exercise import predict_number
 from pclab.ui.limits_views import block, num
 from pclab.ui.page import guard, header, show_code, t
 
-DEMOS = {
+DEMOS: dict[str, Callable[..., Any]] = {  # each returns its own result dataclass
     "window": limits.window_update,
     "batchnorm": limits.batchnorm_split,
     "negatives": gradcache.negatives_split,
@@ -38,7 +42,7 @@ tabs = st.tabs(
 )
 
 with tabs[0]:
-    c = st.columns(3)
+    c: Sequence[DeltaGenerator] = st.columns(3)  # three columns here, two in places below
     steps = c[0].slider(t("limits.accum_steps"), 1, 8, 4, key="lim_w_steps", bind="query-params")
     lr = c[1].number_input(
         t("limits.lr"), 0.001, 1.0, 0.1, 0.01, key="lim_w_lr", bind="query-params"

@@ -1,5 +1,7 @@
 """05 Global negatives: InfoNCE over gathered documents, full vs locally kept gradient."""
 
+from typing import Final, Literal
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -17,13 +19,13 @@ SEED = infonce.SEED
 cols = st.columns(5)
 
 
-def coordinate(column, name: str, i: int) -> float:
+def coordinate(column, name: Literal["q", "d"], i: int) -> float:
     """One query or document coordinate, carried in the URL as neg_<name><i>."""
     label, default = t(f"negatives.controls.{name}", i=i), SEED[name][i]
     return column.number_input(label, -10.0, 10.0, default, 0.5, key=f"neg_{name}{i}", bind=URL)
 
 
-URL = "query-params"
+URL: Final = "query-params"
 q = [coordinate(cols[i], "q", i) for i in range(2)]
 d = [coordinate(cols[2 + j], "d", j) for j in range(2)]
 tau = cols[4].slider(
@@ -34,14 +36,17 @@ with guard():
     result = infonce.contrastive(q, d, tau)
     sweep = infonce.tau_sweep(q, d)
     n = len(result.probs)
+    full, kept = result.grad_d_full[0], result.grad_d_local[0]
+    if isinstance(full, tuple) or isinstance(kept, tuple):  # scalar q, d: scalar gradients
+        raise TypeError("page 05 takes one number per representation, not vectors")
     question, why = t("negatives.exercise"), t("negatives.exercise_why")
-    if not predict_number("neg_ex", question, result.grad_d_local[0], why, scenario=(q, d, tau)):
+    if not predict_number("neg_ex", question, kept, why, scenario=(q, d, tau)):
         st.stop()
 
     m = st.columns(4)
     m[0].metric(t("negatives.metric.loss"), fmt(result.loss), help=t("negatives.metric.loss_help"))
-    m[1].metric(t("negatives.metric.grad_full"), fmt(result.grad_d_full[0]))
-    m[2].metric(t("negatives.metric.grad_kept"), fmt(result.grad_d_local[0]))
+    m[1].metric(t("negatives.metric.grad_full"), fmt(full))
+    m[2].metric(t("negatives.metric.grad_kept"), fmt(kept))
     m[3].metric(
         t("negatives.metric.max_diff"),
         fmt(result.max_grad_diff),

@@ -3,6 +3,7 @@ and a real two-process Gloo run beside the core's prediction."""
 
 import pandas as pd
 import streamlit as st
+from streamlit.elements.lib.column_types import ColumnConfig
 
 from pclab.core import infonce
 from pclab.experiments.negatives import report as negatives_report
@@ -20,21 +21,19 @@ st.markdown(t("parameters.setup"))
 st.latex(t("parameters.formula"))
 
 
-def field(column, name: str, i: int | None, bound: float, step: float) -> float:
+def field(column, name: str, i: int | None, default: float, bound: float, step: float) -> float:
     """One input number, carried in the URL as par_<name>[<i>]."""
-    default, suffix = (SEED[name], "") if i is None else (SEED[name][i], i)
-    label = t(f"parameters.controls.{name}", i=i)
+    label, suffix = t(f"parameters.controls.{name}", i=i), "" if i is None else i
     return column.number_input(
         label, -bound, bound, default, step, key=f"par_{name}{suffix}", bind="query-params"
     )
 
 
 cols = st.columns(7)
-a, b = (
-    [field(cols[2 * k + i], name, i, 10.0, 0.5) for i in range(2)]
-    for k, name in enumerate(("a", "b"))
-)
-wq, wd = (field(cols[4 + k], name, None, 5.0, 0.25) for k, name in enumerate(("wq", "wd")))
+a = [field(cols[i], "a", i, SEED["a"][i], 10.0, 0.5) for i in range(2)]
+b = [field(cols[2 + i], "b", i, SEED["b"][i], 10.0, 0.5) for i in range(2)]
+wq = field(cols[4], "wq", None, SEED["wq"], 5.0, 0.25)
+wd = field(cols[5], "wd", None, SEED["wd"], 5.0, 0.25)
 tau = cols[6].slider(
     t("parameters.controls.tau"), 0.05, 5.0, SEED["tau"], 0.05, key="par_tau", bind="query-params"
 )
@@ -67,7 +66,9 @@ with guard():
         {"rank": t("parameters.owner.row", r=r), "loss": x, "gwq": g, "gwd": h}
         for r, (x, g, h) in enumerate(per_rank)
     ]
-    config = {k: number(t(f"parameters.owner.{k}"), format="%+.6f") for k in ("loss", "gwq", "gwd")}
+    config: dict[str, str | ColumnConfig] = {
+        k: number(t(f"parameters.owner.{k}"), format="%+.6f") for k in ("loss", "gwq", "gwd")
+    }
     config["rank"] = t("parameters.owner.rank")
     downloads.table(
         pd.DataFrame(owners), "owners", hide_index=True, column_config=config, key="par_owners"
@@ -92,8 +93,8 @@ with guard():
             for s, r in results.items()
         ]
     )
-    config = {k: t(f"parameters.compare.{k}") for k in compare.columns}
-    config.update({k: number(config[k], format="%+.6f") for k in ("grad_wq", "grad_wd")})
+    labels = {k: t(f"parameters.compare.{k}") for k in compare.columns}
+    config = {**labels, **{k: number(labels[k], format="%+.6f") for k in ("grad_wq", "grad_wd")}}
     factors = {
         f"correction_{w}": [getattr(r, f"correction_{w}") for r in results.values()]
         for w in ("wq", "wd")

@@ -67,8 +67,14 @@ with guard():
         figures = ("reference_loss", "slip_loss", "reference_norm")  # text on the page, data below
         details = raw.assign(**{c: [num(x) for x in raw[c]] for c in figures})
         config = {c: text_column(t(f"validation.details.{c}")) for c in details.columns}
-        kwargs = {"hide_index": True, "column_config": config, "key": "val_details"}
-        downloads.table(details, "coverage-scenarios", data=raw, **kwargs)
+        downloads.table(
+            details,
+            "coverage-scenarios",
+            data=raw,
+            hide_index=True,
+            column_config=config,
+            key="val_details",
+        )
 
 st.subheader(t("validation.torchrun.heading"))
 st.markdown(t("validation.torchrun.body"))
@@ -80,7 +86,7 @@ result = run_panel(
     button=t("validation.torchrun.button"),
     label=t("validation.torchrun.label"),
 )
-evidence = ()
+evidence: tuple[coverage.Evidence, ...] = ()
 if result is not None:
     with guard():
         evidence = transformer_coverage.evidence_from_transformer(result.report)
@@ -90,12 +96,14 @@ st.caption(t("validation.torchrun.scope"))
 
 st.subheader(t("validation.sampler.heading"))
 st.markdown(t("validation.sampler.body"))
-c = st.columns(5)
-size = count_input(c[0], "sampler.dataset_size", 1, 10_000, 10, "val_size")
-world = count_input(c[1], "sampler.world_size", 1, 64, 4, "val_world")
-sampler_seed = count_input(c[2], "sampler.seed", 0, 2**31 - 1, 0, "val_sampler_seed")
-epoch_index = count_input(c[3], "sampler.epoch", 0, 1000, 0, "val_epoch")
-drop_last = c[4].toggle(t("validation.sampler.drop_last"), key="val_drop_last", bind="query-params")
+cols = st.columns(5)
+size = count_input(cols[0], "sampler.dataset_size", 1, 10_000, 10, "val_size")
+world = count_input(cols[1], "sampler.world_size", 1, 64, 4, "val_world")
+sampler_seed = count_input(cols[2], "sampler.seed", 0, 2**31 - 1, 0, "val_sampler_seed")
+epoch_index = count_input(cols[3], "sampler.epoch", 0, 1000, 0, "val_epoch")
+drop_last = cols[4].toggle(
+    t("validation.sampler.drop_last"), key="val_drop_last", bind="query-params"
+)
 with guard():
     e = sampler.sampler_epoch(size, world, sampler_seed, epoch_index, drop_last)  # <= ~50 ms
     question = t("validation.sampler.exercise", n=size, p=world)

@@ -1,5 +1,7 @@
 """08 Global gradient norm: one ownership-aware clip coefficient, beside the wrong norms."""
 
+from typing import Final
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -13,7 +15,7 @@ from pclab.ui.run_panel import run_panel
 
 LR = 0.1
 RUN_PARAMS = {"inject_overflow": 1, "nonfinite": "inf"}  # the same launch as page 09's default
-URL = "query-params"  # numbers and toggles travel in the link as they are
+URL: Final = "query-params"  # numbers and toggles travel in the link as they are
 
 
 header("clipping")
@@ -75,7 +77,8 @@ with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
         dict.fromkeys(shown(s.coefficient) for s in steps)
     )  # one, or one per rank
     m3.metric(t("clipping.metric_coefficient"), coefficients)
-    if report.skip:  # only scale * g overflowing gets here: this page injects nothing
+    # Only scale * g overflowing skips here (this page injects nothing); clipped is None then.
+    if report.skip or report.clipped is None:
         st.warning(t("clipping.skip_note"), icon=":material/block:")
     else:
         figures = {

@@ -1,6 +1,7 @@
 """09 Coordinate the step: an overflow on one rank, and the four steps every rank takes together."""
 
 import math
+from typing import Final, Literal
 
 import streamlit as st
 
@@ -13,13 +14,12 @@ from pclab.ui.rank_table import rank_label, rank_table
 from pclab.ui.run_panel import run_panel
 
 LR = 0.1
-URL = "query-params"  # numbers travel in the link as they are
+URL: Final = "query-params"  # numbers travel in the link as they are
 FINITE_RUN = {"inject_overflow": None, "nonfinite": "inf"}
-BADGE = {"ok": ("green", ":material/check:"), "wrong": ("red", ":material/close:")}
-BADGE |= {
-    "latent": ("orange", ":material/visibility_off:"),
-    "skipped": ("gray", ":material/block:"),
-}
+Color = Literal["green", "red", "orange", "gray"]  # st.badge's, those this page uses
+BADGE: dict[str, tuple[Color, str]] = {"ok": ("green", ":material/check:")}
+BADGE |= {"wrong": ("red", ":material/close:"), "latent": ("orange", ":material/visibility_off:")}
+BADGE["skipped"] = ("gray", ":material/block:")
 DECISIONS = ("all_skip", "all_step", "split")
 
 

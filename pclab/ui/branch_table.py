@@ -47,5 +47,6 @@ def table(rows: list[dict], key: str, extra: tuple[str, ...] = ()) -> None:
     columns = ["branch", "optimizer", "theory", *extra]
     config = {k: t(f"experiment.results.{k}") for k in columns}
     name = key.removeprefix("exp_")
-    kwargs = {"hide_index": True, "key": key, "column_config": config}
-    downloads.table(shown[columns], name, data=data[columns], **kwargs)
+    downloads.table(
+        shown[columns], name, data=data[columns], hide_index=True, key=key, column_config=config
+    )

@@ -60,7 +60,6 @@ def run_table(result: RunResult, key: str) -> None:
     for column in VERDICTS:
         shown[column] = [t("common.yes") if x else t("common.no") for x in data[column]]
     labels = {c: t(f"clipping.run_col.{c}") for c in data.columns}
-    kwargs = {"hide_index": True, "column_config": labels, "key": key}
-    downloads.table(shown, "run-check", data=data, **kwargs)
+    downloads.table(shown, "run-check", data=data, hide_index=True, column_config=labels, key=key)
     agree = result.report["agree"]
     (st.success if agree else st.error)(t(f"clipping.run_{'agree' if agree else 'disagree'}"))

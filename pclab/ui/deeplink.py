@@ -34,7 +34,9 @@ def _initial(key: str, options: Sequence[str], default: str) -> str:
         # "inf" and "nan" are option codes too (page 09's injection): `drop_extremes` took
         # them out of the URL as numbers before any widget ran, and held them for a choice
         wanted = held.pop(key)
-    return wanted if wanted in options else default
+    if wanted is None or wanted not in options:
+        return default
+    return wanted
 
 
 def _to_url(key: str, value: str | None, default: str | None) -> None:
@@ -198,7 +200,9 @@ def unusable() -> list[tuple[str, str, object]]:
     refused = st.session_state.get(REFUSED_KEY, [])
     dropped = st.session_state.get(DROPPED_KEY, [])  # a table's, when no widget holds it
     refused = [*refused, *(k for k in dropped if k not in st.session_state)]
-    found = [(key, raw, None) for key, raw in link.items() if key in refused]
+    found: list[tuple[str, str, object]] = [
+        (key, raw, None) for key, raw in link.items() if key in refused
+    ]
     for key, raw in link.items():
         if key in st.session_state and key not in refused:
             value = st.session_state[key]

@@ -18,12 +18,14 @@ import sys
 import tempfile
 from importlib import metadata
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pandas as pd
 import streamlit as st
+from streamlit.elements.lib.column_config_utils import ColumnConfigMappingInput
 
 from pclab import paths
+from pclab.runners.results import RunResult
 from pclab.ui.page import t
 
 
@@ -73,7 +75,9 @@ def _label(key: object, config: object) -> str:
     return str(key)
 
 
-def export_frame(frame: pd.DataFrame | object, column_config: dict | None = None) -> pd.DataFrame:
+def export_frame(
+    frame: pd.DataFrame | object, column_config: ColumnConfigMappingInput | None = None
+) -> pd.DataFrame:
     """The rows to download: the page's column headers (so a Chinese page's CSV is headed in
     Chinese, not with internal names), and the values as the frame holds them."""
     data = _plain(frame)
@@ -101,7 +105,9 @@ def table(
     *,
     data: pd.DataFrame | None = None,
     static: bool = False,
-    **dataframe_kwargs: object,
+    hide_index: bool | None = None,
+    column_config: ColumnConfigMappingInput | None = None,
+    key: str | None = None,
 ) -> None:
     """`st.dataframe` plus CSV and JSON downloads of the same rows.
 
@@ -109,12 +115,13 @@ def table(
     "+24 → +3", a shortened hash, "skipped"): the download then has one number per cell,
     full hashes and empty cells for undefined values. Its columns take the same headers.
     `static`: an st.table instead, whose cells wrap (nothing cut, at any width).
+    `hide_index`, `column_config`, `key`: st.dataframe's (`column_config` heads the downloads).
     """
     if static:
-        st.table(export_frame(frame, dataframe_kwargs.get("column_config")), hide_index=True)
+        st.table(export_frame(frame, column_config), hide_index=True)
     else:
-        st.dataframe(frame, **dataframe_kwargs)
-    export = export_frame(frame if data is None else data, dataframe_kwargs.get("column_config"))
+        st.dataframe(frame, hide_index=hide_index, column_config=column_config, key=key)
+    export = export_frame(frame if data is None else data, column_config)
     # Side by side at their own width, wrapping on a narrow screen (never cut to "C…").
     row = st.container(horizontal=True, gap="small")
     row.download_button(
@@ -135,7 +142,7 @@ def table(
     )
 
 
-def run_record(result: object, params: dict, experiment: str) -> dict:
+def run_record(result: RunResult, params: dict[str, object], experiment: str) -> dict[str, Any]:
     """The JSON record of one real run (a `runners.launcher.RunResult`): paths relative to the
     lab's root, never the server's absolute folders."""
     record = {
@@ -153,10 +160,10 @@ def run_record(result: object, params: dict, experiment: str) -> dict:
         },
         "report": result.report,
     }
-    return cast(dict, relative(record))
+    return cast(dict[str, Any], relative(record))  # a dict stays a dict
 
 
-def run_download(result: object, params: dict, experiment: str) -> None:
+def run_download(result: RunResult, params: dict[str, object], experiment: str) -> None:
     """A JSON download of `run_record(...)` next to a run's results."""
     record = run_record(result, params, experiment)
     st.download_button(

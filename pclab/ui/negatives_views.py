@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+from streamlit.elements.lib.column_types import ColumnConfig
 
 from pclab.experiments.negatives import report as negatives_report
 from pclab.ui import downloads, i18n
@@ -28,11 +29,13 @@ def run_check(report: dict) -> None:
     table = pd.DataFrame(
         [{k: text[k](x) if k in text else x for k, x in row.items()} for row in rows]
     )
-    config = {k: t(f"parameters.run.{'diff' if k == 'max_abs_diff' else k}") for k in table.columns}
-    config.update({k: number(config[k], format="%+.6f") for k in ("predicted_wq", "predicted_wd")})
+    labels = {k: t(f"parameters.run.{'diff' if k == 'max_abs_diff' else k}") for k in table.columns}
+    config: dict[str, str | ColumnConfig] = {**labels}
+    config.update({k: number(labels[k], format="%+.6f") for k in ("predicted_wq", "predicted_wd")})
     data = pd.DataFrame(rows)  # the download: numbers as numbers
-    kwargs = {"hide_index": True, "column_config": config, "key": "par_run_table"}
-    downloads.table(table, "run-check", data=data, **kwargs)
+    downloads.table(
+        table, "run-check", data=data, hide_index=True, column_config=config, key="par_run_table"
+    )
     if all(row["agree"] for row in rows):
         worst = f"{max(row['max_abs_diff'] for row in rows):.1e}"
         st.success(
@@ -41,5 +44,5 @@ def run_check(report: dict) -> None:
         )
     else:
         failing = [t(f"parameters.scheme.{r['scheme']}") for r in rows if not r["agree"]]
-        failing = i18n.join(lang(), failing)
-        st.warning(t("parameters.run.disagree", schemes=failing), icon=":material/warning:")
+        schemes = i18n.join(lang(), failing)
+        st.warning(t("parameters.run.disagree", schemes=schemes), icon=":material/warning:")

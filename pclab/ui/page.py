@@ -156,7 +156,7 @@ def error_message(exc: Exception, names: dict[str, str] | None = None) -> str:
         return t("errors.cannot_use", detail=t("errors.detail.overflow"))
     else:
         return t("errors.cannot_use", detail=plain(exc))
-    row, field = getattr(exc, "table_row", None), exc.name
+    row, field = exc.table_row, exc.name
     if len(exc.cell) == 2:
         row = f"r{exc.cell[0]}·k{exc.cell[1]}"
     elif exc.cell:
@@ -173,7 +173,7 @@ def table_row(row: str) -> Iterator[None]:
     """Tag a core input error raised inside with the table row it came from (r0·k1)."""
     try:
         yield
-    except (ValueError, TypeError) as exc:
+    except (InvalidInput, NotANumber) as exc:  # the errors whose message names a row
         exc.table_row = row
         raise
 

@@ -77,5 +77,6 @@ def rank_table(
         c: t(f"clipping.col_{c}") for c in ("scaled", "unscaled", "skipped")
     }
     frame = pd.DataFrame(data).rename(columns=labels)
-    kwargs = {"hide_index": True, "column_config": config, "key": key}
-    downloads.table(pd.DataFrame(shown), "ranks", data=frame, **kwargs)
+    downloads.table(
+        pd.DataFrame(shown), "ranks", data=frame, hide_index=True, column_config=config, key=key
+    )

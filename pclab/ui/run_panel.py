@@ -13,6 +13,8 @@ or an input changed while it ran, which reruns the page and ends the run).
 
 from __future__ import annotations
 
+from typing import Literal
+
 import streamlit as st
 
 from pclab.runners.results import RunResult
@@ -45,7 +47,7 @@ def run_panel(
     kept, pending = f"{key}_result", f"{key}_pending"
     if st.session_state.pop(pending, None) is not None:
         st.info(t("runs.interrupted"), icon=":material/stop_circle:")
-    kind = "primary" if primary else "secondary"
+    kind: Literal["primary", "secondary"] = "primary" if primary else "secondary"
     if st.button(button, key=key, icon=":material/play_arrow:", type=kind):
         st.session_state[pending] = params  # still here on the next render: the run was cut off
         st.session_state[kept] = (params, run_with_status(label, experiment, **params))

@@ -33,14 +33,16 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Literal
 
 import streamlit as st
+from streamlit.elements.lib.mutable_status_container import StatusContainer
 
 from pclab.core.validation import InvalidInput
 from pclab.experiments import registry
-from pclab.experiments.base import Experiment, params_record
+from pclab.experiments.base import Experiment, Params, params_record
 from pclab.runners.code_hash import worker_code_hash
-from pclab.runners.results import Outcome, RunResult
+from pclab.runners.results import Outcome, ProgressEvent, RunResult
 from pclab.ui import serving
 from pclab.ui.page import error_message, t
 
@@ -65,10 +67,10 @@ def _stored(runner_id: str, worker_hash: str, params_key: str) -> RunResult:
     return result
 
 
-def progress_text(line: str) -> str:
+def progress_text(line: ProgressEvent) -> str:
     """A launcher progress line in the reader's language (its English text if unknown)."""
-    event = getattr(line, "event", None)
-    values = getattr(line, "values", {})
+    event: str = line.event
+    values = line.values
     if event == "start" and values.get("path") == "pool":
         event = "start_pool"
     try:
@@ -77,7 +79,7 @@ def progress_text(line: str) -> str:
         return str(line)
 
 
-def cache_key(experiment: Experiment, params: object) -> tuple[str, str, str]:
+def cache_key(experiment: Experiment, params: Params) -> tuple[str, str, str]:
     """What a stored result is found by: the experiment, the sha256 of every source file its
     worker runs (pclab.runners.code_hash: core included) and the validated parameters."""
     params_key = json.dumps(params_record(params), sort_keys=True, default=repr)
@@ -150,12 +152,14 @@ class _Live:
     HEARTBEAT_S. Every call happens in the script thread (jobs.submit forwards events there)."""
 
     def __init__(self, label: str) -> None:
-        self.label, self.lines, self.status = label, [], None
+        self.label = label
+        self.lines: list[str] = []
+        self.status: StatusContainer | None = None
         self.began = self.beat = time.monotonic()
-        self.position = None  # place in line, while waiting
+        self.position: object = None  # place in line, while waiting
         self.memory = False  # waiting for memory to free, while the line is empty
         self.fallback = False  # the warm pool could not start: torchrun started the ranks
-        self.busy_values: dict = {}
+        self.busy_values: dict[str, object] = {}
 
     def label_now(self) -> str:
         if self.memory:
@@ -164,9 +168,8 @@ class _Live:
             return t("runs.waiting", label=self.label, position=self.position)
         return t("runs.running_for", label=self.label, seconds=time.monotonic() - self.began)
 
-    def on_event(self, line: str) -> None:
-        event = getattr(line, "event", None)
-        values = getattr(line, "values", {})
+    def on_event(self, line: ProgressEvent) -> None:
+        event, values = line.event, line.values
         if event == "queued":
             self.position, self.memory = values.get("position"), False
         elif event == "memory":
@@ -199,6 +202,7 @@ class _Live:
 
     def finish(self, result: RunResult) -> None:
         """The run's last word: the live status updated, or one finished line drawn."""
+        state: Literal["complete", "error"]
         if result.ok:
             label, state, icon = (
                 t("runs.done", label=self.label, seconds=result.seconds),

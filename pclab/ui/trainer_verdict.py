@@ -39,6 +39,11 @@ def cause(scenario: dict) -> str | None:
     """Why a scenario failed, as a TEACHES key (None: its verdict is not "different")."""
     if scenario["verdict"] != "different":
         return None
+    return _failure_cause(scenario)
+
+
+def _failure_cause(scenario: dict) -> str:
+    """Why a scenario whose verdict is "different" failed, as a TEACHES key."""
     for note in NOTE_FIRST:
         if note in scenario["notes"]:
             return note
@@ -55,7 +60,7 @@ def causes(check: dict) -> dict[str, list[str]]:
     A scenario whose counts fit several schemes (an empty rank at K = 2: the mean of replica
     means and a double ÷K give the same weights) goes with the scheme another scenario
     measured without a tie, so one slip reads as one line."""
-    failed = [(s, cause(s)) for s in check["scenarios"] if s["verdict"] == "different"]
+    failed = [(s, _failure_cause(s)) for s in check["scenarios"] if s["verdict"] == "different"]
     sure = {why for s, why in failed if len(s["matching_schemes"]) <= 1}
     found: dict[str, list[str]] = {}
     for s, why in failed:

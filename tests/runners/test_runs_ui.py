@@ -46,7 +46,7 @@ def test_first_run_shows_progress_then_the_cache_answers(app):
     assert not app.status  # it answered at once: one finished line, no live status
     assert app.expander[0].label.startswith("Finished: demo")
     assert "Starting 2 processes" in markdown(app) and "Rank 0 reported" in markdown(app)
-    assert "a plain line without an event" in markdown(app)
+    assert "a line the catalogue cannot fill" in markdown(app)
     assert app.text[0].value == "ok=True report={'world_size': 2}"
 
     app.run()  # same parameters: served from the cache, no progress replayed

@@ -74,7 +74,8 @@ class FakeExperiment:
             size = params.world_size
             progress(ProgressEvent.of("start", "starting", world_size=size, worker=self.worker))
             progress(ProgressEvent.of("rank_done", "rank 0", rank=0, done=1, world_size=size))
-            progress("a plain line without an event")
+            # values the catalogue's text cannot be filled from: the page shows the English text
+            progress(ProgressEvent.of("rank_done", "a line the catalogue cannot fill", rank=1))
         if params.fail:
             message = "rank 1: ZeroDivisionError: division by zero"
             return RunResult.ended(Outcome.FAILED, message, 0.25, "f" * 64)
