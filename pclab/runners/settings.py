@@ -5,8 +5,8 @@
     PCL_PRELOAD              0/false/no/off: no background imports after the first page (on)
     PCL_PRELOAD_FRAMEWORKS   0/false/no/off: the warm pool's zygotes do not import the installed
                              training frameworks ahead (on: a framework check answers in ~2 s
-                             instead of ~5 s; the zygote takes ~4 s longer to start and ~75 MB
-                             more)
+                             instead of ~5 s; the zygote takes ~4 s longer to start and, with its
+                             spares, ~200 MB more)
     PCL_MAX_CONCURRENT_RUNS  jobs holding processes at once (half the CPUs, at least 1)
     PCL_MAX_WAITING_RUNS     jobs waiting in line before a request hears "busy" (8)
     PCL_PG_TIMEOUT_S         the process-group timeout a launch hands its ranks (60 s)

@@ -29,6 +29,7 @@ pytestmark = pytest.mark.timeout(300)
 MALFORMED = {
     "PCL_WARM_POOL": "maybe",
     "PCL_PRELOAD": "perhaps",
+    "PCL_PRELOAD_FRAMEWORKS": "sometimes",
     "PCL_MAX_CONCURRENT_RUNS": "many",
     "PCL_MAX_WAITING_RUNS": "-4",
     "PCL_PG_TIMEOUT_S": "inf",
