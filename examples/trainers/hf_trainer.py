@@ -74,6 +74,21 @@ def _quiet_and_fast() -> None:
     gc.freeze()
 
 
+# The TrainingArguments every adapter of a Trainer (or a subclass: TRL's SFTTrainer) sets to
+# make one quiet update on the CPU's Gloo group: nothing logged, saved or printed.
+ONE_QUIET_STEP_ON_CPU = {
+    "use_cpu": True,
+    "ddp_backend": "gloo",
+    "report_to": "none",
+    "save_strategy": "no",
+    "logging_strategy": "no",
+    "disable_tqdm": True,
+    "log_level": "error",
+    "log_level_replica": "error",
+    "dataloader_pin_memory": False,
+}
+
+
 class InOrder:
     """Mixed into a Trainer (or a subclass such as TRL's SFTTrainer) before it: the trainer's
     own loop, fed this rank's rows in order, one microbatch per microstep, collated by the
@@ -135,19 +150,11 @@ def run_trainer(model, optimizer, microbatches, trainer_class=None, **settings):
             warmup_steps=0,
             weight_decay=0.0,
             max_grad_norm=0.0,  # no clipping
-            use_cpu=True,
-            ddp_backend="gloo",
             ddp_find_unused_parameters=False,  # every parameter takes part in every forward
-            report_to="none",
-            save_strategy="no",
-            logging_strategy="no",
             eval_strategy="no",
-            disable_tqdm=True,
-            log_level="error",
-            log_level_replica="error",
             dataloader_num_workers=0,
-            dataloader_pin_memory=False,
             seed=0,
+            **ONE_QUIET_STEP_ON_CPU,
             **settings,
         )
         trainer = OneRankTrainer(

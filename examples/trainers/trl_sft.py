@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 from framework_lm import StepCounter, record
-from hf_trainer import BATCH_SIZE, IGNORE, SEQ_LEN, InOrder
+from hf_trainer import BATCH_SIZE, IGNORE, ONE_QUIET_STEP_ON_CPU, SEQ_LEN, InOrder
 from hf_trainer import build_model as build_llama
 
 __all__ = ["BATCH_SIZE", "DTYPE", "MAX_GRAD_NORM", "SEQ_LEN"]
@@ -176,15 +176,7 @@ def train_step(model, optimizer, microbatches, adapter=ADAPTER, rows=BATCH_SIZE,
             gradient_accumulation_steps=len(microbatches),
             max_steps=1,
             bf16=False,  # bf16=True, SFTConfig's default, autocasts to bfloat16
-            use_cpu=True,
-            ddp_backend="gloo",
-            report_to="none",
-            save_strategy="no",
-            logging_strategy="no",
-            disable_tqdm=True,
-            log_level="error",
-            log_level_replica="error",
-            dataloader_pin_memory=False,
+            **ONE_QUIET_STEP_ON_CPU,
             **settings,
         )
         trainer = OneRankSFTTrainer(
