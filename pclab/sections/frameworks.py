@@ -31,4 +31,4 @@ for framework in dict.fromkeys(setting.framework for setting, _ in table):
 
 st.subheader(t("frameworks.table_heading"))
 rows.summary(shown)
-show_code(frameworks.status, update_weights.scheme_weights_times_n)
+show_code(frameworks.measured, update_weights.scheme_weights_times_n)

@@ -119,13 +119,13 @@ def provenance(record: dict, live: bool) -> str:
 def verdict_text(record: dict) -> str:
     """The check's verdict in words (three, never "pass" for a control), or "not run here"
     for a row that was never measured."""
-    status = frameworks.status(record)
+    status = record["status"]  # None: never measured
     return t("frameworks.not_run") if status is None else views.verdict_text({"verdict": status})
 
 
 def verdict(record: dict) -> str:
     """The verdict on its colour (a Markdown badge, both themes)."""
-    status = frameworks.status(record)
+    status = record["status"]
     if status is None:
         return f":gray-badge[{verdict_text(record)}]"
     return views.verdict_badge({"verdict": status})

@@ -199,17 +199,6 @@ def setting_of(record: dict[str, Any]) -> Setting:
     raise ValueError(f"no setting {record['framework']!r}, {record['setting']!r} in SETTINGS")
 
 
-def status(record: dict[str, Any]) -> str | None:
-    """The check's verdict as the record keeps it: "different" when a scenario's update
-    differed, else "same_update" when it passed (a scenario with labels was evidence), else
-    "no_evidence" (every scenario matched, none could tell); None when nothing was run."""
-    if record["reason"] is not None:
-        return None
-    if not all(record["scenarios"].values()):
-        return "different"
-    return "same_update" if record["passed"] else "no_evidence"
-
-
 def _uneven(check: dict[str, Any]) -> dict[str, Any]:
     found: dict[str, Any] = next(s for s in check["scenarios"] if s["name"] == MEASURED_SCENARIO)
     return found
@@ -236,6 +225,7 @@ def measured(setting: Setting, check: dict[str, Any], now: str) -> dict[str, Any
         "weights": uneven["weights"],
         "counts": uneven["counts"],
         "passed": check["passed"],
+        "status": check["status"],  # the check's own verdict: same_update, different, no_evidence
         "max_abs_diff": uneven["max_abs_diff"],
         "tolerance": uneven["tolerance"],  # the one its verdict used (measured below float64)
         "dtype": check["dtype"],
@@ -247,7 +237,8 @@ def measured(setting: Setting, check: dict[str, Any], now: str) -> dict[str, Any
 
 def not_run(setting: Setting, reason: str, now: str) -> dict[str, Any]:
     """The record of a setting that cannot run here: why, and nothing measured."""
-    empty = dict.fromkeys(("scheme", "weights", "counts", "passed", "max_abs_diff", "dtype"))
+    measures = ("scheme", "weights", "counts", "passed", "status", "max_abs_diff", "dtype")
+    empty = dict.fromkeys(measures)
     return _base(setting, now) | empty | {"tolerance": None, "command": None, "reason": reason}
 
 
