@@ -85,17 +85,14 @@ ENV_NAMES = {
     "pg_timeout_s": "PCL_PG_TIMEOUT_S",
     "memory_budget_mb": "PCL_MEMORY_BUDGET_MB",
 }
+SWITCHES = ("warm_pool", "preload", "preload_frameworks")  # the on/off settings
 KINDS: dict[str, Callable[[str], object]] = {
-    f.name: bool if f.name in ("warm_pool", "preload", "preload_frameworks") else type(f.default)
-    for f in fields(Settings)
+    f.name: bool if f.name in SWITCHES else type(f.default) for f in fields(Settings)
 }
 
 
 # What each variable accepts, as the one-line refusal of a malformed value says it.
-FORMS = {
-    "warm_pool": "1 or 0 (also true/false, yes/no, on/off)",
-    "preload": "1 or 0 (also true/false, yes/no, on/off)",
-    "preload_frameworks": "1 or 0 (also true/false, yes/no, on/off)",
+FORMS = dict.fromkeys(SWITCHES, "1 or 0 (also true/false, yes/no, on/off)") | {
     "max_concurrent_runs": "a whole number >= 1",
     "max_waiting_runs": "a whole number >= 0",
     "pg_timeout_s": "a number of seconds in (0, 3600]",
