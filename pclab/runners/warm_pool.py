@@ -71,6 +71,10 @@ class Zygote:
             bufsize=0,
             start_new_session=True,
         )
+
+    def wait_ready(self) -> None:
+        """Wait for its imports (up to START_TIMEOUT_S); stopped and RuntimeError if it never
+        says READY (it failed, or `close` was called meanwhile)."""
         if self.readline(time.monotonic() + START_TIMEOUT_S) != READY:
             self.close()
             raise RuntimeError("the warm pool's process did not start")
@@ -101,13 +105,18 @@ class Zygote:
         line, self._buffer = self._buffer.split(b"\n", 1)
         return line.decode().strip()
 
-    def close(self) -> None:
-        """Stop the zygote; its ranks and stores die with it (PR_SET_PDEATHSIG)."""
+    def kill(self) -> None:
+        """Kill the zygote; its ranks and stores die with it (PR_SET_PDEATHSIG). Safe from
+        another thread than the one reading its replies, which then sees it gone."""
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except OSError:
                 pass
+
+    def close(self) -> None:
+        """Kill the zygote, reap it and close its pipes."""
+        self.kill()
         self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
@@ -194,6 +203,7 @@ class WarmPool:
         self._idle: list[Zygote] = []
         self._all: set[Zygote] = set()
         self._starting = 0  # zygotes being started right now (counted against the bound)
+        self._importing: set[Zygote] = set()  # of those, the ones whose process exists
         self._broken: tuple[float, str] | None = None  # when and why a zygote failed to start
         self._preload: tuple[str, ...] = ()  # project modules each new zygote imports ahead
         self._closed = False
@@ -255,16 +265,27 @@ class WarmPool:
     def _start(self) -> Zygote:
         """A new zygote, counted in the pool and by the memory budget (the caller has
         reserved its place in `_starting`); a failure is remembered for RETRY_S (`broken`).
-        One that comes up after `shutdown` is stopped at once."""
+        `shutdown` stops one that is still importing too, and one that comes up after it is
+        stopped at once."""
+        zygote = None
         try:
             zygote = Zygote(self._preload)
+            with self._lock:
+                self._importing.add(zygote)
+                closed = self._closed
+            if closed:
+                zygote.kill()
+            zygote.wait_ready()
         except (RuntimeError, OSError) as exc:
             with self._lock:
-                self._broken = (time.monotonic(), str(exc) or type(exc).__name__)
+                if not self._closed:
+                    self._broken = (time.monotonic(), str(exc) or type(exc).__name__)
             raise
         finally:
             with self._lock:
                 self._starting -= 1
+                if zygote is not None:
+                    self._importing.discard(zygote)
         with self._lock:
             if not self._closed:
                 self._all.add(zygote)
@@ -333,8 +354,10 @@ class WarmPool:
         """Stop every zygote (and so every rank and store they hold); start none again."""
         with self._lock:
             self._closed = True
-            zygotes = list(self._all)
+            zygotes, importing = list(self._all), list(self._importing)
             self._all.clear()
             self._idle.clear()
+        for zygote in importing:
+            zygote.kill()  # its starting thread sees it gone, closes it and starts none again
         for zygote in zygotes:
             self._close(zygote)

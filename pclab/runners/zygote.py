@@ -63,27 +63,35 @@ def rank_log_dir(log_dir: Path, rank: int) -> Path:
     return Path(log_dir) / "pool" / "attempt_0" / str(rank)
 
 
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this process when the process that forked it dies."""
+def _die_with_parent(parent: int) -> None:
+    """Linux: SIGKILL this process when `parent`, the process that forked it, dies.
+
+    The signal is armed only from the prctl call on: a parent that died between the fork and
+    then (a server shutting the zygote down while it forks the next spares) sends nothing,
+    and a spare store would wait forever. So once armed, a child whose parent is already
+    someone else exits at once."""
     try:
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _fork(body: Callable[..., int], *args: Any) -> int:
     """Fork; the child runs `body(*args)` in its own session, dies with the zygote, and
     never returns."""
     sys.stdout.flush()
+    zygote = os.getpid()
     pid = os.fork()
     if pid:
         return pid
     code = 1
     try:
         os.setsid()  # its own process group: the launcher stops it and anything it starts
-        _die_with_parent()
+        _die_with_parent(zygote)
         code = body(*args)
     except BaseException:  # noqa: BLE001 - reported through the exit code and stderr
         traceback.print_exc()

@@ -216,3 +216,23 @@ def test_zygotes_are_bounded_by_the_concurrency_limit(warm):
         watcher.join()
     assert [r.ok for r in results] == [True] * 5, [r.message for r in results]
     assert most[0] == 2  # a second zygote for the second slot, never a third
+
+
+def test_a_shutdown_while_a_zygote_imports_leaves_nothing(monkeypatch):
+    """A server that stops while its pool is still starting a zygote (a few seconds of
+    imports, longer under load): that zygote is stopped too, and not started again."""
+    from pclab.runners.runtime import Runtime
+    from pclab.runners.settings import Settings
+
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv(MARK_ENV, mark)
+    runtime = Runtime.start(Settings(warm_pool=True))
+    try:
+        runtime.pool.prestart(preload=("tests.runners.workers.slow_to_import",))
+        assert wait_for(lambda: marked(mark), 30), "no zygote process was started"
+        assert runtime.pool.size() == {"zygotes": 0, "idle": 0, "starting": 1}
+    finally:
+        runtime.shutdown()
+    assert wait_for(lambda: marked(mark) == [], 5), marked(mark)
+    assert wait_for(lambda: runtime.pool.size()["starting"] == 0, 5)
+    assert marked(mark) == [] and runtime.pool.zygote_pids() == set()

@@ -143,3 +143,35 @@ def test_the_pool_dies_with_its_server(tmp_path):
         server.kill()
         server.wait()
         server.stdout.close()
+
+
+def test_a_child_whose_zygote_died_before_it_armed_its_death_signal_exits(tmp_path):
+    """PR_SET_PDEATHSIG only acts from the prctl call on: a zygote killed between a fork and
+    that call (a server shutting down while the zygote forks its next spares) would leave a
+    spare store serving forever. The child here waits until its parent has died, then arms
+    the signal as every forked child does; it must exit instead of going on."""
+    script = (
+        "import os, sys, time\n"
+        "from pclab.runners.zygote import _die_with_parent\n"
+        "said = int(sys.argv[1])\n"
+        "parent = os.getpid()\n"
+        "if os.fork() == 0:\n"
+        "    while os.getppid() == parent:\n"
+        "        time.sleep(0.01)\n"
+        "    _die_with_parent(parent)\n"
+        "    os.write(said, b'survived')\n"
+        "    os._exit(0)\n"
+    )
+    said_r, said_w = os.pipe()
+    try:
+        subprocess.run(
+            [sys.executable, "-c", script, str(said_w)], cwd=ROOT, pass_fds=(said_w,), timeout=120
+        )
+        os.close(said_w)
+        said_w = -1
+        # EOF once the child has gone; its word if it went on
+        assert os.read(said_r, 64) == b""
+    finally:
+        os.close(said_r)
+        if said_w != -1:
+            os.close(said_w)
