@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench import ROOT, loadavg, report
+from bench import ROOT, exit_on_sigterm, loadavg, report
 
 FAMILIES = ("core", "pages", "preload", "cold", "runs", "frameworks", "clicks", "load", "soak")
 
@@ -144,4 +144,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     sys.exit(main())

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import ROOT, loadavg, stats
+from bench import ROOT, exit_on_sigterm, loadavg, stats
 from bench.cold_start import (
     _browser,
     free_port,
@@ -367,4 +367,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     sys.exit(main())

@@ -65,7 +65,11 @@ def start_server(
     extra command-line `options` (e.g. ("--client.toolbarMode", "developer")), from the
     checkout `root` (default: this one; the click bench measures an older one beside it);
     its output goes to the open file `log` (default: nowhere)."""
+    # setpriv (util-linux) arms PR_SET_PDEATHSIG and execs: a bench or test process that is
+    # killed takes its server with it, instead of leaving it serving.
+    dies_with_us = ["setpriv", "--pdeathsig", "TERM"] if shutil.which("setpriv") else []
     cmd = [
+        *dies_with_us,
         sys.executable,
         "-m",
         "streamlit",

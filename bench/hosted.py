@@ -37,7 +37,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import loadavg, stats
+from bench import exit_on_sigterm, loadavg, stats
 from bench.clicks import SETTLED, TreeSampler
 from bench.cold_start import (
     CHROMIUM,
@@ -609,4 +609,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()
     sys.exit(main())

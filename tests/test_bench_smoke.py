@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,46 @@ def test_the_frameworks_bench_plans_every_adapter_that_can_run_here():
         assert ("litgpt_finetune" in everywhere) == (own is not None)
         assert own is None or planned[str(own)] == ["litgpt_finetune"]
     assert {s.adapter for s in SETTINGS if s.adapter} >= set(everywhere) - {"correct_manual"}
+
+
+def test_a_server_a_bench_started_dies_with_the_bench(tmp_path):
+    """A bench (or test) process that is killed outright takes the Streamlit server it started
+    with it: no server is left serving on the box."""
+    script = (
+        "import sys\n"
+        "from bench.cold_start import MINIMAL, free_port, start_server, wait_healthy\n"
+        "port = free_port()\n"
+        "server = start_server(port, MINIMAL)\n"
+        "assert wait_healthy(server, f'http://127.0.0.1:{port}')\n"
+        "print(server.pid, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    bench = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        server = int(bench.stdout.readline())
+        bench.kill()
+        bench.wait()
+        deadline = time.monotonic() + 60  # Streamlit's own shutdown on SIGTERM
+        while _alive(server) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(server), "the server outlived the bench"
+    finally:
+        bench.kill()
+        bench.wait()
+        bench.stdin.close()
+        bench.stdout.close()
+
+
+def _alive(pid: int) -> bool:
+    """Running: neither gone nor a zombie waiting for whichever process adopted it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
