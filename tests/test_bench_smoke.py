@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from bench import report
+from tests.runners.runner_support import alive, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -153,21 +153,10 @@ def test_a_server_a_bench_started_dies_with_the_bench(tmp_path):
         server = int(bench.stdout.readline())
         bench.kill()
         bench.wait()
-        deadline = time.monotonic() + 60  # Streamlit's own shutdown on SIGTERM
-        while _alive(server) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _alive(server), "the server outlived the bench"
+        # within Streamlit's own shutdown on SIGTERM
+        assert wait_for(lambda: not alive(server), 60), "the server outlived the bench"
     finally:
         bench.kill()
         bench.wait()
         bench.stdin.close()
         bench.stdout.close()
-
-
-def _alive(pid: int) -> bool:
-    """Running: neither gone nor a zombie waiting for whichever process adopted it."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
