@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,7 +19,13 @@ import pytest
 from bench.cold_start import CHROMIUM, SETTLED, free_port, start_server, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts" / "screenshots"
+# Screenshots go outside the checkout: a test on the other xdist worker that compares the
+# source tree before and after its run (test_hf_trainer's nothing-left-behind) must never see
+# them appear. PCL_SCREENSHOTS names another folder to keep them in.
+ARTIFACTS = Path(
+    os.environ.get("PCL_SCREENSHOTS")
+    or Path(tempfile.gettempdir()) / f"lab-screenshots-{os.getuid()}"
+)
 ENABLE_HINT = (
     "browser tests need Debian's Chromium and Playwright for Python: "
     "`sudo apt-get install -y chromium && pip install -r requirements-dev.txt`"

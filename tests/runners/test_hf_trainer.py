@@ -66,11 +66,22 @@ def _records(path) -> dict[int, list[dict]]:
     return by_rank
 
 
+def _ignored_folders() -> set[str]:
+    """The folders .gitignore names (test-artifacts/, build/ ...): other tests and tools may
+    write there while this module runs (two xdist workers), and none of it is the Trainer's."""
+    lines = (ROOT / ".gitignore").read_text().splitlines()
+    return {line.strip().strip("/") for line in lines if line.strip().endswith("/")}
+
+
 def _source_tree() -> set[str]:
-    """Every path of the project, caches (__pycache__, .pytest_cache ...) aside."""
+    """Every path of the project, caches (__pycache__, .pytest_cache ...) and git-ignored
+    folders aside."""
+    ignored = _ignored_folders()
     paths = (p.relative_to(ROOT) for p in ROOT.rglob("*"))
     return {
-        str(p) for p in paths if not any(x.startswith(".") or x == "__pycache__" for x in p.parts)
+        str(p)
+        for p in paths
+        if not any(x.startswith(".") or x == "__pycache__" or x in ignored for x in p.parts)
     }
 
 
