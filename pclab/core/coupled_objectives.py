@@ -267,8 +267,8 @@ def _scalar(value: object, field: str) -> torch.Tensor:
 
 
 def _embedding(value: object) -> tuple[torch.Tensor, torch.Tensor]:
-    ok = isinstance(value, tuple | list) and len(value) == 2
-    q, d = value if ok else (None, None)  # type: ignore[misc]
+    pair = tuple(value) if isinstance(value, tuple | list) and len(value) == 2 else (None, None)
+    q, d = pair
     if not (isinstance(q, torch.Tensor) and isinstance(d, torch.Tensor)):
         raise v.InvalidInput("embed", type(value).__name__, "same_shape", "(queries, documents)")
     if q.ndim != 2 or d.ndim != 2 or len(q) != len(d):

@@ -102,17 +102,18 @@ def solve_schemes(delta: object, candidates: object, rtol: float = SCHEME_RTOL) 
     per_residual = None if size == 0 else misfit / size
     coinciding = _coinciding(grads, rtol)
     untold = next((g[1:] for g in coinciding if g[0] == REFERENCE), ())
+    groups: tuple[ScaleGroup, ...] = ()
     if _norm(reference) == 0:
-        scheme, residual, groups = None, None, ()
+        scheme, residual = None, None
     elif matching:
-        scheme, residual, groups = matching[0], gaps[matching[0]], ()
+        scheme, residual = matching[0], gaps[matching[0]]
     elif _fits(uniform_residual, rtol) and scale is not None and not _near(scale, 1.0, rtol):
         names = tuple(n for n, c in parameter_scales.items() if c is not None)
         scheme, residual, groups = "scaled", uniform_residual, (ScaleGroup(scale, names),)
-    elif _fits(per_residual, rtol):
+    elif _fits(per_residual, rtol) and _off_one(_groups(parameter_scales, rtol), rtol):
         scheme, residual, groups = "scaled", per_residual, _groups(parameter_scales, rtol)
     else:
-        scheme, residual, groups = "other", per_residual, ()
+        scheme, residual = "other", per_residual
     return SchemeSolve(
         scheme=scheme,
         matching_schemes=matching,
@@ -139,6 +140,11 @@ def _fit(change: np.ndarray, grad: np.ndarray) -> tuple[float | None, float | No
 
 def _fits(residual: float | None, rtol: float) -> bool:
     return residual is not None and residual <= rtol
+
+
+def _off_one(groups: tuple[ScaleGroup, ...], rtol: float) -> bool:
+    """Some group's factor is not 1: a rescaled update, not the global batch's by a hair."""
+    return any(not _near(g.factor, 1.0, rtol) for g in groups)
 
 
 def _near(x: float, y: float, rtol: float) -> bool:
@@ -210,7 +216,8 @@ def _vectors(values: object, field: str, like: Vectors | None) -> Vectors:
 
 
 def _flat(vectors: Vectors) -> np.ndarray:
-    return np.concatenate(list(vectors.values()))
+    flat: np.ndarray = np.concatenate(list(vectors.values()))
+    return flat
 
 
 def _negated(vectors: Vectors) -> Vectors:
