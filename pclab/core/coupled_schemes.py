@@ -171,14 +171,16 @@ def _coinciding(grads: dict[str, Vectors], rtol: float) -> tuple[tuple[str, ...]
 
 
 def _groups(scales: dict[str, float | None], rtol: float) -> tuple[ScaleGroup, ...]:
-    """The defined per-parameter factors clustered within rtol, smallest factor first."""
+    """The defined per-parameter factors clustered within rtol, smallest factor first; the
+    names of a group in the parameters' order."""
+    order = {name: i for i, name in enumerate(scales)}
     found: list[tuple[float, list[str]]] = []
     for name, c in sorted(((n, c) for n, c in scales.items() if c is not None), key=lambda x: x[1]):
         if found and _near(c, found[-1][0], rtol):
             found[-1][1].append(name)
         else:
             found.append((c, [name]))
-    return tuple(ScaleGroup(c, tuple(names)) for c, names in found)
+    return tuple(ScaleGroup(c, tuple(sorted(names, key=order.__getitem__))) for c, names in found)
 
 
 def _candidates(candidates: object, change: Vectors) -> dict[str, Vectors]:

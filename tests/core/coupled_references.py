@@ -165,7 +165,9 @@ def classifier_objective(scheme, model, grid):
     p, k = len(grid), len(grid[0])
 
     def pool(cells):
-        return _by_hand(model, torch.cat([c["x"] for c in cells]), torch.cat([c["y"] for c in cells]))
+        return _by_hand(
+            model, torch.cat([c["x"] for c in cells]), torch.cat([c["y"] for c in cells])
+        )
 
     if scheme == "global_batch":
         return pool([c for row in grid for c in row])
