@@ -20,6 +20,8 @@ convention for token weights).
 
     >>> solve_schemes({"w": [-2.0]}, {"global_batch": {"w": [1.0]}}).scale
     2.0
+
+Run: python -m doctest pclab/core/coupled_schemes.py
 """
 
 from __future__ import annotations
