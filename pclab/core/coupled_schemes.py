@@ -51,26 +51,42 @@ class ScaleGroup:
 
 
 @dataclass(frozen=True)
+class Fit:
+    """delta = -factor x g_s by least squares: factor (None when g_s = 0) and residual
+    |delta + factor g_s| / |delta| (None when delta = 0). An `other` update may still be one
+    candidate times a factor (a loss x P on top of detached remote documents)."""
+
+    factor: float | None
+    residual: float | None
+
+
+@dataclass(frozen=True)
 class SchemeSolve:
     """scheme: a SCHEMES name, None when the global-batch gradient is 0 (nothing to tell);
     matching_schemes: every candidate within rtol, NAMED_SCHEMES order; gaps: gap_s per
-    candidate; scale: the least-squares c against the global-batch gradient (None when that
-    is 0); parameter_scales: c_p per parameter (None where g_p = 0); scale_groups: the
-    distinct factors when scheme is "scaled", else (); residual: the named explanation's
-    misfit (its gap; for scaled and other the fit's; None when delta = 0); coinciding:
-    groups of candidates alike at this scenario; untold: those alike with global_batch;
-    evidence: a pass here rules every other given candidate out."""
+    candidate; fits: each candidate's least-squares factor (`scale` is global_batch's);
+    parameter_scales: c_p per parameter against the global-batch gradient (None where
+    g_p = 0); scale_groups: the distinct factors when scheme is "scaled", else ();
+    residual: the named explanation's misfit (its gap; for scaled and other the fit's;
+    None when delta = 0); coinciding: groups of candidates alike at this scenario; untold:
+    those alike with global_batch; evidence: a pass here rules every other given candidate
+    out."""
 
     scheme: str | None
     matching_schemes: tuple[str, ...]
     gaps: dict[str, float]
-    scale: float | None
+    fits: dict[str, Fit]
     parameter_scales: dict[str, float | None]
     scale_groups: tuple[ScaleGroup, ...]
     residual: float | None
     coinciding: tuple[tuple[str, ...], ...]
     untold: tuple[str, ...]
     evidence: bool
+
+    @property
+    def scale(self) -> float | None:
+        """c of delta = -c g_global_batch by least squares (None when that gradient is 0)."""
+        return self.fits[REFERENCE].factor
 
 
 def solve_schemes(delta: object, candidates: object, rtol: float = SCHEME_RTOL) -> SchemeSolve:
@@ -94,7 +110,8 @@ def solve_schemes(delta: object, candidates: object, rtol: float = SCHEME_RTOL) 
     gaps = {s: _gap(change, g) for s, g in grads.items()}
     matching = tuple(s for s in grads if gaps[s] <= rtol)
     reference = grads[REFERENCE]
-    scale, uniform_residual = _fit(_flat(change), _flat(reference))
+    fits = {s: Fit(*_fit(_flat(change), _flat(g))) for s, g in grads.items()}
+    scale, uniform_residual = fits[REFERENCE].factor, fits[REFERENCE].residual
     per = {n: _fit(change[n], reference[n]) for n in change}
     parameter_scales = {n: c for n, (c, _) in per.items()}
     size = _norm(change)
@@ -120,7 +137,7 @@ def solve_schemes(delta: object, candidates: object, rtol: float = SCHEME_RTOL) 
         scheme=scheme,
         matching_schemes=matching,
         gaps=gaps,
-        scale=scale,
+        fits=fits,
         parameter_scales=parameter_scales,
         scale_groups=groups,
         residual=residual,

@@ -75,6 +75,18 @@ def test_openclip_whole_loss_with_remote_rows_detached_is_scaled_per_group(sizes
     assert got == [(round(1 / p, 9), ("wq", "wd")), (1.0, ("log_tau",))]
 
 
+def test_a_loss_times_p_over_detached_remote_documents_is_other_with_its_fit():
+    """tevatron #30: each rank's loss x world size, remote documents without gradient. No
+    scaling of the global batch's gradient: `other`, and the fits say what it is."""
+    grid, grads = info_nce_candidates(UNEVEN)
+    objective = lambda m: ref.info_nce_objective("remote_detached", m, grid)  # noqa: E731
+    solved = cs.solve_schemes(ref.sgd_change(ref.Dual, objective, 2.0), grads)
+    assert solved.scheme == "other" and solved.residual > 1e-3
+    assert solved.fits["remote_detached"].factor == pytest.approx(2.0, rel=1e-12)
+    assert solved.fits["remote_detached"].residual < 1e-12
+    assert solved.gaps["remote_detached"] == pytest.approx(0.5, rel=1e-12)  # |-2g + g| / |2g|
+
+
 def test_an_update_that_is_no_candidate_and_no_scaling_is_other():
     grid, grads = info_nce_candidates(UNEVEN)
     rng = np.random.default_rng(3)
