@@ -20,7 +20,9 @@ Q_r, D_r are rank r's rows over its microsteps, D_~r every other rank's, sg() de
 Rows past len(Q_r) are extra negatives, so `embedding_loss` must accept more documents than
 queries (cross_entropy(Q @ D.T / tau, arange(len(Q))) does; a symmetric CLIP loss does not,
 and then these two candidates are undefined). Without `batch_loss`, L(...) is l of the
-concatenated rows (`embedding_batch_loss`). GradCache at any P, K is global_batch.
+concatenated rows (`embedding_batch_loss`). GradCache at any P, K is global_batch. At
+K > 1 the paths score a rank's queries of every micro step at once (a GradCache whose gather
+returns no gradient); a gather per micro step with detached remote rows is neither: other.
 
 Design note, for the trainer check's coupled worker (every rank builds every microbatch):
     grads = candidate_gradients(fresh_model, batches, batch_loss=..., embed=..., ...)  # rank 0

@@ -10,11 +10,12 @@ gradients g_s at theta_0 (core.coupled_objectives: global_batch, the pools, the 
                               residual |delta + c g| / |delta| <= rtol
     scaled, per parameter p   delta_p = -c_p g_p with c_p = -<delta_p, g_p> / |g_p|^2, when
                               one c does not fit (an encoder / P beside a temperature x 1)
-    other                     none of these; residual: the per-parameter fit's
+    other                     none of these; residual: the per-parameter fit's; `fits`
+                              still gives each candidate's least-squares factor
 
 `scheme` is the first matching candidate (global_batch first), else scaled, else other.
-Candidates whose gradients coincide here (at K = 1 microstep_pool is global_batch, at any
-P x K an additive loss makes every pool alike) are all listed in `matching_schemes`; those
+Candidates whose gradients coincide here (at K = 1 microstep_pool is global_batch; a mean
+of per-item losses over equal sizes makes every pool alike) all go in `matching_schemes`; those
 alike with global_batch are `untold`: passing them is no evidence (core.update_weights'
 convention for token weights).
 

@@ -213,3 +213,13 @@ def test_a_loss_that_needs_as_many_documents_as_queries_raises_its_own_error():
     co.candidate_gradient("global_batch", ref.Dual(), grid, None, ref.embed, symmetric)
     with pytest.raises((ValueError, RuntimeError)):
         co.candidate_gradient("remote_detached", ref.Dual(), grid, None, ref.embed, symmetric)
+
+
+def test_frozen_and_unreached_parameters_get_zero_gradients():
+    model = ref.Dual()
+    model.unused = torch.nn.Parameter(torch.ones(2, dtype=torch.float64))
+    model.wd.requires_grad_(False)
+    grid = ref.pairs_grid([[2], [2]])
+    grads = co.candidate_gradient("global_batch", model, grid, ref.info_nce_batch_loss)
+    assert list(grads) == ["wq", "wd", "log_tau", "unused"]
+    assert not grads["wd"].any() and not grads["unused"].any() and grads["wq"].any()

@@ -234,3 +234,18 @@ def test_tensors_and_arrays_of_any_shape_are_accepted():
     delta = {"b": -2 * np.ones(3), "w": -2 * torch.ones(2, 3)}  # names in another order
     solved = cs.solve_schemes(delta, {"global_batch": grad})
     assert solved.scheme == "scaled" and solved.scale == pytest.approx(2.0)
+
+
+def test_a_float32_trainer_is_named_at_the_float32_tolerance():
+    """Candidates come back as float64 from a float32 model; the step is float32 SGD."""
+    grid = [[{k: t.float() for k, t in mb.items()} for mb in row] for row in ref.pairs_grid(UNEVEN)]
+    single = lambda: ref.Dual().float()  # noqa: E731
+    grads = co.candidate_gradients(
+        single(), grid, ref.info_nce_batch_loss, ref.embed, ref.embedding_loss
+    )
+    assert all(g.dtype == torch.float64 for g in grads["rank_pool"].values())
+    for scheme in ("global_batch", "microstep_pool"):
+        objective = lambda m, s=scheme: ref.info_nce_objective(s, m, grid)  # noqa: E731
+        solved = cs.solve_schemes(ref.sgd_change(single, objective), grads, rtol=1e-4)
+        assert solved.scheme == scheme and solved.evidence
+        assert solved.gaps[scheme] < 1e-5  # float32 rounding, well inside 1e-4
