@@ -106,8 +106,7 @@ def solve_schemes(delta: object, candidates: object, rtol: float = SCHEME_RTOL) 
         sizes unlike delta's, non-finite numbers.
     """
     rtol = v.non_negative(rtol, "rtol")
-    change = _vectors(delta, "delta", None)
-    grads = _candidates(candidates, change)
+    change, grads = _common_scale(_vectors(delta, "delta", None), candidates)
     gaps = {s: _gap(change, g) for s, g in grads.items()}
     matching = tuple(s for s in grads if gaps[s] <= rtol)
     reference = grads[REFERENCE]
@@ -150,9 +149,10 @@ def solve_schemes(delta: object, candidates: object, rtol: float = SCHEME_RTOL) 
 
 def _fit(change: np.ndarray, grad: np.ndarray) -> tuple[float | None, float | None]:
     """(c, |delta + c g| / |delta|) for the least-squares c of delta = -c g; c is None when
-    g = 0, the residual None when delta = 0."""
-    size, power = _norm(change), float(grad @ grad)
-    c = None if power == 0 else v.finite_or_none(-float(change @ grad) / power)
+    g = 0 (or c beyond float64), the residual None when delta = 0."""
+    size, length = _norm(change), _norm(grad)
+    with np.errstate(over="ignore"):
+        c = None if length == 0 else v.finite_or_none(-float(change @ (grad / length)) / length)
     if size == 0:
         return c, None
     return c, _norm(change + (c or 0.0) * grad) / size
@@ -203,6 +203,18 @@ def _groups(scales: dict[str, float | None], rtol: float) -> tuple[ScaleGroup, .
     return tuple(ScaleGroup(c, tuple(sorted(names, key=order.__getitem__))) for c, names in found)
 
 
+def _common_scale(change: Vectors, candidates: object) -> tuple[Vectors, dict[str, Vectors]]:
+    """delta and the candidates checked, all divided by their largest |entry|: every gap,
+    factor and residual is unchanged by a common scale, and no norm can overflow."""
+    grads = _candidates(candidates, change)
+    every = [change, *grads.values()]
+    top = max(float(np.abs(x).max(initial=0.0)) for vectors in every for x in vectors.values())
+    if top == 0:
+        return change, grads
+    scaled = [{n: x / top for n, x in vectors.items()} for vectors in every]
+    return scaled[0], dict(zip(grads, scaled[1:]))
+
+
 def _candidates(candidates: object, change: Vectors) -> dict[str, Vectors]:
     if not isinstance(candidates, Mapping) or REFERENCE not in candidates:
         raise v.InvalidInput("candidates", candidates, "non_empty", f"{REFERENCE} required")
@@ -220,14 +232,14 @@ def _vectors(values: object, field: str, like: Vectors | None) -> Vectors:
     if not isinstance(values, Mapping) or not values:
         raise v.InvalidInput(field, values, "non_empty", "{parameter name: values}")
     if like is not None and set(values) != set(like):
-        raise v.InvalidInput(field, sorted(values), "same_shape", f"names {sorted(like)}")
+        raise v.InvalidInput(field, list(values), "same_shape", f"names {list(like)}")
     out = {}
     for name in like or values:
         x = values[name]
         x = x.detach().cpu() if hasattr(x, "detach") else x  # a torch tensor, duck-typed
         try:
             array = np.asarray(x, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise v.InvalidInput(f"{field}[{name}]", values[name], "finite") from None
         if not np.isfinite(array).all():
             raise v.InvalidInput(f"{field}[{name}]", values[name], "finite")
@@ -247,4 +259,8 @@ def _negated(vectors: Vectors) -> Vectors:
 
 
 def _norm(x: np.ndarray | Vectors) -> float:
-    return float(np.linalg.norm(_flat(x) if isinstance(x, dict) else x))
+    """The Euclidean length, taken over the largest |entry| so that tiny entries do not
+    underflow (|1e-200| is 1e-200, not 0)."""
+    flat = _flat(x) if isinstance(x, dict) else x
+    top = float(np.abs(flat).max(initial=0.0))
+    return 0.0 if top == 0 else top * float(np.sqrt(np.sum((flat / top) ** 2)))

@@ -11,13 +11,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pclab.core import coupled_objectives as co
 from pclab.core import coupled_schemes as cs
 from pclab.core.validation import InvalidInput
 from tests.core import coupled_references as ref
+from tests.core import test_fuzz_all as fuzz
 
 PROPERTY = settings(max_examples=200, deadline=None)
 UNEVEN = [[2, 3], [2, 3]]  # P = 2, K = 2, sizes varying between micro steps
@@ -249,3 +250,36 @@ def test_a_float32_trainer_is_named_at_the_float32_tolerance():
         solved = cs.solve_schemes(ref.sgd_change(single, objective), grads, rtol=1e-4)
         assert solved.scheme == scheme and solved.evidence
         assert solved.gaps[scheme] < 1e-5  # float32 rounding, well inside 1e-4
+
+
+# Hostile input, as tests/core/test_fuzz_all.py does for the other core functions: only a
+# ValueError or TypeError that says what was wrong, and every figure finite or None.
+entries = st.one_of(fuzz.scalars, st.sampled_from([1e308, -1e308, 1e-300, 1e-200, 0.0, 1.0]))
+vectors = st.dictionaries(st.sampled_from(["w", "b"]), st.lists(entries, max_size=3), max_size=2)
+gradient_maps = st.dictionaries(
+    st.one_of(st.sampled_from(co.NAMED_SCHEMES), st.text(max_size=2)),
+    st.one_of(vectors, fuzz.junk),
+    max_size=4,
+)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    delta=st.one_of(vectors, fuzz.junk),
+    candidates=st.one_of(gradient_maps, fuzz.junk),
+    rtol=st.one_of(st.just(1e-6), fuzz.scalars),
+)
+@example(delta={"w": [1e308, 1e308]}, candidates={"global_batch": {"w": [1e-300, 1.0]}}, rtol=1e-6)
+@example(delta={"w": [1e-300]}, candidates={"global_batch": {"w": [1e308]}}, rtol=1e-6)
+def test_hostile_input_is_refused_or_answered_with_finite_figures(delta, candidates, rtol):
+    solved = fuzz.clean(cs.solve_schemes, delta, candidates, rtol)
+    assert solved is None or solved.scheme in (None, *cs.SCHEMES)
+
+
+def test_extreme_but_finite_sizes_keep_their_answer():
+    tiny = {"w": [3e-300, -1e-300]}
+    solved = cs.solve_schemes({"w": [-6e-300, 2e-300]}, {"global_batch": tiny})
+    assert solved.scheme == "scaled" and solved.scale == pytest.approx(2.0, rel=1e-15)
+    huge = {"w": [1e308, -1e308]}
+    solved = cs.solve_schemes({"w": [-1e308, 1e308]}, {"global_batch": huge})
+    assert solved.scheme == "global_batch" and solved.gaps == {"global_batch": 0.0}
