@@ -260,10 +260,11 @@ def _restored(model: torch.nn.Module) -> Iterator[None]:
 
 
 def _scalar(value: object, field: str) -> torch.Tensor:
-    if not isinstance(value, torch.Tensor) or value.numel() != 1:
-        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-        raise v.InvalidInput(field, shape, "same_shape", "a scalar tensor")
-    if not value.is_floating_point() or not math.isfinite(float(value.detach())):
+    """A user's loss: a finite one-element float tensor (its graph kept), as a 0-d tensor."""
+    if not (isinstance(value, torch.Tensor) and value.numel() == 1 and value.is_floating_point()):
+        got = (value.dtype, tuple(value.shape)) if isinstance(value, torch.Tensor) else value
+        raise v.InvalidInput(field, got, "same_shape", "a scalar float tensor")
+    if not math.isfinite(float(value.detach())):
         raise v.InvalidInput(field, float(value.detach()), "finite")
     return value.reshape(())
 

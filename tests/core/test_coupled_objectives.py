@@ -15,6 +15,7 @@ from pclab.core import coupled_objectives as co
 from pclab.core import infonce
 from pclab.core.validation import InvalidInput
 from tests.core import coupled_references as ref
+from tests.core import test_fuzz_all as fuzz
 
 PROPERTY = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # Sizes vary between micro steps (a gather needs a micro step's size equal across ranks; the
@@ -223,3 +224,22 @@ def test_frozen_and_unreached_parameters_get_zero_gradients():
     grads = co.candidate_gradient("global_batch", model, grid, ref.info_nce_batch_loss)
     assert list(grads) == ["wq", "wd", "log_tau", "unused"]
     assert not grads["wd"].any() and not grads["unused"].any() and grads["wq"].any()
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    grid=fuzz.junk,
+    p=fuzz.sizes,
+    k=fuzz.sizes,
+    scheme=st.one_of(st.sampled_from(co.NAMED_SCHEMES), fuzz.scalars),
+)
+def test_hostile_layouts_and_counts_are_refused_by_name(grid, p, k, scheme):
+    """As tests/core/test_fuzz_all.py: a ValueError or TypeError saying what was wrong.
+    Microbatches are opaque to the core (only the user's callables read them): a layout
+    keeps them as given, rows of equal length."""
+    shaped = fuzz.outcome(co.layout, grid)
+    assert shaped is None or len({len(row) for row in shaped}) == 1 and len(shaped[0]) >= 1
+    groups = fuzz.clean(co.identical_objectives, p, k)
+    assert groups is None or all(set(g) <= set(co.NAMED_SCHEMES) for g in groups)
+    pooled = fuzz.outcome(co.pools, scheme, grid)
+    assert pooled is None or scheme in co.POOL_SCHEMES and shaped is not None
