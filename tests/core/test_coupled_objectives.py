@@ -175,6 +175,14 @@ def nan_loss(model, microbatches):
     return torch.tensor(float("nan"), dtype=torch.float64)
 
 
+def float_loss(model, microbatches):
+    return 1.0
+
+
+def int_loss(model, microbatches):
+    return torch.tensor(1)
+
+
 def one_tensor(model, microbatch):
     return microbatch["a"]
 
@@ -187,6 +195,8 @@ def one_tensor(model, microbatch):
         ("global_batch", [], (ref.info_nce_batch_loss,), "microbatches"),
         ("global_batch", [[0]], (vector_loss,), "batch_loss"),
         ("global_batch", [[0]], (nan_loss,), "batch_loss"),
+        ("global_batch", [[0]], (float_loss,), "batch_loss"),
+        ("global_batch", [[0]], (int_loss,), "batch_loss"),
         ("remote_detached", [[0]], (ref.info_nce_batch_loss,), "scheme"),
         ("global_batch", [[0]], (None,), "scheme"),
         ("global_sum", [[0]], (ref.info_nce_batch_loss,), "scheme"),
