@@ -112,13 +112,7 @@ def solve_schemes(delta: object, candidates: object, rtol: float = SCHEME_RTOL) 
     reference = grads[REFERENCE]
     fits = {s: Fit(*_fit(_flat(change), _flat(g))) for s, g in grads.items()}
     scale, uniform_residual = fits[REFERENCE].factor, fits[REFERENCE].residual
-    per = {n: _fit(change[n], reference[n]) for n in change}
-    parameter_scales = {n: c for n, (c, _) in per.items()}
-    size = _norm(change)
-    misfit = math.sqrt(
-        sum(_norm(change[n] + (c or 0.0) * reference[n]) ** 2 for n, (c, _) in per.items())
-    )
-    per_residual = None if size == 0 else misfit / size
+    parameter_scales, per_residual = _per_parameter(change, reference)
     coinciding = _coinciding(grads, rtol)
     untold = next((g[1:] for g in coinciding if g[0] == REFERENCE), ())
     groups: tuple[ScaleGroup, ...] = ()
@@ -156,6 +150,17 @@ def _fit(change: np.ndarray, grad: np.ndarray) -> tuple[float | None, float | No
     if size == 0:
         return c, None
     return c, _norm(change + (c or 0.0) * grad) / size
+
+
+def _per_parameter(change: Vectors, grad: Vectors) -> tuple[dict[str, float | None], float | None]:
+    """Each parameter's own least-squares c_p, and the residual they leave together:
+    sqrt(sum_p |delta_p + c_p g_p|^2) / |delta| (None when delta = 0)."""
+    scales = {n: _fit(change[n], grad[n])[0] for n in change}
+    size = _norm(change)
+    if size == 0:
+        return scales, None
+    misfit = {n: change[n] + (c or 0.0) * grad[n] for n, c in scales.items()}
+    return scales, _norm(misfit) / size
 
 
 def _fits(residual: float | None, rtol: float) -> bool:
