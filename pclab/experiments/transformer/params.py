@@ -35,7 +35,11 @@ def _world_size(value: object, field: str) -> int:
 @dataclass(frozen=True)
 class Params(Declared):
     labels: tuple[int, ...] = param(
-        data.DEFAULT_LABELS, "labelled tokens per window", _labels, text=joined(",")
+        data.DEFAULT_LABELS,
+        "labelled tokens per window",
+        _labels,
+        text=joined(","),
+        metavar="N0,N1,N2,N3",
     )
     """The final n_w positions of each of the four windows carry a label ("40,7,0,23"); their
     sum is N, the global count every correct rule divides by."""
