@@ -125,7 +125,7 @@ class Experiment:
         )
 
 
-def params_record(params: Params) -> dict[str, Any]:
+def params_record(params: object) -> dict[str, Any]:
     """A parameter set as plain JSON-able values (cache keys, run records)."""
     values = asdict(params)  # type: ignore[call-overload]  # Params are dataclasses
     return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
@@ -146,7 +146,6 @@ def rank_main(
     import torch.distributed as dist
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    @record
     def main() -> None:
         rank, world_size = init_worker(backend=backend)
         checked, out_dir = params.from_worker_args(argv, world_size=world_size)
@@ -161,4 +160,4 @@ def rank_main(
         write_rank_output(out_dir, rank, payload)
         finish_worker()
 
-    main()
+    record(main)()

@@ -112,10 +112,11 @@ class Declared:
         if not isinstance(body, ast.ClassDef):
             return docs
         for node, after in zip(body.body, body.body[1:]):
-            text = after.value.value if isinstance(after, ast.Expr) else None
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                if isinstance(text, str) and isinstance(after.value, ast.Constant):
-                    docs[node.target.id] = " ".join(text.split())
+            if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+                continue
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                if isinstance(after.value.value, str):
+                    docs[node.target.id] = " ".join(after.value.value.split())
         return docs
 
     @classmethod

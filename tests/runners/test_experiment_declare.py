@@ -52,7 +52,8 @@ def test_the_readme_usage_lines_are_the_registrys(name):
     if name == "trainer_check":  # `pclab check TRAINER.py ...`, its own line
         assert written == []
     else:
-        assert written == [command.usage(registry.get(name))]
+        usage = command.usage(registry.get(name))
+        assert written == [usage], f"README.md's line for {name} should read: {usage}"
 
 
 @dataclass(frozen=True)
