@@ -120,11 +120,10 @@ class Params(Declared):
     """Past it a tensor differs: the report names the first one and the microstep."""
     device: str = param(
         "cpu",
-        "cpu: Gloo, model and microbatches on the CPU; cuda: NCCL, each rank on its local "
-        "GPU (not run on a GPU here)",
+        "where each rank runs: cpu (Gloo) or cuda (NCCL, each rank on its local GPU)",
         choices=DEVICES,
     )
-    """Where the model and microbatches live; the backend follows (Gloo or NCCL)."""
+    """The model and the microbatches move there too. The lab's own tests run cpu only."""
     trainer_sha256: tuple[str, ...] = ()  # the files' contents: a cached result follows edits
 
     @classmethod
