@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 from pclab.ui import i18n
-from pclab.ui.page import WORD_JOINER
 from pclab.ui.pages import PAGES
+from pclab.ui.plain_text import WORD_JOINER
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDGETS = ("number_input", "slider", "selectbox", "segmented_control", "radio", "toggle")
@@ -51,7 +51,7 @@ LIVE = {
     "code span": re.compile(r"(?<!\\)`"),
     "web address": re.compile(r"(?<![\\/])www\.|https?(?<!\\):"),
 }
-GENERIC = ("cannot_use", "not_a_number")  # errors that say only "can't be used" and why in English
+GENERIC = ("cannot_use", "not_a_number", "unusable")  # errors that name no field
 EXTREMES = ("inf", "-inf", "NaN", "1e309", "-1e309", "9" * 5000, "-" + "9" * 5000)
 pytestmark = pytest.mark.timeout(900)
 
@@ -98,9 +98,7 @@ def assert_page_stands(at: AppTest, page: str, context: str) -> None:
     assert not at.exception, f"{context}: {at.exception}"
     title = i18n.text("en", f"{next(p.key for p in PAGES if p.file == page)}.title")
     assert [t.value for t in at.title][:1] == [title], context
-    generic = [
-        i18n.text("en", k).split("{")[0] for k in ("errors.cannot_use", "errors.not_a_number")
-    ]
+    generic = [i18n.text("en", f"errors.{k}").split("{")[0] for k in GENERIC]
     assert not [e.value for e in at.error if e.value.startswith(tuple(generic))], context
 
 

@@ -1,13 +1,13 @@
-"""ui.page.fmt: what a figure looks like on screen (no Streamlit run needed for numbers)."""
+"""ui.figures.fmt: what a figure looks like on screen (no Streamlit run needed for numbers)."""
 
 import pytest
 
-from pclab.ui import page
+from pclab.ui import figures, language, link_notice
 
 
 @pytest.fixture(autouse=True)
 def english(monkeypatch):
-    monkeypatch.setattr(page, "lang", lambda: "en")
+    monkeypatch.setattr(language, "lang", lambda: "en")
 
 
 @pytest.mark.parametrize(
@@ -27,4 +27,11 @@ def english(monkeypatch):
     ],
 )
 def test_fmt(value, shown):
-    assert page.fmt(value) == shown
+    assert figures.fmt(value) == shown
+
+
+def test_the_link_notice_without_a_header_shows_nothing():
+    """A run that rendered no header reserved no place: the notice is skipped, no
+    AttributeError (the run's state has defaults), and nothing is read from the link."""
+    link_notice.link_notice()
+    link_notice.link_notice()  # a second call in the same run: still nothing
