@@ -14,10 +14,11 @@ _RANGES = ("between", "at_least", "at_most", "outside", "error", "press_enter")
 
 def open_link_visit(section: str) -> bool:
     """Before any widget: keep the link's parameters on a visit's first run, and take out of
-    the URL the numbers no widget can hold (beyond float64), so each widget starts from
-    its default and the notice names them. Returns whether this run is the visit's first."""
+    the URL the values no widget can use (empty, or a number beyond float64), so each widget
+    starts from its default and the notice names them. Returns whether this run is the
+    visit's first."""
     first_of_visit = deeplink.start_visit(section)
-    deeplink.drop_extremes()
+    deeplink.drop_unreadable()
     return first_of_visit
 
 
