@@ -26,7 +26,7 @@ from streamlit.elements.lib.column_config_utils import ColumnConfigMappingInput
 
 from pclab import paths
 from pclab.runners.results import RunResult
-from pclab.ui.page import t
+from pclab.ui.language import t
 
 
 def _server_folders() -> list[tuple[str, str]]:

@@ -19,7 +19,7 @@ import streamlit as st
 
 from pclab.runners.results import RunResult
 from pclab.ui import downloads
-from pclab.ui.page import t
+from pclab.ui.language import t
 
 
 def run_panel(

@@ -44,7 +44,8 @@ from pclab.experiments.base import Experiment, Params, params_record
 from pclab.runners.code_hash import worker_code_hash
 from pclab.runners.results import Outcome, ProgressEvent, RunResult
 from pclab.ui import serving
-from pclab.ui.page import error_message, t
+from pclab.ui.input_errors import error_message
+from pclab.ui.language import t
 
 HEARTBEAT_S = 1.0  # how often a running page makes a Streamlit call (where Stop surfaces)
 SHOW_AFTER_S = 0.4  # a run still going after this gets a live st.status (it costs 50 ms)

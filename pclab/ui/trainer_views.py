@@ -24,7 +24,7 @@ from pclab.core import update_weights
 from pclab.experiments.trainer_check import frameworks
 from pclab.paths import EXAMPLES_DIR
 from pclab.ui import i18n
-from pclab.ui.page import lang, t
+from pclab.ui.language import lang, t
 from pclab.ui.trainer_examples import EXAMPLES, HF_EXAMPLES, SELF_CONTAINED, V2_EXAMPLES
 
 MODEL_FILE = EXAMPLES_DIR / "tiny_lm.py"  # the model every other example imports

@@ -29,7 +29,7 @@ from streamlit.testing.v1 import AppTest
 
 from pclab.runners import launcher
 from pclab.runners.processes import GRACE_S, TOKEN_ENV
-from pclab.ui.page import plain
+from pclab.ui.plain_text import plain
 
 SLEEPS = "tests.runners.workers.sleeps"
 LOOP = "tests.runners.workers.collective_loop"
