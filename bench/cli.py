@@ -105,6 +105,19 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
             None if ratio is None else ratio <= RATIO_GOAL,
         )
     )
+    worker = stats(walls["worker"])["median"]
+    if None not in (bare, worker, command):
+        section.notes.append(
+            f"The command's own process (its imports, the code hash, the launcher's 0.1 s "
+            f"polling, the report) costs {duration(command - worker)} over the worker under "
+            f"torchrun alone; the worker itself is {worker / bare:.2f}× the bare job"
+            + (
+                ": above the goal before the command adds anything, so the goal is bounded by "
+                "the experiment's own imports and compute, not by the command line."
+                if worker / bare > RATIO_GOAL
+                else "."
+            )
+        )
     failed = [r for rows in data["samples"].values() for r in rows if not r["ok"]]
     if failed:
         section.notes.append(f"{len(failed)} run(s) failed: {failed[0]['error'][-200:]}")
