@@ -3,9 +3,12 @@
 A worker module, every module of its own project that it imports (at any depth, inside
 functions too, and the packages' __init__ files that importing runs), read from the
 sources rather than imported: so an edit to `pclab/core/clipping.py` changes the hash of the
-clipping experiment's worker, and with it the page's cache key and the run record. Modules
-outside the worker's project (torch, numpy, the standard library) are not hashed: their
-versions go into the run record instead.
+clipping experiment's worker, and with it the page's cache key and the run record. Names
+resolve through the path finder and each parent's spec, so hashing never imports the
+worker's modules (nor torch with them). Modules outside the worker's project (torch, numpy,
+the standard library) are not hashed: their versions go into the run record instead. The
+hash is memoised per process on the stamps of the files and their folders: a launch after
+the first stats them and reads nothing.
 
     python -m pclab.runners.code_hash pclab.experiments.clipping    # hash and file list
 """
@@ -25,8 +28,10 @@ from pclab.paths import IMPORT_ROOT
 
 # path -> (mtime_ns, size, modules it names): a launch re-parses only edited files
 _PARSED: dict[Path, tuple[int, int, frozenset[str]]] = {}
-# worker -> (its files, their stamps when hashed, the hash): a repeat only stats the files
-_HASHED: dict[str, tuple[tuple[Path, ...], tuple[tuple[str, int, int], ...], str]] = {}
+# (worker, sys.path) -> (its files, their stamps when hashed, the hash): a repeat only stats
+# the files (sys.path too: a module outside the import root resolves through it)
+_Stamps = tuple[tuple[str, int, int], ...]
+_HASHED: dict[tuple[str, tuple[str, ...]], tuple[tuple[Path, ...], _Stamps, str]] = {}
 # One parse at a time in this process: CPython 3.11's AST constructor keeps its recursion
 # depth in per-interpreter state, so two Streamlit sessions parsing at once can raise
 # "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905).
@@ -131,7 +136,7 @@ def source_files(worker: str) -> dict[str, Path]:
     return files
 
 
-def _stamps(paths: Iterable[Path]) -> tuple[tuple[str, int, int], ...]:
+def _stamps(paths: Iterable[Path]) -> _Stamps:
     """(path, mtime_ns, size) of each file and of each folder holding one: an edit changes a
     file's stamp, and a module added beside them (which may now resolve an import) a folder's."""
     stamps = []
@@ -144,7 +149,8 @@ def _stamps(paths: Iterable[Path]) -> tuple[tuple[str, int, int], ...]:
 def worker_code_hash(worker: str) -> str:
     """sha256 (hex) over the worker's project sources (`source_files`), in module order.
     Memoised per process on the files' stamps: a repeat costs a stat of each file."""
-    cached = _HASHED.get(worker)
+    key = (worker, tuple(sys.path))
+    cached = _HASHED.get(key)
     if cached is not None:
         try:
             if _stamps(cached[0]) == cached[1]:
@@ -156,7 +162,7 @@ def worker_code_hash(worker: str) -> str:
     digest = hashlib.sha256()
     for module, path in sorted(files.items()):
         digest.update(module.encode() + b"\0" + path.read_bytes() + b"\0")
-    _HASHED[worker] = (tuple(files.values()), stamps, digest.hexdigest())
+    _HASHED[key] = (tuple(files.values()), stamps, digest.hexdigest())
     return digest.hexdigest()
 
 
