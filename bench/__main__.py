@@ -8,7 +8,8 @@
 
 Families: core (time per core call), pages (AppTest reruns), preload (first renders with
 the server's background imports on and off), cold (streamlit run to a rendered page), runs
-(experiments vs a no-op Gloo job, cached calls, memory), frameworks (each framework adapter's
+(experiments vs a no-op Gloo job, cached calls, memory), cli (`pclab run transformer
+--json` beside a bare DDP-step torchrun), frameworks (each framework adapter's
 trainer check, cold and warm, and its ranks' memory), clicks (Run pressed in Chromium to the
 verdict on screen), load (8 visitors at once), soak (200 runs in a row). A partial run
 rewrites only its own sections of the output file and keeps the others.
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from bench import ROOT, exit_on_sigterm, loadavg, report
 
-FAMILIES = ("core", "pages", "preload", "cold", "runs", "frameworks", "clicks", "load", "soak")
+FAMILIES = report.ORDER  # the families, in the order their sections appear
 
 
 def _families(text: str) -> list[str]:
@@ -68,6 +69,10 @@ def measure(family: str, quick: bool, repeats: int | None) -> report.Section:
         from bench import clicks
 
         return clicks.run(quick, repeats)
+    if family == "cli":
+        from bench import cli
+
+        return cli.run(quick, repeats)
     if family == "frameworks":
         from bench import frameworks
 

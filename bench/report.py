@@ -31,6 +31,7 @@ ORDER = (
     "preload",
     "cold",
     "runs",
+    "cli",
     "frameworks",
     "clicks",
     "load",
