@@ -171,6 +171,37 @@ SETTINGS = (
         "to 1.33.0",
         examined="0.3.0",
     ),
+    Setting(  # transformers' example script (its code: "transformers"); the next row's
+        "transformers run_clm_no_trainer.py",  # accumulation is Accelerate's, so is its package
+        "transformers",
+        "as shipped: group_texts blocks, labels = input_ids, accelerator.accumulate + outputs.loss",
+        True,
+        reason="not a separate measurement: group_texts cuts the text into blocks of block_size "
+        "tokens with every label counted and no padding, and Accelerate's prepared DataLoader "
+        "fills a short last batch (even_batches), so every microbatch holds the same "
+        "per_device_train_batch_size x (block_size - 1) terms and each outputs.loss / K, "
+        "averaged over P, is the global token mean on that data. The check's uneven counts "
+        "cannot be built from such blocks, and on equal counts every scheme passes; the same "
+        "loop on padded, masked data is the next row",
+    ),
+    Setting(
+        "transformers run_clm_no_trainer.py",
+        "accelerate",
+        "its loop (accelerator.accumulate + outputs.loss) on right-padded, masked data",
+        False,
+        "clm_no_trainer_padded",
+    ),
+    Setting(
+        "Megatron-core",
+        "megatron-core",
+        "calculate_per_token_loss=False (its default) and True",
+        True,
+        reason="megatron-core 0.19.2 cannot be installed here: it requires Python >= 3.12, as "
+        "every release since 0.17.0 does, and the lab's Python is 3.11 (pip: 'Ignored the "
+        "following versions that require a different python version: ... 0.19.2 Requires-Python "
+        ">=3.12'). Its arithmetic is not reproduced by hand: that would be no measurement",
+        examined="0.19.2",
+    ),
 )
 
 
