@@ -157,6 +157,21 @@ SETTINGS = (
         True,
         "litgpt_finetune",
     ),
+    Setting(  # its own environment: python -m bench.framework_env torchtune
+        "torchtune",
+        "torchtune",
+        "recipes/full_finetune_distributed.py, labels as text_completion_dataset builds them "
+        "(position 0 counted), FSDP2, float32",
+        True,
+        "torchtune_full_finetune",
+    ),
+    Setting(
+        "torchtune",
+        "torchtune",
+        "recipes/full_finetune_distributed.py, the label at position 0 masked (-100)",
+        False,
+        "torchtune_full_finetune_masked",
+    ),
     Setting(
         "torchtitan",
         "torchtitan",
