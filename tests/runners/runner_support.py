@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,3 +87,25 @@ def warm_runtime(**settings) -> Iterator[Runtime]:
         yield runtime
     finally:
         runtime.shutdown()
+
+
+def run_in_own_environment(package: str, folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """`python ARGS` under the Python of `package`'s own environment (bench/framework_env.py),
+    this checkout first on its path, every rank's evidence to folder/record.jsonl; the calling
+    test skips, saying how to build the environment, where there is none."""
+    import pytest
+
+    from bench import framework_env
+
+    python = framework_env.python_for(package)
+    if python is None:
+        pytest.skip(
+            f"{package} is not installed here: it has its own environment, built by "
+            f"`python -m bench.framework_env {package}` (or set "
+            f"${framework_env.PYTHON_ENV.format(package.upper())})"
+        )
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PCL_FRAMEWORK_RECORD=str(folder / "record.jsonl"), PYTHONPATH=str(root))
+    return subprocess.run(
+        [str(python), *args], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )

@@ -20,12 +20,10 @@ the scale is P / 0 and the parameters turn non-finite.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 
 import pytest
-from runner_support import ROOT
+from runner_support import ROOT, run_in_own_environment
 
 from bench import framework_env
 from pclab.experiments.trainer_check import frameworks
@@ -48,25 +46,12 @@ def run(tmp_path_factory):
     """One launch of both adapters (frameworks.check_adapters, as `--only torchtune` records
     them) under torchtune's Python, with every rank's evidence; this checkout's package first
     on the path."""
-    python = framework_env.python_for("torchtune")
-    if python is None:
-        pytest.skip(
-            "torchtune is not installed here: it has its own environment, built by "
-            "`python -m bench.framework_env torchtune` (or set $PCL_TORCHTUNE_PYTHON)"
-        )
-    record = tmp_path_factory.mktemp("torchtune") / "record.jsonl"
-    env = dict(os.environ, PCL_FRAMEWORK_RECORD=str(record), PYTHONPATH=str(ROOT))
-    done = subprocess.run(
-        [str(python), "-c", ONE_LAUNCH],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    folder = tmp_path_factory.mktemp("torchtune")
+    done = run_in_own_environment("torchtune", folder, "-c", ONE_LAUNCH)
     assert done.returncode == 0, done.stderr[-3000:]
     checks = json.loads(done.stdout.splitlines()[-1])
-    return checks, [json.loads(x) for x in record.read_text().splitlines()]
+    lines = (folder / "record.jsonl").read_text().splitlines()
+    return checks, [json.loads(x) for x in lines]
 
 
 def _expected(s: dict) -> list[list[float | None]]:
