@@ -36,8 +36,15 @@ from bench import ROOT
 OWN_ENVIRONMENT = {
     "litgpt": ("litgpt==0.5.13",),
     "torchtune": ("torchtune==0.6.1", "torchao==0.15.0"),
+    "ai2-olmo-core": ("ai2-olmo-core==3.0.0",),  # it would move huggingface_hub to 1.33.0
 }
 PYTHON_ENV = "PCL_{}_PYTHON"  # e.g. PCL_LITGPT_PYTHON: a Python that has the package
+
+
+def python_env(package: str) -> str:
+    """The variable naming a Python that has `package`: PCL_AI2_OLMO_CORE_PYTHON for
+    ai2-olmo-core."""
+    return PYTHON_ENV.format(package.upper().replace("-", "_"))
 
 
 def torch_pin(requirements: Path = ROOT / "requirements.txt") -> str:
@@ -59,15 +66,15 @@ def venv_python(venv: Path) -> Path:
 
 def python_for(package: str) -> Path | None:
     """A Python whose environment has `package`: $PCL_<PACKAGE>_PYTHON, else the default
-    environment's, when it exists and imports the package; None otherwise."""
-    named = os.environ.get(PYTHON_ENV.format(package.upper()))
+    environment's, when it exists and has the package's distribution installed; else None."""
+    named = os.environ.get(python_env(package))
     candidate = Path(named) if named else venv_python(default_venv(package))
     if not candidate.is_file():
         return None
     probe = [
         str(candidate),
         "-c",
-        f"import importlib.util as u; exit(not u.find_spec({package!r}))",
+        f"import importlib.metadata as m; m.version({package!r})",  # the distribution's name
     ]
     return candidate if subprocess.run(probe, capture_output=True).returncode == 0 else None
 

@@ -41,6 +41,7 @@ FINDINGS = {
     "fsdp2_global_tokens": "same_update",
     "fsdp2_local_mean": "different",
     "litgpt_finetune": "different",
+    "olmo_core_train_module": "different",
     "torchtune_full_finetune": "different",
     "torchtune_full_finetune_masked": "different",  # global token mean; N = 0: non-finite
     "torchtitan": None,  # cannot run on a CPU: a reason, no verdict

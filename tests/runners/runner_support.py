@@ -102,7 +102,7 @@ def run_in_own_environment(package: str, folder: Path, *args: str) -> subprocess
         pytest.skip(
             f"{package} is not installed here: it has its own environment, built by "
             f"`python -m bench.framework_env {package}` (or set "
-            f"${framework_env.PYTHON_ENV.format(package.upper())})"
+            f"${framework_env.python_env(package)})"
         )
     root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PCL_FRAMEWORK_RECORD=str(folder / "record.jsonl"), PYTHONPATH=str(root))

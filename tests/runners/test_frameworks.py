@@ -67,6 +67,7 @@ ISSUE_FRAMEWORKS = {  # every framework the table must show, measured or with a 
     "transformers run_clm_no_trainer.py",
     "Megatron-core",
     "torchtune",
+    "OLMo-core",
 }
 RUN_HERE = ("accelerate", "lightning", "trl", "deepspeed", "torch")  # whose adapters this re-runs
 # The module's launches run in the first test's setup: about a minute on a warm machine, plus,

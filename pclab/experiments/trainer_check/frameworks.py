@@ -172,6 +172,14 @@ SETTINGS = (
         False,
         "torchtune_full_finetune_masked",
     ),
+    Setting(  # its own environment: python -m bench.framework_env ai2-olmo-core
+        "OLMo-core",
+        "ai2-olmo-core",
+        "TransformerTrainModule, FSDP: each rank's summed loss / its own label count "
+        "(loss_div_factor), float32",
+        True,
+        "olmo_core_train_module",
+    ),
     Setting(
         "torchtitan",
         "torchtitan",
