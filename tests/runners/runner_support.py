@@ -109,3 +109,24 @@ def run_in_own_environment(package: str, folder: Path, *args: str) -> subprocess
     return subprocess.run(
         [str(python), *args], cwd=root, env=env, capture_output=True, text=True, timeout=600
     )
+
+
+def assert_measures_its_record(check: dict, adapter: str, rel: float) -> None:
+    """A check of examples/trainers/<adapter>.py measured what the framework table records
+    for it: the uneven scenario's scheme and weights (to `rel`), every scenario's verdict."""
+    import pytest
+
+    from pclab.experiments.trainer_check import frameworks
+
+    setting = next(s for s in frameworks.SETTINGS if s.adapter == adapter)
+    (recorded,) = [
+        r
+        for r in frameworks.load()["records"]
+        if (r["framework"], r["setting"]) == (setting.framework, setting.setting)
+    ]
+    assert recorded["command"] == f"pclab check examples/trainers/{adapter}.py --json"
+    uneven = next(s for s in check["scenarios"] if s["name"] == "uneven")
+    assert (uneven["scheme"], check["passed"]) == (recorded["scheme"], recorded["passed"])
+    assert {s["name"]: s["passed"] for s in check["scenarios"]} == recorded["scenarios"]
+    for got, want in zip(uneven["weights"], recorded["weights"], strict=True):
+        assert got == pytest.approx(want, rel=rel)

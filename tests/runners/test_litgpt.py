@@ -18,10 +18,9 @@ import json
 import sys
 
 import pytest
-from runner_support import ROOT, run_in_own_environment
+from runner_support import ROOT, assert_measures_its_record, run_in_own_environment
 
 from bench import framework_env
-from pclab.experiments.trainer_check import frameworks
 
 ADAPTER = "litgpt_finetune"
 TRAINER = ROOT / "examples" / "trainers" / f"{ADAPTER}.py"
@@ -87,14 +86,7 @@ def test_every_step_went_through_litgpts_own_loop(run):
 
 @pytest.mark.slow
 def test_the_run_measures_what_the_litgpt_record_says(run):
-    check, _ = run
-    (recorded,) = [r for r in frameworks.load()["records"] if r["framework"] == "litgpt"]
-    assert recorded["command"] == f"pclab check examples/trainers/{ADAPTER}.py --json"
-    uneven = next(s for s in check["scenarios"] if s["name"] == "uneven")
-    assert (uneven["scheme"], check["passed"]) == (recorded["scheme"], recorded["passed"])
-    assert {s["name"]: s["passed"] for s in check["scenarios"]} == recorded["scenarios"]
-    for got, want in zip(uneven["weights"], recorded["weights"], strict=True):
-        assert got == pytest.approx(want, rel=1e-9)
+    assert_measures_its_record(run[0], ADAPTER, 1e-9)
 
 
 def test_checking_the_contract_imports_no_litgpt():

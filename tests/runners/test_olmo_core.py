@@ -18,9 +18,7 @@ import json
 import sys
 
 import pytest
-from runner_support import ROOT, run_in_own_environment
-
-from pclab.experiments.trainer_check import frameworks
+from runner_support import ROOT, assert_measures_its_record, run_in_own_environment
 
 ADAPTER = "olmo_core_train_module"
 TRAINER = ROOT / "examples" / "trainers" / f"{ADAPTER}.py"
@@ -81,14 +79,7 @@ def test_every_step_went_through_the_train_module(run):
 
 @pytest.mark.slow
 def test_the_run_measures_what_the_olmo_core_record_says(run):
-    check, _ = run
-    (recorded,) = [r for r in frameworks.load()["records"] if r["framework"] == "OLMo-core"]
-    assert recorded["command"] == f"pclab check examples/trainers/{ADAPTER}.py --json"
-    uneven = next(s for s in check["scenarios"] if s["name"] == "uneven")
-    assert (uneven["scheme"], check["passed"]) == (recorded["scheme"], recorded["passed"])
-    assert {s["name"]: s["passed"] for s in check["scenarios"]} == recorded["scenarios"]
-    for got, want in zip(uneven["weights"], recorded["weights"], strict=True):
-        assert got == pytest.approx(want, rel=REL)
+    assert_measures_its_record(run[0], ADAPTER, REL)
 
 
 def test_checking_the_contract_imports_no_olmo_core():

@@ -23,10 +23,9 @@ import json
 import sys
 
 import pytest
-from runner_support import ROOT, run_in_own_environment
+from runner_support import ROOT, assert_measures_its_record, run_in_own_environment
 
 from bench import framework_env
-from pclab.experiments.trainer_check import frameworks
 
 ADAPTERS = ("torchtune_full_finetune", "torchtune_full_finetune_masked")
 STEPS_PER_SCENARIO = 2  # the check's train_step calls: its optimizer, then SGD at lr 1
@@ -108,16 +107,7 @@ def test_every_step_went_through_the_recipes_own_train(run, adapter):
 @pytest.mark.slow
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_the_run_measures_what_the_torchtune_record_says(run, adapter):
-    check = run[0][adapter]
-    by_adapter = {s.adapter: s for s in frameworks.SETTINGS}
-    setting = by_adapter[adapter]
-    (recorded,) = [r for r in frameworks.load()["records"] if r["setting"] == setting.setting]
-    assert recorded["command"] == f"pclab check examples/trainers/{adapter}.py --json"
-    uneven = next(s for s in check["scenarios"] if s["name"] == "uneven")
-    assert (uneven["scheme"], check["passed"]) == (recorded["scheme"], recorded["passed"])
-    assert {s["name"]: s["passed"] for s in check["scenarios"]} == recorded["scenarios"]
-    for got, want in zip(uneven["weights"], recorded["weights"], strict=True):
-        assert got == pytest.approx(want, rel=REL)
+    assert_measures_its_record(run[0][adapter], adapter, REL)
 
 
 def test_checking_the_contract_imports_no_torchtune():
