@@ -181,6 +181,20 @@ SETTINGS = (
         "olmo_core_train_module",
     ),
     Setting(
+        "OLMo-core",
+        "ai2-olmo-core",
+        "OLMoDDPTrainModule (its MoE models, its own distributed optimizer)",
+        False,
+        reason="not measured: OLMoDDPTrainModule takes only an OLMoDDPModel (OLMo-core's MoE "
+        "transformer) and builds its optimizer from OLMoDDPOptimizerConfig, a distributed fused "
+        "AdamW with skip-step spike detection (its docstring); it has no SGD, and the check "
+        "solves each microbatch's weight from an SGD update, so the update cannot be set "
+        "against the check's reference. Its source all-reduces the label count over the "
+        "data-parallel group and divides it by the group's size before dividing each loss "
+        "(ddp_train_module.py:1598-1604): read, not measured",
+        examined="3.0.0",
+    ),
+    Setting(
         "torchtitan",
         "torchtitan",
         "its trainer",
