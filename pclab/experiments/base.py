@@ -12,7 +12,7 @@ An experiment package (`pclab/experiments/<name>/`, see README.md there) defines
     __main__.py experiments.command.entry: a rank runs the worker, anything else the CLI
     __init__.py EXPERIMENT = Experiment(...), and `run(**raw)` for notebooks and tests
 
-and one line in `experiments/registry.py`. Everything else (the launch, the job line, the
+and one line in `experiments/registry.py`. Everything else (the launch, the run queue, the
 warm pool, the run panel, the benchmark, `pclab run`) finds it there.
 """
 
@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from pclab.runners.jobs import Cancel
 from pclab.runners.launcher import launch
 from pclab.runners.results import ProgressEvent, RunResult
+from pclab.runners.run_queue import Cancel
 from pclab.runners.runtime import Runtime
 
 

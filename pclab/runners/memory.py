@@ -24,6 +24,9 @@ import time
 # its spare store and ranks) ~255 MB, ~450 MB once it has imported the installed training
 # frameworks too (the server's default, PCL_PRELOAD_FRAMEWORKS: measured 253 / 451 MB).
 WARM_RANK_MB, COLD_RANK_MB, COLD_AGENT_MB, ZYGOTE_MB = 100, 350, 200, 460
+# A reading of the tree's memory this recent is used as is: measuring takes ~20 ms, on the
+# path from a click to its run. Every run measures afresh when it ends (off that path).
+READING_MAX_AGE_S = 5.0
 
 
 def launch_estimate_mb(world_size: int, warm: bool, zygote_needed: bool = False) -> float:

@@ -1,4 +1,5 @@
-"""One runtime of the lab: its settings, memory budget, job line and warm pool, built together
+"""One runtime of the lab: its settings, memory budget, run queue and warm
+pool, built together
 and handed to every launch.
 
 The Streamlit server builds exactly one when it starts (pclab.ui.serving) and every page's
@@ -20,20 +21,20 @@ import os
 from collections.abc import Iterator
 from types import TracebackType
 
-from pclab.runners.jobs import JobRegistry
 from pclab.runners.memory import MemoryBudget
+from pclab.runners.run_queue import RunQueue
 from pclab.runners.settings import Settings
 from pclab.runners.warm_pool import WarmPool
 
 
 class Runtime:
     """The lab's running state, one object: `settings`, `memory` (the budget of the tree's
-    memory), `jobs` (the line every launch joins) and `pool` (the warm pool's zygotes)."""
+    memory), `run_queue` (the queue every launch joins) and `pool` (the warm pool's zygotes)."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.memory = MemoryBudget(settings.memory_budget_mb)
-        self.jobs = JobRegistry(settings, self.memory)
+        self.run_queue = RunQueue(settings, self.memory)
         self.pool = WarmPool(settings, self.memory)
 
     @classmethod
@@ -45,10 +46,10 @@ class Runtime:
         return runtime
 
     def shutdown(self) -> None:
-        """Cancel every job (its processes and temporary directory go), then stop every
+        """Cancel every run (its processes and temporary directory go), then stop every
         zygote. Safe to call twice."""
         atexit.unregister(self.shutdown)
-        self.jobs.shutdown()
+        self.run_queue.shutdown()
         self.pool.shutdown()
 
     def __enter__(self) -> Runtime:
@@ -79,4 +80,4 @@ if __name__ == "__main__":
     with Runtime.start(Settings.from_env(os.environ)) as shown:
         print(shown.settings)
         print(f"memory: {shown.memory.lab_mb():.0f} of {shown.memory.budget_mb} MB")
-        print(f"jobs: {shown.jobs.in_flight()}, pool: {shown.pool.size()}")
+        print(f"run queue: {shown.run_queue.in_flight()}, pool: {shown.pool.size()}")

@@ -7,8 +7,8 @@
                              training frameworks ahead (on: a framework check answers in ~2 s
                              instead of ~5 s; the zygote takes ~4 s longer to start and, with its
                              spares, ~200 MB more)
-    PCL_MAX_CONCURRENT_RUNS  jobs holding processes at once (half the CPUs, at least 1)
-    PCL_MAX_WAITING_RUNS     jobs waiting in line before a request hears "busy" (8)
+    PCL_MAX_CONCURRENT_RUNS  runs holding processes at once (half the CPUs, at least 1)
+    PCL_MAX_WAITING_RUNS     runs waiting in the run queue before a request hears "busy" (8)
     PCL_PG_TIMEOUT_S         the process-group timeout a launch hands its ranks (60 s)
     PCL_MEMORY_BUDGET_MB     memory the server's whole process tree may use (2500 MB): a run
                              that would go past it waits in line, or is refused when nothing

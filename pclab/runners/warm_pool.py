@@ -8,9 +8,9 @@ and P fresh interpreters, and each imports torch (about 1.5 s on a 2-core box) a
 as it builds a DDP model or an optimizer, torch._dynamo (about 2.3 s more). The pool pays
 those imports once per server, in a zygote process (`runners.zygote`, which forks the ranks).
 
-`runners.launcher` sends a launch here (`start_ranks`) inside the job `runners.jobs` gave it,
-so sharing, the line, the concurrency limit, timeouts and cancellation are exactly the cold
-path's. The guarantees of the pool itself:
+`runners.launcher` sends a launch here (`start_ranks`) inside the run `runners.run_queue`
+admitted, so sharing, the queue, the concurrency limit, timeouts and cancellation are exactly
+the cold path's. The guarantees of the pool itself:
 
     bounded      at most `max_concurrent_runs` zygotes, each serving one launch at a time
     restarted    a rank that dies is reported like under torchrun and the zygote goes on; a
@@ -40,7 +40,7 @@ from pathlib import Path
 from pclab.paths import IMPORT_ROOT
 from pclab.runners.diagnosis import rank_root_cause
 from pclab.runners.environment import child_environment
-from pclab.runners.memory import ZYGOTE_MB, MemoryBudget
+from pclab.runners.memory import READING_MAX_AGE_S, ZYGOTE_MB, MemoryBudget
 from pclab.runners.protocol import READY, LaunchRequest, RanksExited, RanksStarted, decode_reply
 from pclab.runners.settings import Settings
 
@@ -127,26 +127,33 @@ class ZygoteGone(Exception):
     """The zygote did not take a request (it died since it was last used)."""
 
 
+def send_launch(zygote: Zygote, request: LaunchRequest, deadline: float) -> RanksStarted:
+    """Hand `request` to `zygote` and read its answer: the pids of the ranks it forked.
+    Raises ZygoteGone when it takes no request or says anything else before the deadline."""
+    try:
+        zygote.send(request)
+    except OSError as exc:
+        raise ZygoteGone from exc
+    try:
+        reply = decode_reply(zygote.readline(deadline) or "{}")
+    except ValueError:
+        raise ZygoteGone from None  # it said something else, or nothing before the deadline
+    if not isinstance(reply, RanksStarted):
+        raise ZygoteGone
+    return reply
+
+
 class WarmRanks:
-    """One launch's ranks in a zygote: what `runners.launcher` polls, stops and asks why."""
+    """One launch's ranks in a zygote (`started`: its reply to `send_launch`): what
+    `runners.launcher` polls, stops and asks why."""
 
     def __init__(
-        self, pool: WarmPool, zygote: Zygote, request: LaunchRequest, deadline: float
+        self, pool: WarmPool, zygote: Zygote, world_size: int, started: RanksStarted
     ) -> None:
-        self.pool, self.zygote, self.world_size = pool, zygote, request.world_size
+        self.pool, self.zygote, self.world_size = pool, zygote, world_size
         self.codes: list[int] | None = None
         self.gone = self.released = False
-        try:
-            zygote.send(request)
-        except OSError as exc:
-            raise ZygoteGone from exc
-        try:
-            reply = decode_reply(zygote.readline(deadline) or "{}")
-        except ValueError:
-            raise ZygoteGone from None  # it said something else, or nothing before the deadline
-        if not isinstance(reply, RanksStarted):
-            raise ZygoteGone
-        self.pids: list[int] = [*reply.pids, reply.store]
+        self.pids: list[int] = [*started.pids, started.store]
 
     def poll(self) -> int | None:
         """None while ranks run; 0 once all exited 0; else the first failing rank's code."""
@@ -173,6 +180,12 @@ class WarmRanks:
         first = (failed[0][1], failed[0][2]) if failed else None
         return rank_root_cause(log_dir, first, "", returncode)
 
+    def _await_exit(self, deadline: float) -> None:
+        """Read the zygote's replies until it reports the ranks' exit codes, it is gone, or
+        the deadline (each `poll` waits up to 0.1 s for a line)."""
+        while self.codes is None and time.monotonic() < deadline:
+            self.poll()
+
     def stop(self) -> None:
         """Kill what still runs, collect the zygote's reply, and give the zygote back (once)."""
         if self.released:
@@ -184,9 +197,7 @@ class WarmRanks:
                     os.killpg(pid, signal.SIGKILL)  # each leads its own session
                 except OSError:
                     pass
-            deadline = time.monotonic() + STOP_WAIT_S
-            while self.poll() is None and time.monotonic() < deadline:
-                pass
+            self._await_exit(time.monotonic() + STOP_WAIT_S)
         self.pool.release(self.zygote, healthy=self.codes is not None and self.zygote.alive())
 
 
@@ -254,13 +265,14 @@ class WarmPool:
                     raise PoolUnavailable(str(exc)) from None
             if zygote is not None:
                 try:
-                    return WarmRanks(self, zygote, request, deadline)
+                    started = send_launch(zygote, request, deadline)
+                    return WarmRanks(self, zygote, request.world_size, started)
                 except ZygoteGone:
                     self.release(zygote, healthy=False)  # then take (or start) another
                     continue
             if cancelled() or time.monotonic() >= deadline:
                 return "the warm pool had no free process before the deadline"
-            time.sleep(0.05)  # another job is starting or using every zygote the bound allows
+            time.sleep(0.05)  # another run is starting or using every zygote the bound allows
 
     def _start(self) -> Zygote:
         """A new zygote, counted in the pool and by the memory budget (the caller has
@@ -317,14 +329,14 @@ class WarmPool:
         (or the first after a zygote died) then needs no start-up of its own. `preload` names
         the project modules every zygote started from now on imports ahead (about 20 ms a
         rank otherwise); None keeps the list it has. A zygote that would take the tree past
-        its memory budget is not started: a launch then needs one, and the job line's memory
-        check counts it."""
+        its memory budget is not started: a launch then needs one, and the run queue's
+        admission counts it."""
         with self._lock:
             if preload is not None:
                 self._preload = tuple(preload)
             if not self.enabled() or self._all or self._starting or self._broken_locked():
                 return
-        if self.memory.lab_mb(max_age_s=5.0) + ZYGOTE_MB > self.memory.budget_mb:
+        if self.memory.lab_mb(READING_MAX_AGE_S) + ZYGOTE_MB > self.memory.budget_mb:
             return
         with self._lock:
             if self._all or self._starting:
@@ -341,12 +353,13 @@ class WarmPool:
         threading.Thread(target=warm, name="pcl-warm-pool", daemon=True).start()
 
     def zygote_pids(self) -> set[int]:
-        """The pids of the zygotes alive in this pool (for tests and the benchmark)."""
+        """The pids of the zygotes alive in this pool."""
         with self._lock:
             return {zygote.proc.pid for zygote in self._all}
 
     def size(self) -> dict[str, int]:
-        """How many zygotes exist, idle and starting (for tests and the benchmark)."""
+        """How many zygotes exist, idle and starting (the launcher reads it for its memory
+        estimate)."""
         with self._lock:
             return {"zygotes": len(self._all), "idle": len(self._idle), "starting": self._starting}
 
