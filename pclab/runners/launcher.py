@@ -100,9 +100,7 @@ def launch(
         def work(run: QueuedRun) -> RunResult:
             return _launch(used, run, worker, world_size, args, pg_timeout, worker_hash)
 
-        pool = used.pool
-        warm = pool.enabled() and pool.broken() is None
-        zygote_needed = warm and pool.size()["zygotes"] + pool.size()["starting"] == 0
+        warm = used.pool.enabled() and used.pool.broken() is None
         return used.run_queue.submit(
             (worker, world_size, args, worker_hash),
             work,
@@ -110,7 +108,8 @@ def launch(
             worker_hash=worker_hash,
             progress=progress,
             cancel=cancel,
-            memory_mb=memory.launch_estimate_mb(world_size, warm, zygote_needed),
+            memory_mb=memory.launch_estimate_mb(world_size, warm),
+            zygote=warm,  # admission counts a new zygote when no idle one is left for it
         )
 
 

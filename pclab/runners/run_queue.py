@@ -32,7 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Hashable
 
-from pclab.runners.admission import Admission, Decision, Verdict
+from pclab.runners.admission import Admission, Decision, Verdict, ZygoteSupply
 from pclab.runners.memory import MemoryBudget
 from pclab.runners.results import Outcome, ProgressEvent, RunResult
 from pclab.runners.settings import Settings
@@ -49,9 +49,11 @@ Cancel = threading.Event | Callable[[], object] | None
 class RunQueue:
     """One runtime's runs in flight, waiting and running, and its counters."""
 
-    def __init__(self, settings: Settings, memory: MemoryBudget) -> None:
+    def __init__(
+        self, settings: Settings, memory: MemoryBudget, pool: ZygoteSupply | None = None
+    ) -> None:
         self.memory = memory
-        self.admission = Admission(settings, memory)
+        self.admission = Admission(settings, memory, pool)
         # launched: runs started; shared: requests served by another's run; busy: refused;
         # cancelled: runs ended because nobody waited any more; max_running: peak running.
         self.stats: Counter[str] = Counter()
@@ -71,6 +73,7 @@ class RunQueue:
         progress: Callable[[ProgressEvent], None] | None = None,
         cancel: Cancel = None,
         memory_mb: float = 0.0,
+        zygote: bool = False,
     ) -> RunResult:
         """Run `work(run)` once per in-flight `key`, bounded and queued; returns its RunResult.
 
@@ -82,15 +85,17 @@ class RunQueue:
             progress: called in this thread with every ProgressEvent of the run.
             cancel: an Event or a callable (`Cancel`): this request leaves when it fires.
             memory_mb: what the run's processes are expected to add to the server's tree.
+            zygote: the run's ranks come from a warm-pool zygote (admission counts a new one
+                when no idle one is left for it).
         Returns:
             The run's RunResult (shared by identical requests), or one ended BUSY, CANCELLED
             or TIMEOUT for this request alone.
         """
         request = _Request(timeout_s, worker_hash, progress, cancel)
-        entered = self._enter(key, work, request, memory_mb)
+        entered = self._enter(key, work, request, (memory_mb, zygote))
         if isinstance(entered, Verdict):
             request.tell(ProgressEvent.of("busy", entered.message, **entered.values))
-            return request.ended(Outcome.BUSY, entered.message)
+            return RunResult.ended(Outcome.BUSY, entered.message, 0.0, worker_hash)  # at once
         return self._await(entered, request)
 
     def in_flight(self) -> dict[str, int]:
@@ -102,6 +107,17 @@ class RunQueue:
                 "running": len(self._running),
                 "requesters": sum(len(r.waiters) for r in runs),
             }
+
+    def reserved_mb(self) -> float:
+        """Memory the running runs hold in reserve beyond any reading (admission's count)."""
+        with self._lock:
+            return self.admission.reserved_mb(self._running)
+
+    def retire_expired(self) -> int:
+        """Retire the warm pool's zygotes idle past its timeout that no run needs (under the
+        lock: no run is admitted meanwhile on a zygote about to go); returns how many."""
+        with self._lock:
+            return self.admission.retire_expired(self._running)
 
     def shutdown(self) -> None:
         """Cancel every run and wait for its processes to be stopped."""
@@ -117,7 +133,7 @@ class RunQueue:
         key: Hashable,
         work: Callable[[QueuedRun], RunResult],
         request: _Request,
-        memory_mb: float,
+        cost: tuple[float, bool],
     ) -> QueuedRun | Verdict:
         """Join the identical run in flight, start a new one (a slot or a place in the queue),
         or refuse (the Verdict): all under the lock, so the very next request counts this one."""
@@ -138,7 +154,7 @@ class RunQueue:
                 if run.last_queued is not None and run not in self._running:
                     request.events.put(run.last_queued)
             else:
-                run = QueuedRun(self, key, work, request.timeout_s, request.worker_hash, memory_mb)
+                run = QueuedRun(self, key, work, request.timeout_s, request.worker_hash, *cost)
                 verdict = self.admission.on_arrival(run, len(self._waiting), self._running)
                 if verdict.decision is Decision.REFUSE:
                     self.stats["busy"] += 1
@@ -268,10 +284,13 @@ class QueuedRun:
         timeout_s: float,
         worker_hash: str,
         memory_mb: float = 0.0,
+        zygote: bool = False,
     ):
         self.run_queue, self.key, self.work = run_queue, key, work
         self.timeout_s, self.worker_hash = timeout_s, worker_hash
-        self.memory_mb = memory_mb  # what its processes are expected to add (runners.memory)
+        self.memory_mb = memory_mb  # what its ranks are expected to add (runners.memory)
+        self.zygote = zygote  # its ranks come from a warm-pool zygote
+        self.reserved_mb = memory_mb  # admission's count once admitted (a new zygote too)
         self.memory_checked = (0.0, -1)  # admission's last reading for it: when, N running
         self.start = time.monotonic()
         self.cancel = threading.Event()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from types import TracebackType
 
@@ -34,8 +35,13 @@ class Runtime:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.memory = MemoryBudget(settings.memory_budget_mb)
-        self.run_queue = RunQueue(settings, self.memory)
         self.pool = WarmPool(settings, self.memory)
+        self.run_queue = RunQueue(settings, self.memory, self.pool)
+        self.pool.reserved_by_runs = self.run_queue.reserved_mb
+        self._stopped = threading.Event()
+        self._retirer = threading.Thread(
+            target=self._retire_expired, name="pcl-retire-zygotes", daemon=True
+        )
 
     @classmethod
     def start(cls, settings: Settings) -> Runtime:
@@ -43,12 +49,23 @@ class Runtime:
         (Its pool starts no zygote until asked: `pool.prestart`, or a launch.)"""
         runtime = cls(settings)
         atexit.register(runtime.shutdown)
+        if runtime.pool.enabled():
+            runtime._retirer.start()
         return runtime
+
+    def _retire_expired(self) -> None:
+        """Until shutdown: retire the zygotes idle past the pool's `idle_timeout_s` that no
+        run needs, checking every quarter of it (at most every 5 s)."""
+        while not self._stopped.wait(min(5.0, max(0.05, self.pool.idle_timeout_s / 4))):
+            self.run_queue.retire_expired()
 
     def shutdown(self) -> None:
         """Cancel every run (its processes and temporary directory go), then stop every
         zygote. Safe to call twice."""
         atexit.unregister(self.shutdown)
+        self._stopped.set()
+        if self._retirer.is_alive():
+            self._retirer.join()
         self.run_queue.shutdown()
         self.pool.shutdown()
 

@@ -12,7 +12,12 @@ those imports once per server, in a zygote process (`runners.zygote`, which fork
 admitted, so sharing, the queue, the concurrency limit, timeouts and cancellation are exactly
 the cold path's. The guarantees of the pool itself:
 
-    bounded      at most `max_concurrent_runs` zygotes, each serving one launch at a time
+    bounded      at most `max_concurrent_runs` zygotes, each serving one launch at a time; a
+                 new zygote starts only for a run the run queue's admission counted it for
+                 (runners.admission: its ~460 MB, spares included, before it starts)
+    retired      an idle zygote goes when memory is needed for a run (admission) and when it
+                 has been idle for `idle_timeout_s` (ZYGOTE_IDLE_S; the runtime's retiring
+                 thread), down to the one the next click is served by
     restarted    a rank that dies is reported like under torchrun and the zygote goes on; a
                  zygote that dies (or misses a reply) is dropped and a new one is started
     no orphans   every rank and store dies with its zygote (PR_SET_PDEATHSIG); a zygote
@@ -35,16 +40,25 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pclab.paths import IMPORT_ROOT
 from pclab.runners.diagnosis import rank_root_cause
 from pclab.runners.environment import child_environment
-from pclab.runners.memory import READING_MAX_AGE_S, ZYGOTE_MB, MemoryBudget
+from pclab.runners.memory import (
+    READING_MAX_AGE_S,
+    ZYGOTE_MB,
+    MemoryBudget,
+    descendants,
+    pss_kb,
+)
 from pclab.runners.protocol import READY, LaunchRequest, RanksExited, RanksStarted, decode_reply
 from pclab.runners.settings import Settings
 
 START_TIMEOUT_S = 180.0  # a zygote's imports take ~4 s on a quiet 2-core box
+ZYGOTE_IDLE_S = 60.0  # an idle zygote beyond the one kept warm is retired after this long
+GONE_WAIT_S = 1.0  # after a zygote is killed, how long to wait for its tree's memory to go
 STOP_WAIT_S = 5.0  # after killing a launch's ranks, how long to wait for the zygote's reply
 RETRY_S = 300.0  # after a zygote failed to start, launches go to torchrun for this long
 
@@ -61,6 +75,7 @@ class Zygote:
         env = child_environment()  # set before the zygote imports torch: every rank inherits it
         preload_args = [part for name in preload for part in ("--preload", name)]
         self._buffer = b""
+        self.idle_since = time.monotonic()  # set again each time it is given back idle
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pclab.runners.zygote", "--serve", *preload_args],
             cwd=IMPORT_ROOT,
@@ -115,12 +130,28 @@ class Zygote:
                 pass
 
     def close(self) -> None:
-        """Kill the zygote, reap it and close its pipes."""
+        """Kill the zygote, reap it and close its pipes; return once its spares and ranks
+        hold no memory any more (at most GONE_WAIT_S), so a reading after it counts none."""
+        tree = descendants(self.proc.pid)
         self.kill()
         self.proc.wait()
+        deadline = time.monotonic() + GONE_WAIT_S
+        while any(pss_kb(pid) for pid in tree) and time.monotonic() < deadline:
+            time.sleep(0.01)  # PR_SET_PDEATHSIG reaches them just after the zygote dies
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 stream.close()
+
+
+@dataclass(frozen=True)
+class PoolCounts:
+    """A pool's zygotes at one moment: ready and idle, ready and serving a launch, being
+    started (for a launch, or by `prestart` for none in particular)."""
+
+    idle: int
+    busy: int
+    starting: int
+    prestarting: int
 
 
 class ZygoteGone(Exception):
@@ -214,10 +245,15 @@ class WarmPool:
         self._idle: list[Zygote] = []
         self._all: set[Zygote] = set()
         self._starting = 0  # zygotes being started right now (counted against the bound)
+        self._prestarting = 0  # of those, the ones `prestart` started for no run in particular
         self._importing: set[Zygote] = set()  # of those, the ones whose process exists
         self._broken: tuple[float, str] | None = None  # when and why a zygote failed to start
         self._preload: tuple[str, ...] = ()  # project modules each new zygote imports ahead
         self._closed = False
+        self.idle_timeout_s = ZYGOTE_IDLE_S
+        # What the runs admitted hold in reserve (the runtime wires in the run queue's): a
+        # zygote `prestart` starts then never takes memory a run was promised.
+        self.reserved_by_runs: Callable[[], float] = lambda: 0.0
 
     def enabled(self) -> bool:
         """True when launches use the warm pool: PCL_WARM_POOL=1, or unset in the Streamlit
@@ -312,6 +348,7 @@ class WarmPool:
         one."""
         with self._lock:
             if healthy and zygote in self._all:
+                zygote.idle_since = time.monotonic()
                 self._idle.append(zygote)
                 return
             self._all.discard(zygote)
@@ -336,18 +373,23 @@ class WarmPool:
                 self._preload = tuple(preload)
             if not self.enabled() or self._all or self._starting or self._broken_locked():
                 return
-        if self.memory.lab_mb(READING_MAX_AGE_S) + ZYGOTE_MB > self.memory.budget_mb:
+        held = self.memory.lab_mb(READING_MAX_AGE_S) + self.reserved_by_runs()
+        if held + ZYGOTE_MB > self.memory.budget_mb:
             return
         with self._lock:
             if self._all or self._starting:
                 return
             self._starting += 1
+            self._prestarting += 1
 
         def warm() -> None:
             try:
                 zygote = self._start()
             except (RuntimeError, OSError):
                 return  # a launch will try again and report the reason
+            finally:
+                with self._lock:
+                    self._prestarting -= 1
             self.release(zygote, healthy=True)
 
         threading.Thread(target=warm, name="pcl-warm-pool", daemon=True).start()
@@ -356,6 +398,32 @@ class WarmPool:
         """The pids of the zygotes alive in this pool."""
         with self._lock:
             return {zygote.proc.pid for zygote in self._all}
+
+    def counts(self) -> PoolCounts:
+        """Its zygotes by state, read at once (what admission counts a run's zygote from)."""
+        with self._lock:
+            idle, ready = len(self._idle), len(self._all)
+            return PoolCounts(idle, ready - idle, self._starting, self._prestarting)
+
+    def unready_mb(self) -> float:
+        """Memory a zygote `prestart` is still starting will hold once it has imported (no
+        reading counts it yet, and no run reserved it)."""
+        with self._lock:
+            return self._prestarting * ZYGOTE_MB
+
+    def retire_idle(self, keep: int, idle_for_s: float = 0.0) -> int:
+        """Stop the idle zygotes idle for at least `idle_for_s`, beyond the `keep` most
+        recently used; returns how many went (their memory is gone when it returns)."""
+        now = time.monotonic()
+        with self._lock:
+            by_use = sorted(self._idle, key=lambda z: z.idle_since, reverse=True)
+            retired = [z for z in by_use[max(0, keep) :] if now - z.idle_since >= idle_for_s]
+            for zygote in retired:
+                self._idle.remove(zygote)
+                self._all.discard(zygote)
+        for zygote in retired:
+            self._close(zygote)
+        return len(retired)
 
     def size(self) -> dict[str, int]:
         """How many zygotes exist, idle and starting (the launcher reads it for its memory
