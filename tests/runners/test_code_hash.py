@@ -112,7 +112,7 @@ def test_sessions_reading_sources_at_once_never_trip_the_ast_constructor(tmp_pat
 
     from pclab.runners import code_hash
 
-    body = (ROOT / "pclab" / "runners" / "jobs.py").read_text() * 3
+    body = (ROOT / "pclab" / "runners" / "run_queue.py").read_text() * 3
     files = []
     for i in range(8 * 10):  # fresh files: every call parses, none is served from the cache
         path = tmp_path / f"m{i}.py"
