@@ -135,6 +135,11 @@ class MemoryBudget:
             pids += [root, *descendants(root)]
         return list(dict.fromkeys(pids))
 
+    def lab_rss_mb(self) -> float:
+        """An upper bound of `lab_mb` read in microseconds: the tree's summed RSS (a page
+        shared by k processes counts k times in RSS, once in PSS, so RSS ≥ PSS always)."""
+        return tree_kb(self.lab_pids(), "rss") / 1024
+
     def lab_mb(self, max_age_s: float = 0.0) -> float:
         """What the lab's process tree holds, in MB (PSS): measured now (~20 ms for a server,
         a zygote and its spares), or the last reading when it is at most `max_age_s` old."""

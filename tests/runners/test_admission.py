@@ -52,8 +52,15 @@ class FakeTree(MemoryBudget):
         super().__init__(budget_mb)
         self.pool = pool
 
+    pss_readings = 0
+    rss_extra_mb = 0.0  # how far the tree's RSS lies above its PSS (shared pages)
+
     def lab_mb(self, max_age_s: float = 0.0) -> float:
+        self.pss_readings += 1
         return SERVER_MB + (self.pool.idle + self.pool.busy) * IDLE_ZYGOTE_MB
+
+    def lab_rss_mb(self) -> float:
+        return SERVER_MB + (self.pool.idle + self.pool.busy) * IDLE_ZYGOTE_MB + self.rss_extra_mb
 
 
 class Run:
@@ -98,6 +105,23 @@ def test_idle_zygotes_over_the_budget_are_retired_and_the_next_run_admitted():
     policy = admission(2500, pool)  # 400 + 8 x 300 = 2800 MB > 2500
     assert policy.on_arrival(Run(), 0, []).decision is Decision.ADMIT
     assert pool.idle == 1 and pool.retired == [(1, 0.0)]  # one kept: the run's own
+
+
+def test_a_run_the_rss_bound_admits_costs_no_pss_reading():
+    """RSS bounds PSS from above: when even RSS fits, the slow smaps reading is skipped."""
+    pool = FakePool(idle=1)
+    policy = admission(2500, pool)
+    assert policy.on_arrival(Run(), 0, []).decision is Decision.ADMIT
+    assert policy.memory.pss_readings == 0
+
+
+def test_a_run_only_pss_admits_is_admitted_after_a_pss_reading():
+    """Shared pages make RSS overcount: where RSS says no, PSS decides."""
+    pool = FakePool(idle=1)
+    policy = admission(2500, pool)
+    policy.memory.rss_extra_mb = 2500.0
+    assert policy.on_arrival(Run(), 0, []).decision is Decision.ADMIT
+    assert policy.memory.pss_readings >= 1
 
 
 def test_a_refusal_is_only_for_what_no_retirement_frees():
@@ -186,15 +210,21 @@ def test_ten_simultaneous_runs_stay_under_the_budget(concurrency):
         assert after.ok, after.message  # the next Run, after the burst, is admitted
 
 
-def test_idle_zygotes_go_when_memory_is_needed_and_when_idle_too_long():
+def test_idle_zygotes_go_when_memory_is_needed_and_when_idle_too_long(tmp_path):
     """Two slots and a roomy budget: two runs at once leave two idle zygotes. Shrunk to a
     budget that holds one, the next run is admitted (the other zygote retired first, not a
     refusal); with a short idle timeout, the pool is back to one zygote by itself."""
     with warm_runtime(max_concurrent_runs=2, preload_frameworks=False) as runtime:
 
         def burst() -> None:
+            # The two runs meet at a barrier (their four ranks), so they overlap and need two
+            # zygotes however late a loaded box schedules the second.
+            barrier = tmp_path / f"barrier-{time.monotonic_ns()}"
+            barrier.mkdir()
+
             def one(tag: str) -> None:
-                args = ["--seconds", "1", "--tag", tag]
+                args = ["--seconds", "0", "--tag", tag, "--barrier", str(barrier)]
+                args += ["--parties", "4"]
                 assert launcher.launch(SLEEPS, 2, args, timeout_s=240, runtime=runtime).ok
 
             threads = [threading.Thread(target=one, args=(tag,)) for tag in "ab"]
@@ -205,10 +235,10 @@ def test_idle_zygotes_go_when_memory_is_needed_and_when_idle_too_long():
 
         burst()
         assert runtime.pool.size() == {"zygotes": 2, "idle": 2, "starting": 0}
-        # Room for the run's ranks beside this process and one zygote, not beside both: a
-        # zygote without the frameworks frees ~60 MB by PSS (the pages it shared with the
-        # other and with this process count in them once it is gone).
-        runtime.memory.budget_mb = int(runtime.memory.lab_mb() + 2 * WARM_RANK_MB - 25)
+        # 5 MB short of room for the run's ranks beside both zygotes: retiring either frees
+        # more than that (tens of MB by PSS, depending on what it shares with this process),
+        # so the run is admitted only if admission retires one first.
+        runtime.memory.budget_mb = int(runtime.memory.lab_mb() + 2 * WARM_RANK_MB - 5)
         result = launcher.launch(SLEEPS, 2, ["--seconds", "0"], timeout_s=60, runtime=runtime)
         assert result.outcome is Outcome.FINISHED, result.message
         assert runtime.pool.size()["zygotes"] == 1
