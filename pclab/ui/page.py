@@ -15,7 +15,7 @@ from functools import cache
 import streamlit as st
 
 from pclab.core.validation import InvalidInput, NotANumber
-from pclab.ui import browser, deeplink, i18n
+from pclab.ui import browser, deeplink, i18n, room_panel
 
 LANG_KEY = "lang"
 # The language last shown, in a plain session key: Streamlit clears a widget's key when the
@@ -243,7 +243,9 @@ def header(section: str, *, share: bool = True) -> None:
     _RUN.first_of_visit = deeplink.start_visit(section)
     deeplink.drop_extremes()
     language_switch()
+    room_panel.arrive(WORKSHOP_KEY, section)  # a live room's link: before the workshop toggle
     st.sidebar.toggle(t("exercise.workshop_mode"), key=WORKSHOP_KEY, bind="query-params")
+    room_panel.sidebar(t, bool(st.session_state.get(WORKSHOP_KEY)), lang(), section)
     ranges = ("between", "at_least", "at_most", "outside", "error", "press_enter")
     browser.room_support({k: t(f"common.range.{k}") for k in ranges}, t("runs.stopped"))
     st.title(t(f"{section}.title"))
