@@ -10,7 +10,8 @@ Families: core (time per core call), pages (AppTest reruns), preload (first rend
 the server's background imports on and off), cold (streamlit run to a rendered page), runs
 (experiments vs a no-op Gloo job, cached calls, memory), frameworks (each framework adapter's
 trainer check, cold and warm, and its ranks' memory), clicks (Run pressed in Chromium to the
-verdict on screen), load (8 visitors at once), soak (200 runs in a row). A partial run
+verdict on screen), load (8 visitors at once), soak (200 runs in a row), room (a live room:
+60 participants in 10 s, the presenter's view in Chromium). A partial run
 rewrites only its own sections of the output file and keeps the others.
 
     python -m bench --only clicks --before 031aefd   # also serve that commit: "before" rows
@@ -26,7 +27,18 @@ from pathlib import Path
 
 from bench import ROOT, exit_on_sigterm, loadavg, report
 
-FAMILIES = ("core", "pages", "preload", "cold", "runs", "frameworks", "clicks", "load", "soak")
+FAMILIES = (
+    "core",
+    "pages",
+    "preload",
+    "cold",
+    "runs",
+    "frameworks",
+    "clicks",
+    "load",
+    "soak",
+    "room",
+)
 
 
 def _families(text: str) -> list[str]:
@@ -72,6 +84,10 @@ def measure(family: str, quick: bool, repeats: int | None) -> report.Section:
         from bench import frameworks
 
         return frameworks.run(quick, repeats)
+    if family == "room":
+        from bench import room
+
+        return room.run(quick, repeats)
     if family in ("load", "soak"):
         from bench import hosted
 
