@@ -89,6 +89,11 @@ def presenter_opens_a_room(tab, url: str) -> str:
     query = parse_qs(parts.query)
     assert query["lang"] == ["en"] and set(query) == {"room", "lang"}  # no presenter key
     assert query["room"] == parse_qs(urlsplit(tab.url).query)["room"]
+    # "Copy link to this scenario" never hands out the presenter's key.
+    tab.locator("button.pcl-share").dispatch_event("click")
+    shared = tab.locator("input.pcl-share-link")
+    shared.wait_for(state="attached")
+    assert "room=" in shared.input_value() and "host=" not in shared.input_value()
     return link
 
 
