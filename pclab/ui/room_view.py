@@ -112,7 +112,8 @@ def _presenter_live(
         chart = _bars(tally, labels) if options else _histogram(tally)
         st.altair_chart(chart, width="stretch")
     if tally.revealed:
-        shown = labels.get(str(tally.answer), "") if options else fmt(tally.answer)
+        answer = tally.answer
+        shown = labels.get(answer, "") if isinstance(answer, str) else fmt(answer)
         said = "room.result_choice" if options else "room.result_number"
         percent = round(WITHIN * 100)
         text = t(said, right=tally.right, answered=tally.answered, answer=shown, within=percent)
@@ -144,7 +145,7 @@ def _bars(tally: Tally, labels: dict[str, str]) -> alt.Chart:
         {"option": labels.get(o, o), "count": n, "answer": o == tally.answer}
         for o, n in tally.choices
     ]
-    order = [row["option"] for row in rows]
+    order = [labels.get(o, o) for o, _ in tally.choices]
     colour = alt.condition("datum.answer", alt.value("#ff4b4b"), alt.value("#7aa6d8"))
     chart = (
         alt.Chart(pd.DataFrame(rows))
