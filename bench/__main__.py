@@ -27,18 +27,7 @@ from pathlib import Path
 
 from bench import ROOT, exit_on_sigterm, loadavg, report
 
-FAMILIES = (
-    "core",
-    "pages",
-    "preload",
-    "cold",
-    "runs",
-    "frameworks",
-    "clicks",
-    "load",
-    "soak",
-    "room",
-)
+FAMILIES = report.ORDER  # each family writes its own section, in this order
 
 
 def _families(text: str) -> list[str]:

@@ -139,9 +139,11 @@ def test_a_room_of_three_answers_page_02_live_reveal_and_restart(room_browser, t
                 except Exception:
                     screenshot(tab, f"live-room-participant-{lang}-not-closed")
                     raise
+                tab.locator('[data-testid="stMetric"]').nth(3).wait_for()  # figures shown
+                wait_for_app(tab)
                 field = tab.get_by_label(i18n.text(lang, "exercise.your_prediction"))
                 assert field.is_disabled()
-                assert tab.locator('[data-testid="stMetric"]').count() == 4  # figures shown
+                assert tab.locator('[data-testid="stMetric"]').count() == 4
             presenter_url, seat_url = host.url, people[0][1].url
 
         with streamlit_server(env=env) as url:  # the same database, a new server
