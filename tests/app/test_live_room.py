@@ -40,8 +40,8 @@ def visit(page: str, lang: str = "en", workshop: bool = False, **params: str) ->
     return at
 
 
-def presenter(page: str = LEDGER) -> tuple[AppTest, str, str]:
-    at = visit(page, workshop=True)
+def presenter(page: str = LEDGER, lang: str = "en") -> tuple[AppTest, str, str]:
+    at = visit(page, lang, workshop=True)
     at.sidebar.button(key="room_open").click().run()
     assert not at.exception
     code, key = at.session_state["room_code"], at.session_state["room_host_key"]
@@ -75,6 +75,17 @@ def test_presenter_sees_the_room_answer_and_reveals_for_everyone(db):
     assert "-0.5" in texts(people[0]) and "Right" in texts(people[0])
 
 
+def test_the_presenters_view_in_chinese(db):
+    host, code, _ = presenter(lang="zh")
+    at = visit(LEDGER, room=code)
+    at.number_input(key="ledger_ex_guess").set_value(-0.5).run()
+    host.run()
+    assert i18n.text("zh", "room.answered", answered=1, participants=1) in texts(host)
+    host.button(key="ledger_ex_reveal").click().run()
+    said = i18n.text("zh", "room.result_number", right=1, answered=1, answer="-0.5", within=5)
+    assert said in texts(host)
+
+
 def test_coming_back_keeps_the_prediction_and_the_seat(db):
     _, code, _ = presenter()
     first = visit(LEDGER, room=code)
@@ -98,11 +109,17 @@ def test_a_choice_exercise_counts_options(db):
         assert not at.exception
     host.run()
     assert i18n.text("en", "room.answered", answered=2, participants=2) in texts(host)
+    host.button(key="step_ex_reveal").click().run()
+    assert not host.exception
     scenario = host.session_state["step_ex_scenario"]
     tally = RoomStore(db).tally(
         code, "step_ex", scenario, options=("all_skip", "all_step", "split")
     )
     assert tally.choices == (("all_skip", 1), ("all_step", 0), ("split", 1))
+    revealed, answer = RoomStore(db).revealed(code, "step_ex", scenario)
+    right = [choice == answer for choice in ("all_skip", "split")].count(True)
+    said = i18n.text("en", "room.result_choice", right=right, answered=2, answer="")
+    assert revealed and any(s.value.startswith(said.rstrip(".")) for s in host.success)
 
 
 @pytest.mark.parametrize("code", ["K7QX", "ZZZZZZZZ", "<b>x</b>", "' OR 1=1"])

@@ -89,6 +89,11 @@ def presenter_opens_a_room(tab, url: str) -> str:
     query = parse_qs(parts.query)
     assert query["lang"] == ["en"] and set(query) == {"room", "lang"}  # no presenter key
     assert query["room"] == parse_qs(urlsplit(tab.url).query)["room"]
+    tab.get_by_role("button", name=i18n.text("en", "room.qr_large")).click()
+    dialog = tab.get_by_role("dialog")
+    assert dialog.locator("img").bounding_box()["width"] >= 500  # for the back of the room
+    tab.keyboard.press("Escape")
+    dialog.wait_for(state="hidden")
     # "Copy link to this scenario" never hands out the presenter's key.
     tab.locator("button.pcl-share").dispatch_event("click")
     shared = tab.locator("input.pcl-share-link")
