@@ -12,6 +12,7 @@ read-only checkout stays untouched.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -34,6 +35,17 @@ def _writable(folder: Path) -> bool:
     return os.access(folder, os.W_OK | os.X_OK)
 
 
+def _private(folder: Path) -> Path:
+    """`folder`, created for this user alone; a fresh temporary folder when one of that name
+    is not this user's own (a link, another user's, open to others): rooms then last as long
+    as this server."""
+    folder.mkdir(mode=0o700, exist_ok=True)
+    info = folder.lstat()
+    if stat.S_ISLNK(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        return Path(tempfile.mkdtemp(prefix="pcl-rooms-"))
+    return folder
+
+
 def database_path(configured: str, environ: Mapping[str, str]) -> str:
     """The rooms' file: `configured` (PCL_ROOM_DB) as given, else the data folder's, else a
     private folder in the system's temporary folder (said on stderr)."""
@@ -47,8 +59,7 @@ def database_path(configured: str, environ: Mapping[str, str]) -> str:
             f"{fallback} (they outlive a restart of the server, not a reboot)",
             file=sys.stderr,
         )
-        fallback.mkdir(mode=0o700, exist_ok=True)
-        folder = fallback
+        folder = _private(fallback)
     return str(folder / FILE_NAME)
 
 
