@@ -9,7 +9,7 @@ a restart of the server and a bookmark, so a participant who comes back keeps th
 predictions (and a seat reveals nothing: no name, no account). The session keeps them too,
 and each run writes them back into the URL, which Streamlit empties on a page change.
 
-This module imports no page helper (pclab.ui.page calls it): the caller passes `t`.
+ui.page_header calls it (`arrive` before the workshop toggle, `sidebar` after) and passes `t`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ import streamlit as st
 
 from pclab.rooms.rules import Refused
 from pclab.rooms.tally import WITHIN, Tally
-from pclab.ui.page import fmt, t
+from pclab.ui.figures import fmt
+from pclab.ui.language import t
 from pclab.ui.room_panel import role as room_role
 from pclab.ui.room_panel import room_store
 
