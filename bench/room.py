@@ -11,8 +11,8 @@ threads in this process writing through one `RoomStore` on the same file, as the
 own store does for each participant's page (join, then predict), at times drawn uniformly
 over the window; what they cost the server's pages is not part of this figure. The
 presenter's page is read every 50 ms in the browser: a prediction's lag is from its commit
-to the first reading whose count includes it. Goal: every participant answered within the
-window, and the view's lag p95 <= 2 s.
+to the first reading whose count includes it. Goals: every answer sent over the window is
+recorded (each write <= 1 s), and the view's lag p95 <= 2 s.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ COUNT = r"""() => {
   return m ? Number(m[1]) : -1;
 }"""
 LAG_GOAL_S = 2.0
+WRITE_GOAL_S = 1.0  # a participant's answer is recorded at once, even 60 to the 10 s
 
 
 def _scenario() -> str:
@@ -171,7 +172,7 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
         lags = [x for x in r["lag_s"] if x is not None]
         missed = len(r["lag_s"]) - len(lags)
         all_lags += lags + [float("inf")] * missed
-        in_window &= r["answered"] == r["participants"] and r["last_answer_s"] <= r["window_s"]
+        in_window &= not _unrecorded(r)
         section.rows.append(
             [
                 str(i),
@@ -185,7 +186,12 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
         )
     p95 = percentile(all_lags, 95)
     section.goals = [
-        Goal("all 60 answered within 10 s", "yes" if in_window else "no", "yes", in_window),
+        Goal(
+            "all 60 answers recorded as sent (each write <= 1 s)",
+            "yes" if in_window else "no",
+            "yes",
+            in_window,
+        ),
         Goal(
             "presenter's view current (lag p95)",
             duration(p95),
@@ -204,13 +210,23 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
     return section
 
 
+def _unrecorded(result: dict) -> str:
+    """What went wrong with the answers themselves ("" when all were recorded in time)."""
+    if result["answered"] < result["participants"]:
+        return f"{result['answered']} of {result['participants']} answers recorded"
+    slowest = max(result["write_s"], default=0.0)
+    return (
+        f"the slowest write took {slowest:.3f} s (goal <= {WRITE_GOAL_S} s)"
+        if slowest > WRITE_GOAL_S
+        else ""
+    )
+
+
 def missed(result: dict) -> list[str]:
     """The goals one round missed, in words (empty: both met)."""
     if "error" in result:
         return [result["error"]]
-    problems = []
-    if result["answered"] < result["participants"] or result["last_answer_s"] > result["window_s"]:
-        problems.append(f"{result['answered']} answered, the last at {result['last_answer_s']} s")
+    problems = [_unrecorded(result)] if _unrecorded(result) else []
     lags = [float("inf") if x is None else x for x in result["lag_s"]]
     p95 = percentile(lags, 95)
     if p95 is None or p95 > LAG_GOAL_S:

@@ -24,7 +24,7 @@ from pclab.ui.language import t
 from pclab.ui.room_panel import role as room_role
 from pclab.ui.room_panel import room_store
 
-REFRESH_S = 1.5  # the presenter's view: current within 2 s
+REFRESH_S = 1.0  # the presenter's view: current within 2 s (p95 with load)
 STATUS_S = 2.0  # a participant's status (closed yet?)
 FONT = 16  # axis text read from the back of a room
 
