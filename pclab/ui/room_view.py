@@ -74,7 +74,10 @@ def follow(
     options = tuple(labels or ())
     if role.host_key:
         if st.session_state.get(f"{key}_reveal"):
-            room_store().reveal(role.code, role.host_key, key, current, answer)
+            try:
+                room_store().reveal(role.code, role.host_key, key, current, answer)
+            except Refused as refused:  # the room expired since this run began
+                box.warning(t(f"room.refused.{refused.reason}"), icon=":material/block:")
         with box:
             _presenter_live(role.code, key, current, options, labels or {})
         return
