@@ -12,7 +12,8 @@ the server's background imports on and off), cold (streamlit run to a rendered p
 --json` beside a bare DDP-step torchrun), frameworks (each framework adapter's
 trainer check, cold and warm, and its ranks' memory), clicks (Run pressed in Chromium to the
 verdict on screen), load (8 visitors at once), soak (200 runs in a row), burst (10 Runs at
-concurrency 8 against the memory budget, then a Run two minutes later). A partial run
+concurrency 8 against the memory budget, then a Run two minutes later), room (a live
+room: 60 participants in 10 s, the presenter's view in Chromium). A partial run
 rewrites only its own sections of the output file and keeps the others.
 
     python -m bench --only clicks --before 031aefd   # also serve that commit: "before" rows
@@ -82,6 +83,10 @@ def measure(family: str, quick: bool, repeats: int | None) -> report.Section:
         from bench import burst
 
         return burst.run(quick, repeats)
+    if family == "room":
+        from bench import room
+
+        return room.run(quick, repeats)
     if family in ("load", "soak"):
         from bench import hosted
 

@@ -15,6 +15,8 @@
     PCL_MEMORY_BUDGET_MB     memory the server's whole process tree may use (2500 MB): a run
                              that would go past it waits in line, or is refused when nothing
                              running could free memory
+    PCL_ROOM_DB              the live rooms' SQLite file (unset: the lab's data folder,
+                             pclab.rooms.location); its folder must exist
 
 `Settings.from_env` reads them; a malformed value is a `ValueError` naming the variable. The
 Streamlit server reads them once, when it builds its runtime (pclab.ui.serving): a server
@@ -98,6 +100,7 @@ class Settings:
     max_waiting_runs: int = 8
     pg_timeout_s: float = 60.0
     memory_budget_mb: int = DEFAULT_BUDGET_MB
+    room_db: str = ""  # "": the data folder's rooms.sqlite3
 
     def __post_init__(self) -> None:
         if self.warm_pool not in (None, True, False):
@@ -110,6 +113,8 @@ class Settings:
             raise ValueError(f"max_waiting_runs={self.max_waiting_runs} must be >= 0")
         if not 0 < self.pg_timeout_s <= 3600:
             raise ValueError(f"pg_timeout_s={self.pg_timeout_s} must be in (0, 3600]")
+        if self.room_db and (os.path.isdir(self.room_db) or not _folder_of(self.room_db)):
+            raise ValueError(f"room_db={self.room_db!r} must be a file in an existing folder")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -144,6 +149,7 @@ ENV_NAMES = {
     "max_waiting_runs": "PCL_MAX_WAITING_RUNS",
     "pg_timeout_s": "PCL_PG_TIMEOUT_S",
     "memory_budget_mb": "PCL_MEMORY_BUDGET_MB",
+    "room_db": "PCL_ROOM_DB",
 }
 SWITCHES = ("warm_pool", "preload", "preload_frameworks")  # the on/off settings
 KINDS: dict[str, Callable[[str], object]] = {
@@ -157,7 +163,12 @@ FORMS = dict.fromkeys(SWITCHES, "1 or 0 (also true/false, yes/no, on/off)") | {
     "max_waiting_runs": "a whole number >= 0",
     "pg_timeout_s": "a number of seconds in (0, 3600]",
     "memory_budget_mb": "a whole number of megabytes in [64, 1048576]",
+    "room_db": "a file name in an existing folder (or :memory: for a test)",
 }
+
+
+def _folder_of(path: str) -> bool:
+    return path == ":memory:" or os.path.isdir(os.path.dirname(os.path.abspath(path)))
 
 
 def _refused(field: str, text: str) -> ValueError:
@@ -166,6 +177,8 @@ def _refused(field: str, text: str) -> ValueError:
 
 def _parse(field: str, text: str) -> object:
     value, kind = text.strip().lower(), KINDS[field]
+    if kind is str:  # a file name keeps its case
+        return text.strip()
     if kind is bool:
         if value in _TRUE | _FALSE:
             return value in _TRUE
@@ -181,4 +194,4 @@ if __name__ == "__main__":
     for field in fields(Settings):
         value = getattr(read, field.name)
         shown = "unset (on in the Streamlit server, off for a CLI)" if value is None else value
-        print(f"{ENV_NAMES[field.name]:<24} {shown}")
+        print(f"{ENV_NAMES[field.name]:<24} {shown if shown != '' else 'unset (data folder)'}")

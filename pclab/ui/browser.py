@@ -157,7 +157,11 @@ document.querySelectorAll("button.pcl-share:not([data-bound])").forEach((button)
     box.dataset.state = copied ? "copied" : "manual";
   };
   button.addEventListener("click", () => {
-    const link = window.location.href;
+    // A live room's presenter key and a participant's seat stay private (ui/room_panel.py)
+    const url = new URL(window.location.href);
+    url.searchParams.delete("host");
+    url.searchParams.delete("seat");
+    const link = url.toString();
     if (!window.isSecureContext || !navigator.clipboard) { showField(link); return; }
     navigator.clipboard.writeText(link).then(
       () => { button.textContent = texts.copied; box.hidden = true; },

@@ -34,6 +34,7 @@ MALFORMED = {
     "PCL_MAX_WAITING_RUNS": "-4",
     "PCL_PG_TIMEOUT_S": "inf",
     "PCL_MEMORY_BUDGET_MB": "abc",
+    "PCL_ROOM_DB": "/no/such/folder/rooms.sqlite3",
 }
 
 
