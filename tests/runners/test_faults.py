@@ -356,7 +356,9 @@ def test_tampered_artifact_shows_an_error_and_the_page_recovers(tmp_path, monkey
         at.button(key="exp_run").click().run()  # the run refuses before launching anything
         assert not at.exception, at.exception
         assert any(
-            e.value.startswith("This run cannot start: artifacts/tokenizer.json") for e in at.error
+            e.value.startswith("This run cannot start: The lab's own file")
+            and plain("artifacts/tokenizer.json") in e.value
+            for e in at.error
         )
         assert (
             "exp_run_result" in at.session_state and at.session_state["exp_run_result"][1] is None
