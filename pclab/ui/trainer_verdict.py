@@ -79,11 +79,13 @@ def fixes(check: dict, example: str) -> None:
     found = causes(check)
     if found:
         st.markdown(t("check.results.what_to_change"))
+    said = None  # the cause Trainer's setting already says how to fix: one line per scheme
     if example in views.HF_EXAMPLES:
         st.markdown(hf_views.advice(example, check))
+        said = hf_views.advised(check)
     for why, scenarios in found.items():
-        where = i18n.join(lang(), scenarios)
-        st.markdown(t(f"check.fix.{why}", scenarios=where))
+        if why != said:
+            st.markdown(t(f"check.fix.{why}", scenarios=i18n.join(lang(), scenarios)))
         page = _page(TEACHES[why])
         label = t("check.fix.link", page=t(page.title_key))
         st.page_link(page.file, label=label, icon=":material/school:")
