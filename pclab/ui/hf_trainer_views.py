@@ -72,7 +72,7 @@ def _table(check: dict, verdict=views.verdict_badge) -> pd.DataFrame:
             "verdict": verdict(s),
             "scheme": views.scheme_text(s),
         }
-        for s in check["scenarios"]
+        for s in views.named(check)
     )
 
 
