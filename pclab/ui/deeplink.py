@@ -19,6 +19,7 @@ VISIT_KEY, LINK_KEY, FOUND_KEY = "deeplink_visit", "deeplink_link", "deeplink_un
 REFUSED_KEY = "deeplink_tables_refused"  # tables whose link value did not fit, this visit
 HELD_KEY = "deeplink_held"  # those values, for a choice whose option code they are (once)
 DROPPED_KEY = "deeplink_dropped"  # parameters removed as numbers beyond float64, this visit
+LABELS_KEY = "deeplink_labels"  # each choice's label as last drawn (a language switch changes it)
 
 
 def _initial(key: str, options: Sequence[str], default: str) -> str:
@@ -65,11 +66,19 @@ def choice(
     default depends on the reader's browser, so a link must always say which it means.
     """
     start = _initial(key, options, default)
+    drawn = st.session_state.setdefault(LABELS_KEY, {})
+    relabelled = key in st.session_state and drawn.get(key, format_func(start)) != format_func(start)
+    if relabelled:
+        # The reader switched language: the browser holds the old label as the widget's value
+        # (a selectbox's value travels as its label), which the new labels cannot read back,
+        # and it would keep showing it. Setting the state sends the choice with the new labels.
+        st.session_state[key] = start
     if widget.__name__ == "segmented_control":
-        kwargs["default"] = start
+        kwargs["default"] = None if relabelled else start
     else:
-        kwargs["index"] = list(options).index(start)
+        kwargs["index"] = 0 if relabelled else list(options).index(start)
     value = widget(label, options, key=key, format_func=format_func, **kwargs)
+    drawn[key] = format_func(value) if value in options else None
     if value is None:  # a segmented control can be cleared: fall back to the default
         value = default
     _to_url(key, value, None if always_in_url else default)

@@ -81,3 +81,20 @@ def test_the_why_under_a_failure_is_about_the_failure(launches, lang):  # noqa: 
     assert any(i18n.text(lang, "check.note.control") in n for n in notes)
     if lang == "zh":  # sentences joined the Chinese way: no space after 。
         assert not [n for n in notes if "。 " in n]
+
+
+def test_a_language_switch_sends_the_example_with_its_new_name():
+    """A selectbox's value travels as its label: after a switch the browser would keep the
+    English name (issue 31). The page sets the chosen code again, so the frontend is sent
+    the Chinese label as the value (set_value), and the choice itself is kept."""
+    at = open_section(PAGE, chk_example="ddp_mean_of_local_means")
+    at.selectbox(key="chk_example").set_value("microbatch_means").run()
+    at.session_state["lang"] = "zh"
+    at.run()
+    box = at.selectbox(key="chk_example")
+    assert box.value == "microbatch_means" and not at.exception
+    assert box.proto.set_value and box.proto.raw_value == i18n.text(
+        "zh", "check.example.microbatch_means"
+    )
+    at.run()  # the next rerun in the same language leaves the widget to the reader
+    assert not at.selectbox(key="chk_example").proto.set_value
