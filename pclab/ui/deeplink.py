@@ -67,7 +67,8 @@ def choice(
     """
     start = _initial(key, options, default)
     drawn = st.session_state.setdefault(LABELS_KEY, {})
-    relabelled = key in st.session_state and drawn.get(key, format_func(start)) != format_func(start)
+    label = format_func(start)
+    relabelled = key in st.session_state and drawn.get(key, label) != label
     if relabelled:
         # The reader switched language: the browser holds the old label as the widget's value
         # (a selectbox's value travels as its label), which the new labels cannot read back,

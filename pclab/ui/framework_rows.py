@@ -199,7 +199,7 @@ def _grid(code: str, record: dict) -> None:
     if record["weights"] is None:
         st.caption(t("frameworks.no_grid"))
         return
-    counts = " / ".join(", ".join(map(str, row)) for row in record["counts"])
+    counts = " / ".join(i18n.join(lang(), map(str, row)) for row in record["counts"])
     group = t("frameworks.grid", counts=counts)
     views.heat_map(views.weight_rows(record["counts"], record["weights"], group), [group], code)
 
