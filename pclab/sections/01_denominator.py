@@ -89,7 +89,9 @@ with guard(columns):
         .encode(
             y=alt.Y("microbatch:N", title=None),
             x=alt.X("positions:Q", title=t("denominator.col_positions")),
-            color=alt.Color("kind:N", title=None, legend=alt.Legend(orient="bottom")),
+            color=alt.Color(
+                "kind:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=0, columns=2)
+            ),
         ),
     )
 
