@@ -98,3 +98,23 @@ def test_a_language_switch_sends_the_example_with_its_new_name():
     )
     at.run()  # the next rerun in the same language leaves the widget to the reader
     assert not at.selectbox(key="chk_example").proto.set_value
+
+
+def test_a_bare_return_to_the_page_gets_its_inputs_and_its_result_back(launches):  # noqa: F811
+    """Back after a fix link (or the sidebar) arrives with the language only: Streamlit drops
+    a page's parameters when another opens. The page gives back its last ones, so the example,
+    P, K and the kept verdict are there again; a default chosen on purpose stays chosen."""
+    at = open_section(PAGE, chk_example="microbatch_means", chk_world_size="4")
+    at.button(key="chk_run").click().run()
+    assert at.table
+    at.switch_page("pclab/sections/01_denominator.py").run()
+    for key in [k for k in at.query_params if k.startswith("chk_")]:
+        del at.query_params[key]
+    at.switch_page(PAGE).run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="chk_example").value == "microbatch_means"
+    assert at.query_params.get("chk_world_size") in ("4", ["4"])
+    assert at.table and len(launches) == 1  # the kept result, not a second run
+    at.selectbox(key="chk_example").set_value("correct_manual").run()  # the default, on purpose
+    at.run()
+    assert at.selectbox(key="chk_example").value == "correct_manual"
