@@ -29,8 +29,8 @@ NARROW_PX = 1100
 LABEL_MARK = "#d9730d"
 # Streamlit's dark theme draws a selected segment and the active tab in its red (3.6:1 on the
 # segment's dark red, 3.9:1 on the page) and code line numbers at 40 % (3.3:1): this pink
-# reads at 8:1 on both, the numbers at 70 % at 7:1; the code's keywords (4.0:1) and
-# punctuation (4.2:1) get lighter shades (WCAG's 4.5:1 for text).
+# reads at 8:1 on both (and on the page for a slider's value, 3.9:1 before), the numbers at
+# 70 % at 7:1; the code's blue (4.0:1) and grey (4.2:1) get lighter shades (WCAG's 4.5:1).
 DARK_ACCENT_TEXT = "#ff9aa2"
 # In the light theme the segment's red is 4.48:1 and the code's colours 2.2-3.6:1 on its grey:
 # GitHub's light palette, each at least 4.6:1 on #f7f7f6.
@@ -42,11 +42,21 @@ LIGHT_TOKENS = {
     "#953800": ("operator", "decorator"),
     "#0a6b5e": ("number",),
 }
-LIGHT_CODE = "\n".join(
-    f'  [data-testid="stCode"] .token.{name} {{ color: {colour}; }}'
-    for colour, names in LIGHT_TOKENS.items()
-    for name in names
-)
+DARK_TOKENS = {  # the dark theme's blue (4.0:1) and grey (4.2:1), lighter
+    "#6cb6ff": ("keyword", "builtin", "parameter", "variable", "class-name", "function"),
+    "#a8adbd": ("punctuation", "comment"),
+}
+
+
+def _token_colours(colours: dict[str, tuple[str, ...]]) -> str:
+    return "\n".join(
+        f'  [data-testid="stCode"] .token.{name} {{ color: {colour}; }}'
+        for colour, names in colours.items()
+        for name in names
+    )
+
+
+LIGHT_CODE, DARK_CODE = _token_colours(LIGHT_TOKENS), _token_colours(DARK_TOKENS)
 
 # Wrap before squeezing: a column narrower than this moves to the next row (Streamlit's
 # horizontal blocks already wrap; its columns only lack a minimum width). Metrics get a
@@ -93,8 +103,8 @@ button.pcl-share {{
   [data-testid="stButtonGroup"] button[aria-checked="true"] * {{ color: {DARK_ACCENT_TEXT}; }}
   [data-testid="stTab"][aria-selected="true"] * {{ color: {DARK_ACCENT_TEXT}; }}
   [data-testid="stCode"] .linenumber {{ color: rgba(237, 235, 232, 0.7) !important; }}
-  [data-testid="stCode"] .token.keyword {{ color: #6cb6ff; }}
-  [data-testid="stCode"] .token.punctuation {{ color: #a8adbd; }}
+  [data-testid="stSliderThumbValue"] * {{ color: {DARK_ACCENT_TEXT}; }}
+{DARK_CODE}
 }}
 @media (max-width: {NARROW_PX}px) {{
   [data-testid="stMetricValue"] {{ font-size: 1.6rem; }}
