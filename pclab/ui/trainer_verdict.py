@@ -138,6 +138,16 @@ def notes(s: dict) -> list[str]:
     return out
 
 
+FIGURES = ("max_abs_diff", "residual")  # cells that must read whole: a number, "undefined"
+
+
+def unbroken(cell: str) -> str:
+    """A figure kept on one line in a wrapping table cell: a non-breaking hyphen in its
+    exponent and word joiners between its characters ("1.4e-15" was cut to "1.4e-" and
+    "15", "未定义" to "未定" and "义" at 800 px). For the page only: downloads keep "-"."""
+    return "\u2060".join(cell.replace("-", "\u2011"))
+
+
 def verdict_frame(check: dict, verdict=views.verdict_badge) -> pd.DataFrame:
     """One row per scenario, every cell text in the reader's language (the verdict on its
     colour; `verdict=views.verdict_text` for the download's plain words)."""
@@ -196,6 +206,8 @@ def run_results(report: dict, example: str) -> None:
         return
     fixes(check, example)
     frame = verdict_frame(check)
+    for column in FIGURES:
+        frame[column] = frame[column].map(unbroken)
     config = {c: t(f"check.results.{c}") for c in frame.columns}
     plain = verdict_frame(check, views.verdict_text)
     downloads.table(frame, "trainer-check", data=plain, static=True, column_config=config)

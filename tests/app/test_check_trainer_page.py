@@ -137,6 +137,9 @@ def verdicts(at, lang: str = "en"):
     headers = {i18n.text(lang, f"check.results.{c}"): c for c in COLUMNS}
     assert list(table.columns) == list(headers)
     table = table.rename(columns=headers).reset_index(drop=True)
+    for column in ("max_abs_diff", "residual"):  # figures kept whole on the page, read back
+        assert table[column].map(lambda c: "-" not in c).all()
+        table[column] = table[column].map(lambda c: c.replace("\u2060", "").replace("\u2011", "-"))
     cells = {
         f":{colour}-badge[{i18n.text(lang, f'check.verdict.{code}')}]": code
         for code, colour in BADGES.items()
