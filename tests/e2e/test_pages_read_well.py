@@ -1,7 +1,8 @@
 """The pages read well in a real browser (issue 31): at 1400 px no table scrolls inside its
 box (its last column hidden), every text has a contrast of at least 4.5:1 against what is
 behind it in the light and in the dark theme (WCAG 1.4.3), and every bundled example of
-"Check a trainer" runs to its verdict with no generic error box below it.
+"Check a trainer" runs to its verdict with no generic error box below it; Back after a fix link
+returns to the example and its verdict.
 
 The 800 px walk (tables, code blocks, selects) is tests/e2e/test_projector_walk.py.
 
@@ -158,5 +159,30 @@ def test_every_bundled_example_runs_to_its_verdict(chromium, app_url):
             if tab.locator('[data-testid="stException"]').count():
                 failed[example] = tab.locator('[data-testid="stException"]').first.inner_text()
         assert failed == {}
+    finally:
+        context.close()
+
+
+def test_back_after_a_fix_link_returns_to_the_example_and_its_verdict(chromium, app_url):
+    """Issue 31: Back from the page a fix line links to gave the default example and no
+    result (3/3). The page gives its last parameters back, and the kept verdict with them."""
+    context, tab = open_tab(chromium, "en", "light")
+    say = lambda key: i18n.text("en", key)  # noqa: E731
+    try:
+        tab.goto(f"{app_url}/check-trainer?lang=en&chk_example=microbatch_means")
+        wait_for_app(tab)
+        tab.get_by_role("button", name=say("check.run.button")).click()
+        tab.locator('[data-testid="stAlertContentError"]').wait_for(timeout=300_000)
+        wait_for_app(tab)
+        tab.locator('[data-testid="stPageLink"] a').first.click()
+        tab.wait_for_function("() => location.pathname.endsWith('/denominator')")
+        wait_for_app(tab)
+        tab.go_back()
+        tab.wait_for_function("() => location.pathname.endsWith('/check-trainer')")
+        wait_for_app(tab)
+        assert "chk_example=microbatch_means" in tab.url
+        chosen = tab.locator('[data-testid="stSelectbox"]').first.inner_text()
+        assert say("check.example.microbatch_means") in chosen
+        assert tab.get_by_role("heading", name=say("check.results.heading")).count() == 1
     finally:
         context.close()
