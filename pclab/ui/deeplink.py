@@ -81,9 +81,9 @@ def choice(
     else:
         kwargs["index"] = 0 if relabelled else list(options).index(start)
     value = widget(label, options, key=key, format_func=format_func, **kwargs)
-    drawn[key] = format_func(value) if value in options else None
     if value is None:  # a segmented control can be cleared: fall back to the default
         value = default
+    drawn[key] = format_func(value) if value in options else None
     _to_url(key, value, None if always_in_url else default)
     return value
 
