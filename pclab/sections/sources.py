@@ -4,7 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from pclab.ui import downloads, i18n
-from pclab.ui.page import header, lang, t
+from pclab.ui.language import lang, t
+from pclab.ui.page_header import header
 
 header("sources", share=False)
 

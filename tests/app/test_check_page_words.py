@@ -93,6 +93,7 @@ def test_a_language_switch_sends_the_example_with_its_new_name():
     at.run()
     box = at.selectbox(key="chk_example")
     assert box.value == "microbatch_means" and not at.exception
+    assert box.label == i18n.text("zh", "check.controls.example")  # its own label, not a name
     assert box.proto.set_value and box.proto.raw_value == i18n.text(
         "zh", "check.example.microbatch_means"
     )

@@ -3,12 +3,15 @@ reference step, snapshots of parameters and optimizer state, and their compariso
 
 from __future__ import annotations
 
+import math
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import torch
 
+from pclab.experiments.trainer_check.scenarios import OFF_FIRST_POSITION
 from pclab.experiments.trainer_check.trainer_file import Trainer
 
 IGNORE = -100  # a position that does not count (the Hugging Face convention)
@@ -50,6 +53,19 @@ def microbatch(
     labels = torch.full((trainer.batch_size * trainer.seq_len,), IGNORE, dtype=torch.long)
     labels[counted] = targets.flatten()[counted]
     return {"input_ids": input_ids, "labels": labels.view(shape)}
+
+
+def scenario_batches(
+    trainer: Trainer, scenario: str, counts: Sequence[Sequence[int]]
+) -> list[list[Batch]]:
+    """Every cell's microbatch, P x K, with counts[r][k] counted labels: every rank builds all
+    of them (the reference steps on the whole grid; the user's step takes its own row). Seeded
+    by (scenario, rank, microstep), so every rank builds the same grid."""
+    off_first = scenario in OFF_FIRST_POSITION
+    return [
+        [microbatch(trainer, scenario, r, k, n, off_first) for k, n in enumerate(row)]
+        for r, row in enumerate(counts)
+    ]
 
 
 def on_device(batch: Batch, model: torch.nn.Module) -> Batch:
@@ -111,6 +127,34 @@ def reference_step(
             torch.nn.utils.clip_grad_norm_(model.parameters(), trainer.max_grad_norm)
         optimizer.step()
     return n
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The single-process reference of one scenario (the same on every rank)."""
+
+    initial: State  # the fresh model's parameters, before any step
+    final: State  # its parameters and optimizer state after the reference step
+    floor: float | None  # its own precision floor in DTYPE (see `floor`)
+
+
+def reference_update(
+    trainer: Trainer, batches: Sequence[Sequence[Batch]], device: str
+) -> Reference:
+    """The update the user's step must match: a fresh model and the file's optimizer stepped on
+    the global token mean of the whole grid (`reference_step`), in this process alone. A second
+    fresh model takes the same step with the microbatches summed in reverse order: how far the
+    two land apart is the reference's own rounding, which the tolerance must not go below."""
+    model = build(trainer, device)
+    initial = snapshot(model, torch.optim.SGD(model.parameters(), lr=0.0))
+    optimizer = make_optimizer(trainer, model)
+    reference_step(trainer, model, optimizer, batches)
+    final = snapshot(model, optimizer)
+    reordered = build(trainer, device)
+    reordered_optimizer = make_optimizer(trainer, reordered)
+    reference_step(trainer, reordered, reordered_optimizer, batches, reverse=True)
+    own_floor = floor(snapshot(reordered, reordered_optimizer), final, trainer.dtype)
+    return Reference(initial=initial, final=final, floor=own_floor)
 
 
 def flat_gradient(trainer: Trainer, model: torch.nn.Module, batch: Batch) -> list[float]:
@@ -178,7 +222,7 @@ def compare(got: State, want: State, tolerance: float) -> tuple[float | None, Di
             detail = missing if name in want or name in got else "shape"
             return None, first or {"tensor": name, "abs_diff": None, "why": detail}
         gap = float((got[name] - want[name]).abs().max()) if got[name].numel() else 0.0
-        if gap != gap or gap == float("inf"):  # NaN or inf: not a number to report
+        if not math.isfinite(gap):  # NaN or inf: not a number to report
             return None, first or {"tensor": name, "abs_diff": None, "why": "non-finite"}
         worst = max(worst, gap)
         if gap > tolerance and first is None:
@@ -219,7 +263,7 @@ def floor(reordered: State, want: State, dtype: str) -> float | None:
     largest parameter (None when either is not finite)."""
     spread, _ = compare(reordered, want, float("inf"))
     largest = max((float(t.abs().max()) for t in want.values() if t.numel()), default=0.0)
-    if spread is None or largest != largest or largest == float("inf"):
+    if spread is None or not math.isfinite(largest):
         return None
     eps: float = torch.finfo(getattr(torch, dtype)).eps
     return max(spread, eps * largest)
@@ -227,3 +271,15 @@ def floor(reordered: State, want: State, dtype: str) -> float | None:
 
 def same_state(a: State, b: State) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """A torch dtype's short name, the way DTYPE spells it: torch.float32 -> "float32"."""
+    return str(dtype).removeprefix("torch.")
+
+
+def first_not_in(named: Mapping[str, torch.Tensor], dtype: str) -> tuple[str, str] | None:
+    """(name, dtype_name) of the first tensor in `named` that is not in `dtype` (a DTYPE such
+    as "float64"), or None when all are: what build_model or train_step got wrong."""
+    declared = getattr(torch, dtype)
+    return next(((n, dtype_name(t.dtype)) for n, t in named.items() if t.dtype != declared), None)

@@ -1,13 +1,15 @@
 """One rank of the trainer check: every scenario, the user's step against the reference.
 
-Per trainer file and scenario, every rank
+Per trainer file and scenario (check_scenario), every rank
     1. builds the same microbatches for all P x K cells and steps a fresh model on the
-       global token mean (sum of every microbatch's terms / N) in this process alone;
+       global token mean (sum of every microbatch's terms / N) in this process alone
+       (probe.scenario_batches, probe.reference_update);
     2. steps another fresh model with the user's train_step on its own K microbatches, with
-       the user's optimizer, and compares every parameter and optimizer-state tensor;
-    3. measures how far the ranks are apart (all_reduce MAX and MIN of the same tensors);
-    4. runs train_step again with SGD at learning rate 1, and rank 0 solves the change for
-       the weight each microbatch got (core.update_weights).
+       the user's optimizer (user_update), and compares every parameter and optimizer-state
+       tensor (compare_updates);
+    3. measures how far the ranks are apart (rank_spread: all_reduce MAX and MIN);
+    4. runs train_step again with SGD at learning rate 1 (sgd_delta), and rank 0 solves the
+       change for the weight each microbatch got (core.update_weights).
 Before the scenarios, `preflight` checks what only the file's own code can show (a
 deterministic build_model in DTYPE, one term per counted label).
 
@@ -23,8 +25,10 @@ and exits as the command does (0 same update, 1 different, 2 unusable or no evid
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,12 +37,8 @@ from pclab.experiments.trainer_check import diagnoses, probe, trainer_file
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.probe import Batch, State
-from pclab.experiments.trainer_check.report import build_report, exit_code
-from pclab.experiments.trainer_check.scenarios import (
-    OFF_FIRST_POSITION,
-    Grid,
-    scenario_counts,
-)
+from pclab.experiments.trainer_check.report import RankScenario, build_report, exit_code
+from pclab.experiments.trainer_check.scenarios import Grid, scenario_counts
 from pclab.experiments.trainer_check.summary import render
 from pclab.experiments.trainer_check.trainer_file import Trainer
 from pclab.runners.processes import TOKEN_ENV
@@ -66,7 +66,7 @@ def rank_spread(state: State, device: torch.device) -> float | None:
     if not flat.numel():
         return 0.0
     spread = float((high - low).abs().max())
-    return spread if spread == spread and spread != float("inf") else None
+    return spread if math.isfinite(spread) else None
 
 
 FLOOR_FACTOR = 10  # tolerance >= this x the reference's own floor (probe.floor)
@@ -93,10 +93,9 @@ def preflight(trainer: Trainer, device: str, rank: int) -> list[Diagnosis]:
     if rank_spread(floating, device_of(device)) != 0.0 and not found:  # every rank joins
         name = next(iter(floating), "the parameters")
         found.append(diagnoses.model_not_deterministic(name, None, across_ranks=True))
-    declared = getattr(torch, trainer.dtype)
-    wrong = next(((n, p.dtype) for n, p in first.named_parameters() if p.dtype != declared), None)
+    wrong = probe.first_not_in(dict(first.named_parameters()), trainer.dtype)
     if wrong and not found:
-        found.append(diagnoses.dtype_built(wrong[0], str(wrong[1])[6:], trainer.dtype))
+        found.append(diagnoses.dtype_built(wrong[0], wrong[1], trainer.dtype))
     if not found:
         found.extend(_terms_mismatch(trainer, first))
     flag = torch.tensor([float(bool(found))], device=device_of(device))
@@ -121,6 +120,7 @@ def _terms_mismatch(trainer: Trainer, model: torch.nn.Module) -> list[Diagnosis]
 
 
 def device_of(device: str) -> torch.device:
+    """The torch device of --device on this rank (cuda: the rank's local GPU)."""
     import torch
 
     if device == "cuda":
@@ -135,70 +135,107 @@ def check_scenario(
     tolerance: float,
     rank: int,
     device: str,
-) -> dict[str, Any]:
+) -> RankScenario:
+    """This rank's evidence on one scenario (report.py judges the ranks' evidence together):
+    its counts' microbatches, the reference update, the user's update and how the two compare,
+    and on rank 0 each microbatch's weight. Every rank runs every scenario in the same order:
+    the steps hold collectives (the user's own, and the check's all-reduces) that pair up."""
+    batches = probe.scenario_batches(trainer, name, counts)
+    reference = probe.reference_update(trainer, batches, device)
+    tolerance = scenario_tolerance(tolerance, reference.floor)
+    user = user_update(trainer, batches[rank], device)
+    evidence: RankScenario = {
+        "name": name,
+        "label_positions": [list(row) for row in counts],
+        **compare_updates(trainer, user, reference, tolerance, device),
+    }
+    delta = sgd_delta(trainer, batches[rank], device)
+    if rank == 0:  # one rank solves; every rank took part in the collectives above
+        evidence |= _weights(trainer, batches, delta, device)
+    return evidence
+
+
+def scenario_tolerance(tolerance: float, floor: float | None) -> float:
+    """--tolerance, raised to FLOOR_FACTOR x the reference's own floor: a step cannot be asked
+    to match the reference closer than the reference matches itself (float32, bfloat16)."""
+    return tolerance if floor is None else max(tolerance, FLOOR_FACTOR * floor)
+
+
+@dataclass(frozen=True)
+class UserUpdate:
+    """What the file's own train_step did to a fresh model on this rank."""
+
+    parameters: State  # by name, as the step left them (full_parameters when the file has it)
+    state: State  # parameters as float64, and optimizer state when any rank's optimizer stepped
+    steps: int | None  # optimizer.step() calls, most on any rank (None: none could be counted)
+
+
+def user_update(trainer: Trainer, own_batches: list[Batch], device: str) -> UserUpdate:
+    """A fresh model and the file's optimizer, stepped by the file's train_step on this rank's K
+    microbatches. The step() calls are counted and all-reduced (MAX): the optimizer state is
+    compared only when some rank's optimizer stepped, so every rank compares the same tensors
+    (an optimizer that is no torch.optim.Optimizer cannot be counted: compared)."""
     import torch
     import torch.distributed as dist
 
-    world, accum = len(counts), len(counts[0])
-    off_first = name in OFF_FIRST_POSITION
-    batches = [
-        [probe.microbatch(trainer, name, r, k, counts[r][k], off_first) for k in range(accum)]
-        for r in range(world)
-    ]
-    reference = probe.build(trainer, device)
-    initial = probe.snapshot(reference, torch.optim.SGD(reference.parameters(), lr=0.0))
-    reference_optimizer = probe.make_optimizer(trainer, reference)
-    probe.reference_step(trainer, reference, reference_optimizer, batches)
-    want = probe.snapshot(reference, reference_optimizer)
-    again = probe.build(trainer, device)
-    again_optimizer = probe.make_optimizer(trainer, again)
-    probe.reference_step(trainer, again, again_optimizer, batches, reverse=True)
-    floor = probe.floor(probe.snapshot(again, again_optimizer), want, trainer.dtype)
-    if floor is not None:
-        tolerance = max(tolerance, FLOOR_FACTOR * floor)
-
     model = probe.build(trainer, device)
     optimizer = probe.make_optimizer(trainer, model)
-    steps = probe.count_steps(optimizer)
-    mine = [probe.on_device(b, model) for b in batches[rank]]
-    trainer.call("train_step", model, optimizer, mine)
-    stepped = torch.tensor([-1.0 if steps is None else float(steps[0])], device=device_of(device))
-    dist.all_reduce(stepped, op=dist.ReduceOp.MAX)
-    compare_optimizer = stepped.item() != 0  # only the state of an optimizer that stepped
-    named = probe.parameters(trainer, model, stepped_by_user=True)
-    got = probe.snapshot(model, optimizer, named, with_optimizer=compare_optimizer)
-    if not compare_optimizer:
-        want = {k: t for k, t in want.items() if k.startswith("parameter ")}
-    max_abs_diff, first = probe.compare(got, want, tolerance)
-    params_only = {k: t for k, t in got.items() if k.startswith("parameter ")}
-    unchanged = probe.same_state(params_only, {k: initial.get(k) for k in params_only})
-    spread = rank_spread(got, device_of(device))
-    declared = getattr(torch, trainer.dtype)
-    recast = next(((n, str(t.dtype)[6:]) for n, t in named.items() if t.dtype != declared), None)
+    counter = probe.count_steps(optimizer)
+    trainer.call("train_step", model, optimizer, [probe.on_device(b, model) for b in own_batches])
+    most = torch.tensor([-1.0 if counter is None else float(counter[0])], device=device_of(device))
+    dist.all_reduce(most, op=dist.ReduceOp.MAX)
+    steps = None if most.item() < 0 else int(most.item())
+    parameters = probe.parameters(trainer, model, stepped_by_user=True)
+    state = probe.snapshot(model, optimizer, parameters, with_optimizer=steps != 0)
+    return UserUpdate(parameters=parameters, state=state, steps=steps)
 
-    plain = probe.build(trainer, device)
-    order = [n for n, _ in plain.named_parameters()]
-    before = probe.flat_parameters(probe.parameters(trainer, plain, False), order)
-    sgd = torch.optim.SGD(plain.parameters(), lr=1.0)
-    trainer.call("train_step", plain, sgd, [probe.on_device(b, plain) for b in batches[rank]])
-    after = probe.flat_parameters(probe.parameters(trainer, plain, True), order)
-    out: dict[str, Any] = {
-        "name": name,
-        "label_positions": [list(row) for row in counts],
+
+def compare_updates(
+    trainer: Trainer,
+    user: UserUpdate,
+    reference: probe.Reference,
+    tolerance: float,
+    device: str,
+) -> dict[str, Any]:
+    """The user's update against the reference: the largest gap and the first tensor beyond
+    `tolerance`; whether either moved the parameters at all; how far the ranks' updates are
+    apart (an all-reduce: rank_spread); optimizer state only the user's step made; and the
+    first parameter no longer in DTYPE."""
+    want = reference.final
+    if user.steps == 0:  # no optimizer stepped: compare the parameters alone
+        want = {k: t for k, t in want.items() if k.startswith("parameter ")}
+    max_abs_diff, first = probe.compare(user.state, want, tolerance)
+    user_parameters = {k: t for k, t in user.state.items() if k.startswith("parameter ")}
+    return {
         "max_abs_diff": max_abs_diff,
         "first_divergence": first,
-        "unchanged": unchanged,
-        "reference_changed": not probe.same_state(want, initial),
-        "spread": spread,
+        "unchanged": probe.same_state(
+            user_parameters, {k: reference.initial.get(k) for k in user_parameters}
+        ),
+        "reference_changed": not probe.same_state(want, reference.initial),
+        "spread": rank_spread(user.state, device_of(device)),
         "tolerance": tolerance,
-        "floor": floor,
-        "stepped": None if stepped.item() < 0 else int(stepped.item()),
-        "extra_state": probe.extra_state(got, want),
-        "dtype_after": recast,
+        "floor": reference.floor,
+        "stepped": user.steps,
+        "extra_state": probe.extra_state(user.state, want),
+        "dtype_after": probe.first_not_in(user.parameters, trainer.dtype),
     }
-    if rank == 0:  # one rank solves; every rank took part in the collectives above
-        out |= _weights(trainer, batches, after - before, device)
-    return out
+
+
+def sgd_delta(trainer: Trainer, own_batches: list[Batch], device: str) -> torch.Tensor:
+    """The file's train_step once more on a fresh model, with SGD at learning rate 1 in place
+    of the file's optimizer: the parameters' change (flat, float64) is then minus the
+    gradient the step applied, from which rank 0 solves each microbatch's weight (_weights).
+    Every rank runs it: the user's train_step may hold collectives (DDP's all-reduce)."""
+    import torch
+
+    model = probe.build(trainer, device)
+    order = [n for n, _ in model.named_parameters()]
+    before = probe.flat_parameters(probe.parameters(trainer, model, False), order)
+    sgd = torch.optim.SGD(model.parameters(), lr=1.0)
+    trainer.call("train_step", model, sgd, [probe.on_device(b, model) for b in own_batches])
+    after = probe.flat_parameters(probe.parameters(trainer, model, True), order)
+    return after - before
 
 
 def _weights(

@@ -1,0 +1,66 @@
+"""The trainer check's small steps in one process, at the edges the bundled trainers never
+reach: a NaN or infinite gap, a DTYPE's short name, the floor-raised tolerance, and
+rank_spread on a one-rank Gloo group (no torchrun; the real launches are in
+test_trainer_check.py and test_trainer_check_v2.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from pclab.experiments.trainer_check import probe, worker
+from pclab.experiments.trainer_check.trainer_file import DTYPES
+
+
+@pytest.mark.parametrize("name", DTYPES)
+def test_dtype_name_is_what_dtype_spells(name):
+    assert probe.dtype_name(getattr(torch, name)) == name
+
+
+def test_first_not_in_names_the_first_tensor_in_another_dtype():
+    named = {
+        "a": torch.zeros(2, dtype=torch.float64),
+        "b": torch.zeros(2, dtype=torch.bfloat16),
+        "c": torch.zeros(2, dtype=torch.float32),
+    }
+    assert probe.first_not_in(named, "float64") == ("b", "bfloat16")
+    assert probe.first_not_in({"a": named["a"]}, "float64") is None
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_compare_reports_a_non_finite_gap_as_no_number(bad):
+    want = {"parameter w": torch.tensor([1.0, 2.0], dtype=torch.float64)}
+    got = {"parameter w": torch.tensor([1.0, bad], dtype=torch.float64)}
+    assert probe.compare(got, want, 1e-10) == (
+        None,
+        {"tensor": "parameter w", "abs_diff": None, "why": "non-finite"},
+    )
+    assert probe.floor(got, got, "float64") is None  # NaN or inf largest: no floor
+    assert probe.compare(want, want, 1e-10) == (0.0, None)
+
+
+def test_scenario_tolerance_is_raised_to_ten_floors_never_lowered():
+    assert worker.scenario_tolerance(1e-10, None) == 1e-10
+    assert worker.scenario_tolerance(1e-10, 1e-16) == 1e-10
+    assert worker.scenario_tolerance(1e-10, 1e-6) == pytest.approx(1e-5)
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [([0.5, -2.0], 0.0), ([math.nan, 1.0], None), ([math.inf, 1.0], None)],
+)
+def test_rank_spread_is_none_for_a_non_finite_state(one_rank_group, values, expected):
+    state = {"parameter w": torch.tensor(values, dtype=torch.float64)}
+    assert worker.rank_spread(state, torch.device("cpu")) == expected
