@@ -235,7 +235,7 @@ def _heat_map_spec(rows_json: str, order: tuple[str, ...], language: str) -> dic
 def predicted_maps(counts) -> None:
     """The weight x N grid each named scheme predicts for `counts` (core.update_weights)."""
     schemes = update_weights.NAMED_SCHEMES
-    names = [t(f"check.scheme_short.{s}") for s in schemes]
+    names = [scheme_name(s) for s in schemes]
     rows = [
         row
         for scheme, name in zip(schemes, names, strict=True)
@@ -253,6 +253,20 @@ def verdict_text(s: dict) -> str:
 def verdict_badge(s: dict) -> str:
     """The verdict as a table cell: its words on its colour (Markdown badge, both themes)."""
     return f":{VERDICT_COLOURS[s['verdict']]}-badge[{verdict_text(s)}]"
+
+
+def named(check: dict) -> list[dict]:
+    """The check's scenarios, each naming one scheme: its measured one, or, where its counts
+    fit several (an empty rank at K = 2: the mean of local means and a double ÷K give the
+    same weights; equal counts: every scheme), the one another scenario measured without a
+    tie, so a row's scheme, its notes and its fix line all name the trainer's scheme."""
+    sure = {s["scheme"] for s in check["scenarios"] if len(s["matching_schemes"]) == 1}
+    out = []
+    for s in check["scenarios"]:
+        tied = [x for x in s["matching_schemes"] if x in sure]
+        shown = s["scheme"] if s["scheme"] in sure or not tied else tied[0]
+        out.append(s | {"scheme": shown})
+    return out
 
 
 def scheme_text(s: dict) -> str:
