@@ -38,6 +38,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from pclab.experiments.trainer_check import coupled_contract
+
 REQUIRED_FUNCTIONS = ("build_model", "token_losses", "train_step")
 SIGNATURES = {  # every function of the contract, as the check calls it
     "build_model": (),
@@ -77,6 +79,7 @@ class Trainer:
     first_position_labelled: bool = True
     dtype: str = "float64"
     max_grad_norm: float | None = None
+    mode: str = "token"  # coupled_contract.MODES: "coupled" for a file with batch_loss
 
     def has(self, name: str) -> bool:
         """The file defines the optional function `name`."""
@@ -89,7 +92,9 @@ class Trainer:
 
     @property
     def capacity(self) -> int:
-        """Label positions of one microbatch: the most any n_rk can be."""
+        """Label positions of one microbatch: the most any n_rk can be (coupled: items)."""
+        if self.mode == "coupled":
+            return coupled_contract.MAX_ITEMS
         return self.labelled_columns * self.batch_size
 
     def call(self, name: str, *args: object) -> Any:
@@ -130,10 +135,13 @@ def load(path: str | Path) -> Trainer:
         raise TrainerFileError(f"{path.name}:{exc.lineno}: SyntaxError: {exc.msg}") from None
     except Exception as exc:  # noqa: BLE001 - an import error, a failing top-level line
         raise TrainerFileError(f"cannot import {where(exc, path, 'the file')}") from None
+    coupled = coupled_contract.is_coupled(module)  # the mode, read from the file
+    if coupled and (lacks := coupled_contract.problems(module)):
+        raise TrainerFileError(f"{path.name}: {'; '.join(lacks)}")
     missing = [f for f in REQUIRED_FUNCTIONS if not callable(getattr(module, f, None))]
-    if missing:
+    if missing and not coupled:
         raise TrainerFileError(f"{path.name}: missing {', '.join(f'{m}()' for m in missing)}")
-    _check_signatures(path, module)
+    _check_signatures(path, module, coupled_contract.SIGNATURES if coupled else SIGNATURES)
     own_batches = callable(getattr(module, "make_microbatch", None))
     defaults = {
         "VOCAB_SIZE": 1 if own_batches else None,
@@ -171,17 +179,21 @@ def load(path: str | Path) -> Trainer:
         first,
         dtype,
         None if max_norm is None else float(max_norm),
+        "coupled" if coupled else "token",
     )
 
 
-def expected_signature(name: str) -> str:
-    return f"{name}({', '.join(SIGNATURES[name])})"
+def expected_signature(name: str, signatures: dict[str, tuple[str, ...]] = SIGNATURES) -> str:
+    return f"{name}({', '.join(signatures[name])})"
 
 
-def _check_signatures(path: Path, module: ModuleType) -> None:
-    """Every contract function the file defines can be called as the check calls it:
-    TrainerFileError(code="signature") showing the expected signature, before any process."""
-    for name, args in SIGNATURES.items():
+def _check_signatures(
+    path: Path, module: ModuleType, signatures: dict[str, tuple[str, ...]]
+) -> None:
+    """Every contract function the file defines can be called as the check calls it (the
+    file's mode's `signatures`): TrainerFileError(code="signature") showing the expected
+    signature, before any process."""
+    for name, args in signatures.items():
         function = getattr(module, name, None)
         if function is None:
             continue
@@ -195,6 +207,7 @@ def _check_signatures(path: Path, module: ModuleType) -> None:
             signature.bind(*args)
         except TypeError:
             raise TrainerFileError(
-                f"{path.name}: {name}{signature} cannot be called as {expected_signature(name)}",
+                f"{path.name}: {name}{signature} cannot be called as "
+                f"{expected_signature(name, signatures)}",
                 "signature",
             ) from None
