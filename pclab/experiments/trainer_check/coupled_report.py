@@ -45,10 +45,22 @@ SCHEME_EXPLANATIONS = {  # scheme -> one line: what the trainer's step optimised
     "whose backward sums the ranks' gradients",
     "other": "none of the named objectives, nor one of them scaled",
 }
-FIX = (
-    "gather the documents with their gradient (pages 05 and 06) and, to accumulate, cache the "
-    "embeddings as GradCache does (page 04); see the README's coupled contract"
-)
+FIXES = {  # scheme -> the fix, naming the lab's pages that show it
+    "rank_pool": "share the pool: gather every rank's items with their gradient, or "
+    "SyncBatchNorm for batch statistics (pages 05 and 06)",
+    "microbatch_pool": "accumulation does not enlarge the pool: cache the embeddings and take "
+    "the loss over the whole step, as GradCache does (pages 04 and 05)",
+    "microstep_pool": "a gather per microstep pools one microstep: cache the embeddings of "
+    "every microstep and take one loss over them all, as GradCache does (page 04)",
+    "remote_detached": "gather the documents with a gather whose backward returns each "
+    "rank's gradient to its owner (pages 05 and 06)",
+    "query_path_only": "let the documents carry gradient: your own rows, and the remote ones "
+    "through a gradient-carrying gather (pages 05 and 06)",
+    "scaled": "drop the extra factor: a gradient-carrying gather already returns every "
+    "rank's share (page 06); with a detached gather fix the gather, not the scale",
+    "other": "compare with the closest candidate below; the named objectives are on pages "
+    "04 to 06",
+}
 
 
 def objective_invalid(message: str) -> Diagnosis:

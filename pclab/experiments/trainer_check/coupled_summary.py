@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pclab.experiments.trainer_check.coupled_report import FIX, SCHEME_EXPLANATIONS
+from pclab.core.coupled_objectives import identical_objectives
+from pclab.experiments.trainer_check.coupled_report import FIXES, SCHEME_EXPLANATIONS
 
 HEADLINES = {
     "same_update": "PASS",
@@ -31,15 +32,17 @@ def render(check: dict[str, Any], only_failing: bool = False) -> str:
     head = f"{HEADLINES[status]}  {check['trainer']}  (coupled: {' '.join([shape, *extras])})"
     lines = [head]
     lines += [f"  diagnosis {d['code']}: {d['message']}" for d in check["diagnoses"]]
+    alike = identical_objectives(check["world_size"], check["accum_steps"])
     for s in check["scenarios"]:
         if not only_failing or s["verdict"] == "different":
-            lines.extend(_scenario(s))
-    if status == "different":
-        lines.append(f"\n  fix: {FIX}")
+            lines.extend(_scenario(s, alike))
+    wrong = next((s["scheme"] for s in check["scenarios"] if s["verdict"] == "different"), None)
+    if wrong in FIXES:
+        lines.append(f"\n  fix: {FIXES[wrong]}")
     return "\n".join(lines)
 
 
-def _scenario(s: dict[str, Any]) -> list[str]:
+def _scenario(s: dict[str, Any], alike: tuple[tuple[str, ...], ...]) -> list[str]:
     sizes = "; ".join(" ".join(map(str, row)) for row in s["sizes"])
     diff = "undefined" if s["max_abs_diff"] is None else f"{s['max_abs_diff']:.2e}"
     lines = [
@@ -49,7 +52,9 @@ def _scenario(s: dict[str, Any]) -> list[str]:
     ]
     also = [m for m in s["matching_schemes"] if m != s["scheme"]]
     if also:
-        lines.append(f"    this scenario cannot tell it from: {', '.join(also)}")
+        same = any(set(also) | {s["scheme"]} <= set(group) for group in alike)
+        why = " (the same objective at this P and K)" if same else ""
+        lines.append(f"    this scenario cannot tell it from: {', '.join(also)}{why}")
     for group in s["scale_groups"]:
         names = ", ".join(group["parameters"])
         lines.append(f"    factor {group['factor']:.6g} on {names}")
