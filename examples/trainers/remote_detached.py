@@ -3,6 +3,7 @@ values only, so they are negatives that carry no gradient back to their owners: 
 d0 gradient of -0.059601 where the full one is +0.922412 (page 05)."""
 
 import torch
+import torch.distributed as dist
 from tiny_embedder import (
     average_gradients,
     build_model,
@@ -11,7 +12,6 @@ from tiny_embedder import (
     gather_detached,
     make_microbatch,
 )
-import torch.distributed as dist
 
 __all__ = ["build_model", "embed", "embedding_loss", "make_microbatch", "train_step"]
 

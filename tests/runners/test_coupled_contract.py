@@ -6,8 +6,6 @@ objective gives its update too."""
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from pclab.experiments.trainer_check import coupled_report, coupled_scenarios
@@ -15,7 +13,9 @@ from pclab.experiments.trainer_check.trainer_file import TrainerFileError, load
 
 HEAD = "import torch\ndef build_model():\n    return torch.nn.Linear(2, 1).double()\n"
 STEP = "def train_step(model, optimizer, microbatches):\n    pass\n"
-BATCH = "def make_microbatch(n, generator):\n    return {'x': torch.randn(n, 2, generator=generator)}\n"
+BATCH = (
+    "def make_microbatch(n, generator):\n    return {'x': torch.randn(n, 2, generator=generator)}\n"
+)
 LOSS = "def batch_loss(model, microbatches):\n    return model(torch.zeros(1, 2)).sum()\n"
 EMBED = "def embed(model, microbatch):\n    return microbatch['x'], microbatch['x']\n"
 EMBEDDING_LOSS = "def embedding_loss(model, queries, documents):\n    return queries.sum()\n"
@@ -115,9 +115,7 @@ def _rank(**solve):
         (2, 2, [], "same_update"),
     ],
 )
-def test_a_coinciding_scheme_is_no_evidence_unless_it_is_the_same_objective(
-    p, k, untold, verdict
-):
+def test_a_coinciding_scheme_is_no_evidence_unless_it_is_the_same_objective(p, k, untold, verdict):
     solve = {"scheme": "global_batch", "matching_schemes": ["global_batch", *untold]}
     s = coupled_report.scenario([_rank(**solve, untold=untold)], 1e-10, p, k, "float64")
     assert s["verdict"] == verdict and s["matching_schemes"] == solve["matching_schemes"]

@@ -16,7 +16,7 @@ The mode is read from the file here, and only here (`is_coupled`): a file that d
 
 `problems` names what a coupled file lacks; trainer_file.load raises it as TrainerFileError.
 
-    python -c "from pclab.experiments.trainer_check import coupled_contract as c; print(c.SIGNATURES)"
+    python -c "import pclab.experiments.trainer_check.coupled_contract as c; print(c.MODES)"
 """
 
 from __future__ import annotations

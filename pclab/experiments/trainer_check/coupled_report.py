@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pclab.experiments.trainer_check.diagnoses as diagnoses
 from pclab.core.coupled_objectives import identical_objectives
-from pclab.experiments.trainer_check import diagnoses
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 
 SCHEME_EXPLANATIONS = {  # scheme -> one line: what the trainer's step optimised
@@ -58,17 +58,12 @@ FIXES = {  # scheme -> the fix, naming the lab's pages that show it
     "through a gradient-carrying gather (pages 05 and 06)",
     "scaled": "drop the extra factor: a gradient-carrying gather already returns every "
     "rank's share (page 06); with a detached gather fix the gather, not the scale",
-    "other": "compare with the closest candidate below; the named objectives are on pages "
-    "04 to 06",
+    "other": "compare with the closest candidate below; the named objectives are on pages 04 to 06",
 }
 
 
 def objective_invalid(message: str) -> Diagnosis:
-    return {
-        "code": "objective_invalid",
-        "message": f"the coupled objective cannot be computed: {message}",
-        "scenario": None,
-    }
+    return _diagnosis("objective_invalid", f"the coupled objective cannot be computed: {message}")
 
 
 def _compared(per_rank: list[dict[str, Any]], tolerance: float) -> dict[str, Any]:
@@ -78,7 +73,11 @@ def _compared(per_rank: list[dict[str, Any]], tolerance: float) -> dict[str, Any
     diffs = [s["max_abs_diff"] for s in per_rank]
     agree = all(s["spread"] is not None and s["spread"] <= tolerance for s in per_rank)
     divergence = next(
-        ({"rank": r, **s["first_divergence"]} for r, s in enumerate(per_rank) if s["first_divergence"]),
+        (
+            {"rank": r, **s["first_divergence"]}
+            for r, s in enumerate(per_rank)
+            if s["first_divergence"]
+        ),
         None,
     )
     if divergence is None and not agree:
@@ -94,7 +93,9 @@ def _compared(per_rank: list[dict[str, Any]], tolerance: float) -> dict[str, Any
     }
 
 
-def scenario(per_rank: list[dict[str, Any]], tolerance: float, p: int, k: int, dtype: str) -> dict[str, Any]:
+def scenario(
+    per_rank: list[dict[str, Any]], tolerance: float, p: int, k: int, dtype: str
+) -> dict[str, Any]:
     """One scenario's result from every rank's evidence (rank 0 carries the solve)."""
     solved = per_rank[0]
     compared = _compared(per_rank, tolerance)
@@ -136,25 +137,60 @@ def scenario(per_rank: list[dict[str, Any]], tolerance: float, p: int, k: int, d
     }
 
 
-def _scenario_diagnoses(s: dict[str, Any], per_rank: list[dict[str, Any]], dtype: str) -> list[Diagnosis]:
+def _diagnosis(code: str, message: str, scenario: str | None = None, **details: Any) -> Diagnosis:
+    return {"code": code, "message": message, "scenario": scenario, **details}
+
+
+def _scenario_diagnoses(
+    s: dict[str, Any], per_rank: list[dict[str, Any]], dtype: str
+) -> list[Diagnosis]:
     found: list[Diagnosis] = []
     recast = next((r["dtype_after"] for r in per_rank if r.get("dtype_after")), None)
     if recast:
         found.append(diagnoses.dtype_after(s["name"], recast[0], recast[1], dtype))
-    extra = next((r["extra_state"] for r in per_rank if (r.get("extra_state") or {}).get("keys")), None)
+    extra = next(
+        (r["extra_state"] for r in per_rank if (r.get("extra_state") or {}).get("keys")), None
+    )
     if extra:
-        found.append(diagnoses.extra_optimizer_state(s["name"], extra["keys"], extra["parameters"], 1))
+        keys, parameters = extra["keys"], extra["parameters"]
+        found.append(diagnoses.extra_optimizer_state(s["name"], keys, parameters, 1))
     if s["verdict"] == "no_evidence":
-        names = ", ".join(s["untold"]) or "every scheme"
+        names = ", ".join(s["untold"]) or "every candidate (nothing is split)"
         message = (
             f"{s['name']}: {names} gives this scenario's update too, so matching the "
             "global batch here is no evidence"
         )
-        found.append({"code": "no_evidence", "message": message, "scenario": s["name"], "untold": s["untold"]})
+        found.append(_diagnosis("no_evidence", message, s["name"], untold=s["untold"]))
     return found
 
 
-def build_check(check: dict[str, Any], per_scenario: list[list[dict[str, Any]]], first: dict[str, Any]) -> dict[str, Any]:
+def _run_diagnoses(
+    scenarios: list[dict[str, Any]], per_scenario: list[list[dict[str, Any]]]
+) -> list[Diagnosis]:
+    """Across scenarios: an optimizer never stepped; candidates the callables cannot compute."""
+    found: list[Diagnosis] = []
+    idle = [
+        (s["name"], ranks)
+        for s, ranks in zip(scenarios, per_scenario)
+        if ranks[0]["reference_changed"] and all(r.get("stepped") == 0 for r in ranks)
+    ]
+    if idle:
+        changed = any(not r["unchanged"] for _, ranks in idle for r in ranks)
+        found.append(diagnoses.optimizer_not_stepped([n for n, _ in idle], changed))
+    left: dict[str, str] = next((s["left_out"] for s in scenarios if s["left_out"]), {})
+    if left:
+        message = (
+            f"{', '.join(left)} left out: {next(iter(left.values()))}. embedding_loss must "
+            "accept more documents than queries (rows past the queries are extra negatives) "
+            "for the check to name a gradient path"
+        )
+        found.append(_diagnosis("candidate_left_out", message, schemes=list(left)))
+    return found
+
+
+def build_check(
+    check: dict[str, Any], per_scenario: list[list[dict[str, Any]]], first: dict[str, Any]
+) -> dict[str, Any]:
     """One coupled trainer's report from its entry on rank 0 (`check`), every scenario's ranks
     (`per_scenario`) and the run's shape (`first`: rank 0's payload)."""
     p, k, dtype = first["world_size"], first["accum_steps"], check.get("dtype", "float64")
@@ -163,22 +199,16 @@ def build_check(check: dict[str, Any], per_scenario: list[list[dict[str, Any]]],
     unusable = bool(found)
     for s, ranks in zip(scenarios, per_scenario):
         found += _scenario_diagnoses(s, ranks, dtype)
-    idle = [s["name"] for s, ranks in zip(scenarios, per_scenario) if ranks[0]["reference_changed"] and all(r.get("stepped") == 0 for r in ranks)]
-    if idle:
-        changed = any(not r["unchanged"] for s, ranks in zip(scenarios, per_scenario) if s["name"] in idle for r in ranks)
-        found.append(diagnoses.optimizer_not_stepped(idle, changed))
-    left = next((s["left_out"] for s in scenarios if s["left_out"]), {})
-    if left:
-        message = (
-            f"{', '.join(left)} left out: {next(iter(left.values()))}. embedding_loss must accept "
-            "more documents than queries (rows past the queries are extra negatives) for the "
-            "check to name a gradient path"
-        )
-        found.append({"code": "candidate_left_out", "message": message, "scenario": None, "schemes": list(left)})
+    found += _run_diagnoses(scenarios, per_scenario)
     status = _status(scenarios, unusable)
     if status == "no_evidence":
-        why = "with P = 1 and K = 1 nothing is split" if p * k == 1 else "no scenario tells the global batch from every other objective"
-        found.append({"code": "no_evidence", "message": f"no evidence: {why}. Run with more ranks or microsteps (--world-size 2 --accum 2, the default)", "scenario": None})
+        why = (
+            "with P = 1 and K = 1 nothing is split"
+            if p * k == 1
+            else "no scenario tells the global batch from every other objective"
+        )
+        rerun = "Run with more ranks or microsteps (--world-size 2 --accum 2, the default)"
+        found.append(_diagnosis("no_evidence", f"no evidence: {why}. {rerun}"))
     return {
         "trainer": check["trainer"],
         "mode": "coupled",

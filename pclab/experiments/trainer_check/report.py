@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from pclab.core import update_weights
-from pclab.experiments.trainer_check import coupled_report
+from pclab.experiments.trainer_check.coupled_report import build_check as coupled_check
 from pclab.experiments.trainer_check.diagnoses import (
     Diagnosis,
     dtype_after,
@@ -219,7 +219,7 @@ def build_report(ranks: tuple[dict[str, Any], ...]) -> dict[str, Any]:
         dtype = check.get("dtype", "float64")
         per_scenario = [[r["checks"][i]["scenarios"][j] for r in ranks] for j in range(len(names))]
         if check.get("mode") == "coupled":  # issue 28: its own scenarios and solve
-            checks.append(coupled_report.build_check(check, per_scenario, first))  # type: ignore[arg-type]
+            checks.append(coupled_check(check, per_scenario, first))  # type: ignore[arg-type]
             continue
         scenarios = [_scenario(ranks_j, first["tolerance"], dtype) for ranks_j in per_scenario]
         found: list[Diagnosis] = next(

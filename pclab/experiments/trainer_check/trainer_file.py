@@ -38,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pclab.experiments.trainer_check import coupled_contract
+import pclab.experiments.trainer_check.coupled_contract as coupled_contract
 
 REQUIRED_FUNCTIONS = ("build_model", "token_losses", "train_step")
 SIGNATURES = {  # every function of the contract, as the check calls it
