@@ -140,4 +140,10 @@ with guard():
     st.altair_chart(lines + rule, key="neg_chart")
     st.info(t("negatives.scope"), icon=":material/info:")
 
+st.page_link(  # issue 28: the check, on the reader's own contrastive trainer
+    "pclab/sections/check_trainer.py",
+    label=t("coupled.to_check"),
+    icon=":material/troubleshoot:",
+    query_params={"chk_example": "gradcache"},
+)
 show_code(infonce.contrastive, infonce.tau_sweep)

@@ -129,4 +129,10 @@ if result is not None:
     with guard():
         run_check(result.report)
 
+st.page_link(  # issue 28: the check, on the reader's own contrastive trainer
+    "pclab/sections/check_trainer.py",
+    label=t("coupled.to_check"),
+    icon=":material/troubleshoot:",
+    query_params={"chk_example": "gradcache"},
+)
 show_code(infonce.encoder_grads, negatives_report.check_run)

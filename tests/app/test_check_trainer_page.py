@@ -27,7 +27,7 @@ from pclab.experiments.trainer_check import EXPERIMENT, frameworks
 from pclab.experiments.trainer_check.report import build_report
 from pclab.experiments.trainer_check.scenarios import scenario_counts
 from pclab.runners.results import RunResult
-from pclab.ui import i18n
+from pclab.ui import i18n, trainer_examples
 from pclab.ui import trainer_views as views
 from pclab.ui.trainer_verdict import TEACHES
 from tests.app.sections_helper import open_section
@@ -330,6 +330,7 @@ def test_bundled_path_builds_only_example_files():
     # model are bundled too; those the page does not list yet are not its examples
     table = {*frameworks.ADAPTERS, frameworks.MODEL_MODULE} - set(views.EXAMPLES)
     on_disk = {p.stem for p in views.EXAMPLES_DIR.glob("*.py")} - {"tiny_lm"} - table
+    on_disk -= {*trainer_examples.COUPLED_EXAMPLES, trainer_examples.COUPLED_MODEL}  # own view
     assert set(views.EXAMPLES) == on_disk
     for code in views.EXAMPLES:
         path = views.bundled_path(code)
