@@ -341,21 +341,19 @@ def check_cost(pool: bool, grid=COST_GRID, coupled=COUPLED_GRID) -> dict:
     from pathlib import Path
 
     with tempfile.TemporaryDirectory(prefix="pcl-check-cost-") as folder:
+        examples = str(ROOT / "examples" / "trainers")
+        # (mode, template, rows, parameters = per_width x width + fixed) per kind of trainer
+        kinds = (("token", SIZED_TRAINER, grid, 22, 11), ("coupled", SIZED_COUPLED, coupled, 5, 1))
         cases = []
-        for world_size, accum, size in grid:
-            width = max(1, round((size - 11) / 22))
-            path = Path(folder, f"sized_{width}.py")
-            examples = str(ROOT / "examples" / "trainers")
-            path.write_text(SIZED_TRAINER.format(width=width, examples=examples))
-            row = {"world_size": world_size, "accum": accum, "parameters": 22 * width + 11}
-            cases.append((row, str(path), world_size, accum))
-        for world_size, accum, size in coupled:
-            width = max(1, round((size - 1) / 5))
-            path = Path(folder, f"coupled_{width}.py")
-            examples = str(ROOT / "examples" / "trainers")
-            path.write_text(SIZED_COUPLED.format(width=width, examples=examples))
-            row = {"world_size": world_size, "accum": accum, "parameters": 5 * width + 1}
-            cases.append((row | {"mode": "coupled"}, str(path), world_size, accum))
+        for mode, template, rows, per_width, fixed in kinds:
+            for world_size, accum, size in rows:
+                width = max(1, round((size - fixed) / per_width))
+                path = Path(folder, f"{mode}_{width}.py")
+                path.write_text(template.format(width=width, examples=examples))
+                row = {"world_size": world_size, "accum": accum}
+                row |= {"parameters": per_width * width + fixed}
+                row |= {} if mode == "token" else {"mode": mode}  # token rows as before
+                cases.append((row, str(path), world_size, accum))
         return timed_checks(pool, cases)
 
 

@@ -6,13 +6,14 @@ a gather per microbatch pools one microstep at a time: naive_accumulation_gather
 
 import torch
 import torch.distributed as dist
-from tiny_embedder import (
+from tiny_embedder import (  # noqa: F401
     average_gradients,
     build_model,
     embed,
     embedding_loss,
     gather_with_grad,
     make_microbatch,
+    rank_rows,
 )
 
 __all__ = ["build_model", "embed", "embedding_loss", "make_microbatch", "train_step"]
@@ -21,9 +22,8 @@ __all__ = ["build_model", "embed", "embedding_loss", "make_microbatch", "train_s
 def gathered_loss(model, microbatches):
     """This rank's queries against every rank's documents (rank-major), the gradient of the
     remote ones going back to their owners."""
-    pairs = [embed(model, mb) for mb in microbatches]
-    queries = torch.cat([q for q, _ in pairs])
-    every = gather_with_grad(torch.cat([d for _, d in pairs]))
+    queries, documents = rank_rows(model, microbatches)
+    every = gather_with_grad(documents)
     positives = torch.arange(len(queries)) + dist.get_rank() * len(queries)
     logits = queries @ every.T * model.logit_scale.exp()
     return torch.nn.functional.cross_entropy(logits, positives)

@@ -34,6 +34,12 @@ def embed(model, microbatch):
     return encode(microbatch["queries"]), encode(microbatch["documents"])
 
 
+def rank_rows(model, microbatches):
+    """(queries, documents) of this rank's microbatches, concatenated in microstep order."""
+    pairs = [embed(model, mb) for mb in microbatches]
+    return torch.cat([q for q, _ in pairs]), torch.cat([d for _, d in pairs])
+
+
 def embedding_loss(model, queries, documents):
     """InfoNCE: query i against every document given, its positive the i-th; rows past
     len(queries) are extra negatives."""

@@ -15,12 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from pclab.experiments.trainer_check import EXPERIMENT
-from pclab.experiments.trainer_check.report import build_report
-from pclab.runners.results import RunResult
 from pclab.ui import i18n
 from pclab.ui.trainer_examples import COUPLED_EXAMPLES
 from tests.app.sections_helper import open_section
+from tests.app.test_check_trainer_page import launches as page_launches  # noqa: F401
 
 PAGE = "pclab/sections/check_trainer.py"
 FIXTURE = Path(__file__).parent / "fixtures" / "trainer_check_coupled.json"
@@ -28,28 +26,11 @@ RECORDED = json.loads(FIXTURE.read_text())["runs"]  # example -> its rank output
 
 
 @pytest.fixture
-def launches(monkeypatch):
-    """The trainer check replaced by a stand-in that reports the recorded ranks of the
-    example it is given; yields what each run was given."""
-    from pclab.experiments import registry
-    from pclab.ui import runs
-
-    calls = []
-
-    class FakeTrainerCheck:
-        name, worker, params = EXPERIMENT.name, EXPERIMENT.worker, EXPERIMENT.params
-
-        def run(self, params, progress=None, **_):
-            calls.append((params.trainers, params.world_size, params.accum_steps))
-            ranks = tuple(RECORDED[Path(params.trainers[0]).stem])
-            return RunResult.finished(ranks, 0.5, "x").with_report(build_report(ranks))
-
-    real_get = registry.get
-    fake = FakeTrainerCheck()
-    monkeypatch.setattr(registry, "get", lambda n: fake if n == "trainer_check" else real_get(n))
-    runs.clear()
-    yield calls
-    runs.clear()
+def launches(page_launches):  # noqa: F811
+    """The page test's stand-in trainer check, reporting the recorded ranks of the example
+    it is given."""
+    page_launches.use(lambda world_size, accum, example: tuple(RECORDED[example]))
+    return page_launches
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

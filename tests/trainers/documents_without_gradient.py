@@ -9,13 +9,14 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "trainers"))
-from tiny_embedder import (  # noqa: E402
+from tiny_embedder import (  # noqa: E402  # noqa: E402, F401
     average_gradients,
     build_model,
     embed,
     embedding_loss,
     gather_detached,
     make_microbatch,
+    rank_rows,
 )
 
 __all__ = ["build_model", "embed", "embedding_loss", "make_microbatch", "train_step"]
@@ -23,11 +24,9 @@ __all__ = ["build_model", "embed", "embedding_loss", "make_microbatch", "train_s
 
 def train_step(model, optimizer, microbatches):
     optimizer.zero_grad()
-    pairs = [embed(model, mb) for mb in microbatches]
-    queries = torch.cat([q for q, _ in pairs])
-    gathered = gather_detached(torch.cat([d for _, d in pairs]))
-    own = gathered[dist.get_rank()]
-    others = [d for r, d in enumerate(gathered) if r != dist.get_rank()]
-    embedding_loss(model, queries, torch.cat([own, *others])).backward()
+    queries, documents = rank_rows(model, microbatches)
+    gathered = gather_detached(documents)  # values only: the own rows lose their path too
+    gathered.insert(0, gathered.pop(dist.get_rank()))  # own rows first: the positives
+    embedding_loss(model, queries, torch.cat(gathered)).backward()
     average_gradients(model)
     optimizer.step()

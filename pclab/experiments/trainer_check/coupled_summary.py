@@ -9,44 +9,42 @@ from typing import Any
 from pclab.core.coupled_objectives import identical_objectives
 from pclab.experiments.trainer_check.coupled_report import FIXES, SCHEME_EXPLANATIONS
 
-HEADLINES = {
-    "same_update": "PASS",
-    "different": "FAIL",
-    "no_evidence": "NO EVIDENCE",
-    "unusable": "UNUSABLE",
-}
-VERDICTS = {"same_update": "same update", "different": "DIFFERENT", "no_evidence": "no evidence"}
-
 
 def _number(x: float | None) -> str:
     return "undefined" if x is None else f"{x:.4g}"
 
 
-def render(check: dict[str, Any], only_failing: bool = False) -> str:
-    """One coupled trainer's summary (`only_failing`: the scenarios that differ)."""
+def render(
+    check: dict[str, Any], words: tuple[dict[str, str], dict[str, str]], only_failing: bool = False
+) -> str:
+    """One coupled trainer's summary (`words`: summary.py's headline and verdict words, so
+    both modes say them alike; `only_failing`: the scenarios that differ)."""
+    headlines, verdicts = words
     shape = f"P={check['world_size']} K={check['accum_steps']} tolerance={check['tolerance']:g}"
     extras = [f"dtype={check['dtype']}"] if check.get("dtype", "float64") != "float64" else []
     if check.get("max_grad_norm") is not None:
         extras.append(f"max_grad_norm={check['max_grad_norm']:g}")
     status = check["status"]
-    head = f"{HEADLINES[status]}  {check['trainer']}  (coupled: {' '.join([shape, *extras])})"
+    head = f"{headlines[status]}  {check['trainer']}  (coupled: {' '.join([shape, *extras])})"
     lines = [head]
     lines += [f"  diagnosis {d['code']}: {d['message']}" for d in check["diagnoses"]]
     alike = identical_objectives(check["world_size"], check["accum_steps"])
     for s in check["scenarios"]:
         if not only_failing or s["verdict"] == "different":
-            lines.extend(_scenario(s, alike))
+            lines.extend(_scenario(s, alike, verdicts))
     wrong = next((s["scheme"] for s in check["scenarios"] if s["verdict"] == "different"), None)
     if wrong in FIXES:
         lines.append(f"\n  fix: {FIXES[wrong]}")
     return "\n".join(lines)
 
 
-def _scenario(s: dict[str, Any], alike: tuple[tuple[str, ...], ...]) -> list[str]:
+def _scenario(
+    s: dict[str, Any], alike: tuple[tuple[str, ...], ...], verdicts: dict[str, str]
+) -> list[str]:
     sizes = "; ".join(" ".join(map(str, row)) for row in s["sizes"])
     diff = "undefined" if s["max_abs_diff"] is None else f"{s['max_abs_diff']:.2e}"
     lines = [
-        f"\n  {s['name']:<19} {VERDICTS[s['verdict']]}   items {sizes}   "
+        f"\n  {s['name']:<19} {verdicts[s['verdict']]}   items {sizes}   "
         f"max |delta| vs reference {diff}   tolerance {s['tolerance']:.1e}",
         f"    scheme {s['scheme']}: {SCHEME_EXPLANATIONS.get(s['scheme'] or '', s['explanation'])}",
     ]
