@@ -20,6 +20,10 @@ The contract (README, "Check your own trainer"):
     full_parameters(model) -> {name: Tensor}   optional: the full parameters after the step,
                                          named as build_model()'s (sharded or wrapped models)
 
+A file that defines batch_loss (or embed and embedding_loss without token_losses) is a
+coupled trainer, its loss of one item depending on the others: coupled_contract says which
+functions it needs, and `Trainer.mode` is "coupled" (read here, once).
+
 FIRST_POSITION_LABELLED = False is for causal LMs, whose loss shifts the labels: position t
 predicts the label at t + 1, so a label at position 0 is never a term. With it, every counted
 label the check hands over is a term, so a trainer that counts labels before the shift and one
