@@ -1,6 +1,7 @@
 """Parallel Correctness Lab: navigation and the shared sidebar - nothing else.
 
-Each page renders the language switch through `ui.page.header` (see why there).
+Each page renders the language switch through `ui.page_header.header` (see why in
+`ui.language.language_switch`).
 
 Run: streamlit run app.py
 """
@@ -11,7 +12,8 @@ import streamlit as st
 
 from pclab.experiments import registry
 from pclab.ui import preload, serving
-from pclab.ui.page import link_notice, t
+from pclab.ui.language import t
+from pclab.ui.link_notice import link_notice
 from pclab.ui.pages import HOME, PAGES
 
 # One intra-op thread per torch computation: the pages' tensors are tiny, and on a small

@@ -9,7 +9,11 @@ import streamlit as st
 from pclab.core import infonce
 from pclab.ui import downloads
 from pclab.ui.exercise import predict_number
-from pclab.ui.page import fmt, guard, header, show_code, t
+from pclab.ui.figures import fmt
+from pclab.ui.input_errors import guard
+from pclab.ui.language import t
+from pclab.ui.page_header import header
+from pclab.ui.show_code import show_code
 
 header("negatives")
 st.markdown(t("negatives.setup"))

@@ -9,9 +9,13 @@ from pclab.core import infonce
 from pclab.experiments.negatives import report as negatives_report
 from pclab.ui import deeplink, downloads
 from pclab.ui.exercise import predict_number
+from pclab.ui.figures import fmt
+from pclab.ui.input_errors import guard
+from pclab.ui.language import t
 from pclab.ui.negatives_views import run_check
-from pclab.ui.page import fmt, guard, header, show_code, t
+from pclab.ui.page_header import header
 from pclab.ui.run_panel import run_panel
+from pclab.ui.show_code import show_code
 
 SEED = infonce.SEED
 number = st.column_config.NumberColumn

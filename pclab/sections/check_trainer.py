@@ -19,8 +19,11 @@ from pclab.ui import trainer_coupled as coupled
 from pclab.ui import trainer_verdict as verdict
 from pclab.ui import trainer_views as views
 from pclab.ui.exercise import predict_choice
-from pclab.ui.page import guard, header, show_code, t
+from pclab.ui.input_errors import guard
+from pclab.ui.language import t
+from pclab.ui.page_header import header
 from pclab.ui.run_panel import run_panel
+from pclab.ui.show_code import show_code
 
 header("check")
 names = {code: t(f"check.example.{code}") for code in views.EXAMPLES}  # this render's language

@@ -4,7 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from pclab.ui import downloads
-from pclab.ui.page import header, t
+from pclab.ui.language import t
+from pclab.ui.page_header import header
 
 header("sources", share=False)
 

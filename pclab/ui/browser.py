@@ -13,7 +13,7 @@ from the instructor's laptop. So:
   Streamlit's frontend writes it (and its "Press Enter to apply" hint) in English, so the
   script rewrites those messages as they appear.
 
-No Streamlit page state here: the texts come from the caller (ui.page), already translated.
+No Streamlit page state here: the texts come from the caller (ui.page_header), already translated.
 """
 
 from __future__ import annotations

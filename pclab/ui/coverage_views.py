@@ -11,7 +11,8 @@ import streamlit as st
 from pclab.core import coverage, sampler
 from pclab.ui import downloads, i18n
 from pclab.ui.coverage_rows import coverage_rows
-from pclab.ui.page import fmt, lang, t
+from pclab.ui.figures import fmt
+from pclab.ui.language import lang, t
 
 text_column = st.column_config.TextColumn
 

@@ -18,7 +18,7 @@ import streamlit as st
 VISIT_KEY, LINK_KEY, FOUND_KEY = "deeplink_visit", "deeplink_link", "deeplink_unusable"
 REFUSED_KEY = "deeplink_tables_refused"  # tables whose link value did not fit, this visit
 HELD_KEY = "deeplink_held"  # those values, for a choice whose option code they are (once)
-DROPPED_KEY = "deeplink_dropped"  # parameters removed as numbers beyond float64, this visit
+DROPPED_KEY = "deeplink_dropped"  # parameters removed as unreadable (empty, beyond float64)
 
 
 def _initial(key: str, options: Sequence[str], default: str) -> str:
@@ -31,7 +31,7 @@ def _initial(key: str, options: Sequence[str], default: str) -> str:
     wanted = st.query_params.get(key)
     held = st.session_state.get(HELD_KEY, {})
     if wanted is None and key in held:
-        # "inf" and "nan" are option codes too (page 09's injection): `drop_extremes` took
+        # "inf" and "nan" are option codes too (page 09's injection): `drop_unreadable` took
         # them out of the URL as numbers before any widget ran, and held them for a choice
         wanted = held.pop(key)
     if wanted is None or wanted not in options:
@@ -159,14 +159,23 @@ def _beyond_float64(raw: str) -> bool:
         return False  # not a number at all: a choice's code or a table, checked where used
 
 
-def drop_extremes() -> None:
-    """Remove from the URL, before any widget reads it, each value that is a number beyond
-    float64: the widget then starts from its default, and `unusable()` names the link's value
-    in the page's notice (the visit's link was kept by `start_visit`)."""
-    extremes = [k for k in st.query_params if _beyond_float64(st.query_params.get(k) or "")]
-    if not extremes:
+def _empty(raw: str) -> bool:
+    """`?chk_world_size=`: Streamlit reads an empty value as a cleared widget and hands the
+    page None, even from a control that requires a value (a page then multiplies None)."""
+    return not raw.strip()
+
+
+def drop_unreadable() -> None:
+    """Remove from the URL, before any widget reads it, each value no widget of the lab can
+    use: an empty one, or a number beyond float64. The widget then starts from its default,
+    and `unusable()` names the link's value in the page's notice (the visit's link was kept
+    by `start_visit`)."""
+    raws = {key: st.query_params.get(key) or "" for key in st.query_params}
+    extremes = [key for key, raw in raws.items() if _beyond_float64(raw)]
+    unreadable = [*extremes, *(key for key, raw in raws.items() if _empty(raw))]
+    if not unreadable:
         return
-    held = {key: st.query_params.get(key) for key in extremes}
+    held = {key: raws[key] for key in extremes}  # an empty value is no option's code
     # st.query_params refuses to delete a widget's bound parameter, and bound widgets are
     # seeded from the URL as the run found it: so the session's own query parameters drop
     # the value and re-take that copy (as Streamlit does after a page change, to drop another
@@ -174,10 +183,10 @@ def drop_extremes() -> None:
     from streamlit.runtime.state import get_session_state
 
     with get_session_state().query_params() as params:
-        for key in extremes:
+        for key in unreadable:
             params.remove_param(key)
         params.set_initial_query_params_from_current()
-    st.session_state[DROPPED_KEY] = [*st.session_state.get(DROPPED_KEY, ()), *extremes]
+    st.session_state[DROPPED_KEY] = [*st.session_state.get(DROPPED_KEY, ()), *unreadable]
     st.session_state[HELD_KEY] = {**st.session_state.get(HELD_KEY, {}), **held}
 
 

@@ -15,7 +15,10 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
-from pclab.ui.page import WORKSHOP_KEY, fmt, link_notice, t
+from pclab.ui.figures import fmt
+from pclab.ui.language import t
+from pclab.ui.link_notice import link_notice
+from pclab.ui.page_header import WORKSHOP_KEY
 
 
 def _forget_old_guess(key: str, answer: object, scenario: object) -> str:

@@ -24,7 +24,8 @@ from pclab.experiments.trainer_check import frameworks
 from pclab.experiments.trainer_check.hf_recorded import installed_version
 from pclab.ui import downloads, i18n
 from pclab.ui import trainer_views as views
-from pclab.ui.page import lang, plain, t
+from pclab.ui.language import lang, t
+from pclab.ui.plain_text import plain
 from pclab.ui.run_panel import run_panel
 
 # setting code -> the upstream issues and pull requests README "Frameworks, measured" names for

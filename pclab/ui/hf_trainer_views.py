@@ -15,7 +15,7 @@ import streamlit as st
 from pclab.experiments.trainer_check import hf_recorded
 from pclab.ui import downloads, i18n
 from pclab.ui import trainer_views as views
-from pclab.ui.page import lang, t
+from pclab.ui.language import lang, t
 
 ADVICE = ("global_token", "replica_mean")  # measured schemes with advice of their own
 

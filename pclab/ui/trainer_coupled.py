@@ -19,9 +19,11 @@ from pclab.experiments.trainer_check.coupled_scenarios import scenario_sizes
 from pclab.paths import EXAMPLES_DIR
 from pclab.ui import i18n
 from pclab.ui import trainer_views as views
-from pclab.ui.page import guard, lang, show_code, t
+from pclab.ui.input_errors import guard
+from pclab.ui.language import lang, t
 from pclab.ui.pages import PAGES
 from pclab.ui.run_panel import run_panel
+from pclab.ui.show_code import show_code
 from pclab.ui.trainer_examples import COUPLED_EXAMPLES, SELF_CONTAINED
 
 MODEL_FILE = EXAMPLES_DIR / "tiny_embedder.py"  # the model the embedding examples import

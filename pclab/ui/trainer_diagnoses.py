@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pclab.ui import i18n
 from pclab.ui import trainer_views as views
-from pclab.ui.page import lang, t
+from pclab.ui.language import lang, t
 
 # with P = K = 1 these schemes are all the global token mean (diagnoses.no_evidence_run)
 UNSPLIT = ("replica_mean", "microbatch_mean", "double_scaled")

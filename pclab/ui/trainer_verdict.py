@@ -18,7 +18,8 @@ from pclab.ui import downloads, i18n
 from pclab.ui import hf_trainer_views as hf_views
 from pclab.ui import trainer_diagnoses as diagnoses
 from pclab.ui import trainer_views as views
-from pclab.ui.page import fmt, lang, t
+from pclab.ui.figures import fmt
+from pclab.ui.language import lang, t
 from pclab.ui.pages import PAGES
 
 TEACHES = {  # cause -> the page (pclab.ui.pages key) that teaches its fix

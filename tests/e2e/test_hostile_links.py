@@ -10,7 +10,7 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from pclab.ui.page import WORD_JOINER
+from pclab.ui.plain_text import WORD_JOINER
 from tests.e2e.conftest import wait_for_app
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
