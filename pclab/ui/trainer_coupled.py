@@ -39,6 +39,16 @@ TEACHES = {  # scheme -> the pages (pclab.ui.pages keys) that teach its fix
 STATUS_BOX = {"same_update": st.success, "different": st.error, "no_evidence": st.warning}
 
 
+def link_to_coupled_check() -> None:
+    """Pages 05 and 06: a link to this page's GradCache example (deep-linked)."""
+    st.page_link(
+        "pclab/sections/check_trainer.py",
+        label=t("coupled.to_check"),
+        icon=":material/troubleshoot:",
+        query_params={"chk_example": "gradcache"},
+    )
+
+
 def names() -> dict[str, str]:
     """Option code -> the example's name in this render's language."""
     return {code: t(f"coupled.example.{code}") for code in COUPLED_EXAMPLES}

@@ -151,7 +151,9 @@ def test_renders_in_both_languages_without_starting_anything(lang, launches):
     at = open_section(PAGE, lang)
     assert at.title[0].value == i18n.text(lang, "check.title")
     box = at.selectbox(key="chk_example")
-    assert box.options == [i18n.text(lang, f"check.example.{c}") for c in views.EXAMPLES]
+    token = [i18n.text(lang, f"check.example.{c}") for c in views.EXAMPLES]
+    coupled = [i18n.text(lang, f"coupled.example.{c}") for c in trainer_examples.COUPLED_EXAMPLES]
+    assert box.options == token + coupled  # the coupled examples after the token ones
     assert at.code[0].value == views.bundled_path("correct_manual").read_text().rstrip()
     assert len(at.get("vega_lite_chart")) == 1  # each scheme's prediction, before any run
     assert at.button(key="chk_run") is not None and not at.table
