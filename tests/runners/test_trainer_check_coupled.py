@@ -24,6 +24,7 @@ EXPECTED = {
     ("naive_accumulation_gather", 2): ("different", "microstep_pool", ["microstep_pool"]),
     ("remote_detached", 2): ("different", "remote_detached", ["remote_detached"]),
     ("documents_without_gradient", 2): ("different", "query_path_only", ["query_path_only"]),
+    ("gradcache_symmetric", 2): ("same_update", "global_batch", ["global_batch"]),
     ("gradcache", 1): ("same_update", "global_batch", ["global_batch", "microstep_pool"]),
     ("gather_with_grad", 1): ("same_update", "global_batch", ["global_batch", "microstep_pool"]),
     ("scaled_by_world_size", 1): ("different", "scaled", []),
@@ -43,12 +44,15 @@ def _launch(runtime, names, world_size, accum):
     return dict(zip(names, result.report["checks"]))
 
 
+UNUSABLE = ("coupled_vector_loss",)  # in the K = 2 launch too
+
+
 @pytest.fixture(scope="module")
 def checks(warm_pool):
     """{(file, K): its check}: one launch per K, every file of that K in it."""
     found = {}
     for accum in (2, 1):
-        names = [n for n, k in EXPECTED if k == accum]
+        names = [n for n, k in EXPECTED if k == accum] + list(UNUSABLE if accum == 2 else ())
         found |= {(n, accum): c for n, c in _launch(warm_pool, names, 2, accum).items()}
     return found
 
@@ -92,3 +96,19 @@ def test_nothing_split_is_no_evidence(warm_pool):
     assert check["status"] == "no_evidence" and exit_code(check) == 2
     assert any("P = 1 and K = 1" in d["message"] for d in check["diagnoses"])
     assert all(s["verdict"] == "no_evidence" for s in check["scenarios"])
+
+
+def test_a_vector_batch_loss_is_unusable_before_any_scenario(checks):
+    check = checks[("coupled_vector_loss", 2)]
+    assert check["status"] == "unusable" and exit_code(check) == 2 and check["scenarios"] == []
+    (d,) = check["diagnoses"]
+    assert d["code"] == "objective_invalid" and "batch_loss" in d["message"]
+
+
+def test_a_symmetric_loss_leaves_the_paths_out_and_says_why(checks):
+    check = checks[("gradcache_symmetric", 2)]
+    codes = [d["code"] for d in check["diagnoses"]]
+    assert codes == ["candidate_left_out"]
+    for s in check["scenarios"]:
+        assert set(s["left_out"]) == {"remote_detached", "query_path_only"}
+        assert s["candidates"] == ["global_batch", "rank_pool", "microbatch_pool", "microstep_pool"]
