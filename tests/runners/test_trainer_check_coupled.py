@@ -28,6 +28,7 @@ EXPECTED = {
     ("gradcache", 1): ("same_update", "global_batch", ["global_batch", "microstep_pool"]),
     ("gather_with_grad", 1): ("same_update", "global_batch", ["global_batch", "microstep_pool"]),
     ("scaled_by_world_size", 1): ("different", "scaled", []),
+    ("whole_batch_detached", 1): ("different", "scaled", []),
     ("batchnorm_ddp", 1): ("different", "rank_pool", ["rank_pool", "microbatch_pool"]),
 }
 
@@ -112,3 +113,12 @@ def test_a_symmetric_loss_leaves_the_paths_out_and_says_why(checks):
     for s in check["scenarios"]:
         assert set(s["left_out"]) == {"remote_detached", "query_path_only"}
         assert s["candidates"] == ["global_batch", "rank_pool", "microbatch_pool", "microstep_pool"]
+
+
+def test_a_whole_batch_loss_with_detached_rows_gets_a_factor_per_group(checks):
+    """The encoder / P, the temperature x 1 (OpenCLIP local_loss=False, no gradient gather)."""
+    for s in checks[("whole_batch_detached", 1)]["scenarios"]:
+        factors = {g["factor"]: set(g["parameters"]) for g in s["scale_groups"]}
+        assert sorted(factors) == pytest.approx([0.5, 1.0], rel=1e-9)
+        assert factors[min(factors)] == {"encoder.weight", "encoder.bias"}
+        assert factors[max(factors)] == {"logit_scale"}

@@ -180,7 +180,8 @@ def _run_diagnoses(
     left: dict[str, str] = next((s["left_out"] for s in scenarios if s["left_out"]), {})
     if left:
         message = (
-            f"{', '.join(left)} left out: {next(iter(left.values()))}. embedding_loss must "
+            f"{', '.join(left)} left out: {next(iter(left.values())).rstrip('.')}. "
+            "embedding_loss must "
             "accept more documents than queries (rows past the queries are extra negatives) "
             "for the check to name a gradient path"
         )
