@@ -26,7 +26,13 @@ from pclab.experiments.trainer_check import frameworks
 from pclab.paths import EXAMPLES_DIR
 from pclab.ui import i18n
 from pclab.ui.language import lang, t
-from pclab.ui.trainer_examples import EXAMPLES, HF_EXAMPLES, SELF_CONTAINED, V2_EXAMPLES
+from pclab.ui.trainer_examples import (
+    COUPLED_EXAMPLES,
+    EXAMPLES,
+    HF_EXAMPLES,
+    SELF_CONTAINED,
+    V2_EXAMPLES,
+)
 
 MODEL_FILE = EXAMPLES_DIR / "tiny_lm.py"  # the model every other example imports
 HF_MODEL_FILE = EXAMPLES_DIR / "hf_trainer.py"  # the Trainer adapter the other HF files import
@@ -62,8 +68,8 @@ def test_my_trainer_is_the_same_update():
 def bundled_path(code: str) -> Path:
     """The absolute path of a bundled example trainer or framework adapter (the "Frameworks,
     measured" page), from its option code alone."""
-    if code not in EXAMPLES and code not in frameworks.ADAPTERS:
-        known = ", ".join(dict.fromkeys([*EXAMPLES, *frameworks.ADAPTERS]))
+    if code not in EXAMPLES and code not in frameworks.ADAPTERS and code not in COUPLED_EXAMPLES:
+        known = ", ".join(dict.fromkeys([*EXAMPLES, *COUPLED_EXAMPLES, *frameworks.ADAPTERS]))
         raise ValueError(f"example={code!r} is not a bundled example: one of {known}")
     return EXAMPLES_DIR / f"{code}.py"
 

@@ -27,7 +27,7 @@ from pclab.experiments.trainer_check import EXPERIMENT, frameworks
 from pclab.experiments.trainer_check.report import build_report
 from pclab.experiments.trainer_check.scenarios import scenario_counts
 from pclab.runners.results import RunResult
-from pclab.ui import i18n
+from pclab.ui import i18n, trainer_examples
 from pclab.ui import trainer_views as views
 from pclab.ui.trainer_verdict import TEACHES
 from tests.app.sections_helper import open_section
@@ -154,7 +154,9 @@ def test_renders_in_both_languages_without_starting_anything(lang, launches):
     at = open_section(PAGE, lang)
     assert at.title[0].value == i18n.text(lang, "check.title")
     box = at.selectbox(key="chk_example")
-    assert box.options == [i18n.text(lang, f"check.example.{c}") for c in views.EXAMPLES]
+    token = [i18n.text(lang, f"check.example.{c}") for c in views.EXAMPLES]
+    coupled = [i18n.text(lang, f"coupled.example.{c}") for c in trainer_examples.COUPLED_EXAMPLES]
+    assert box.options == token + coupled  # the coupled examples after the token ones
     assert at.code[0].value == views.bundled_path("correct_manual").read_text().rstrip()
     assert len(at.get("vega_lite_chart")) == 1  # each scheme's prediction, before any run
     assert at.button(key="chk_run") is not None and not at.table
@@ -336,6 +338,7 @@ def test_bundled_path_builds_only_example_files():
     # model are bundled too; those the page does not list yet are not its examples
     table = {*frameworks.ADAPTERS, frameworks.MODEL_MODULE} - set(views.EXAMPLES)
     on_disk = {p.stem for p in views.EXAMPLES_DIR.glob("*.py")} - {"tiny_lm"} - table
+    on_disk -= {*trainer_examples.COUPLED_EXAMPLES, trainer_examples.COUPLED_MODEL}  # own view
     assert set(views.EXAMPLES) == on_disk
     for code in views.EXAMPLES:
         path = views.bundled_path(code)
