@@ -35,6 +35,7 @@ from pclab.runners.processes import TOKEN_ENV, Torchrun
 from pclab.runners.protocol import LaunchRequest, RankOutput
 from pclab.runners.results import Outcome, ProgressEvent, RunResult
 from pclab.runners.runtime import Runtime, given_or_fresh
+from pclab.runners.settings import LIMITS
 from pclab.runners.warm_pool import PoolUnavailable, WarmRanks
 from pclab.runners.worker import PG_TIMEOUT_ENV
 
@@ -92,7 +93,7 @@ def launch(
     world_size, args = _checked(worker, world_size, args)
     timeout_s = _seconds(timeout_s, "timeout_s")
     if pg_timeout_s is not None:
-        pg_timeout_s = _seconds(pg_timeout_s, "pg_timeout_s")
+        pg_timeout_s = _seconds(pg_timeout_s, "pg_timeout_s", LIMITS["pg_timeout_s"][0])
     worker_hash = worker_code_hash(worker)
     with given_or_fresh(runtime) as used:
         pg_timeout = used.settings.pg_timeout_s if pg_timeout_s is None else pg_timeout_s
@@ -133,10 +134,12 @@ def _checked(worker: str, world_size: int, args: Sequence[str]) -> tuple[int, tu
     return world_size, args
 
 
-def _seconds(value: object, field: str) -> float:
+def _seconds(value: object, field: str, least: float = 0.0) -> float:
+    """A timeout in (0, MAX_TIMEOUT_S], at least `least` (the process group's: a second)."""
     seconds = positive(value, field)
-    if seconds > MAX_TIMEOUT_S:
-        raise InvalidInput(field, value, "in_range", f"0 < {field} <= {MAX_TIMEOUT_S:g}")
+    if not least <= seconds <= MAX_TIMEOUT_S:
+        low = f"{least:g} <=" if least else "0 <"
+        raise InvalidInput(field, value, "in_range", f"{low} {field} <= {MAX_TIMEOUT_S:g}")
     return seconds
 
 
