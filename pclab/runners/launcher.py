@@ -16,8 +16,6 @@ never an exception.
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -26,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pclab.core.validation import InvalidInput, count, positive
-from pclab.runners import memory
+from pclab.runners import memory, scratch
 from pclab.runners.code_hash import worker_code_hash
 from pclab.runners.diagnosis import one_line
 from pclab.runners.environment import child_environment
@@ -158,12 +156,15 @@ def _launch(
     run = _Run(runtime, job, worker, world_size, worker_hash)
     if job.cancelled():  # everyone left before it began
         return run.ended(Outcome.CANCELLED, "stopped on request before it started")
-    tmp = Path(tempfile.mkdtemp(prefix="pcl-run-"))
-    out_dir, log_dir = tmp / "out", tmp / "logs"
-    out_dir.mkdir()
-    log_dir.mkdir()
+    tmp = scratch.folder("run")  # removed below, or at exit, or by the next start (SIGKILL)
+    out_dir, log_dir, rank_tmp = tmp / "out", tmp / "logs", tmp / "tmp"
+    for made in (out_dir, log_dir, rank_tmp):
+        made.mkdir()
     token = uuid.uuid4().hex
-    env = child_environment({PG_TIMEOUT_ENV: repr(pg_timeout_s), TOKEN_ENV: token})
+    # The ranks' own temporary files (a trainer's output folder) go inside the run's folder:
+    # a rank killed before its clean-up (Cancel, a closed tab) leaves nothing elsewhere.
+    extra = {PG_TIMEOUT_ENV: repr(pg_timeout_s), TOKEN_ENV: token, "TMPDIR": str(rank_tmp)}
+    env = child_environment(extra)
     argv = [*args, "--out-dir", str(out_dir)]
     procs = None
     try:
@@ -183,7 +184,7 @@ def _launch(
         # Also runs on any error in this thread; a requester that leaves cancels the job above.
         if procs is not None:
             procs.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        scratch.remove(tmp)
 
 
 @dataclass(frozen=True)

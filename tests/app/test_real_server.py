@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -113,24 +112,3 @@ def test_a_killed_servers_temporary_files_do_not_outlive_the_next_start(tmp_path
     finally:
         stop_server(second)  # SIGTERM: the server removes its own on the way out
     assert list(temp.iterdir()) == [], sorted(p.name for p in temp.iterdir())
-
-
-def test_the_server_of_another_live_process_is_left_alone(tmp_path):
-    """A cache folder named after a live process (another server on the host) is not stale."""
-    from pclab.ui.serving import remove_stale_caches
-
-    live = tmp_path / f"{CACHE_PREFIX}{os.getpid()}-abc"
-    live.mkdir()
-    dead = tmp_path / f"{CACHE_PREFIX}{_dead_pid()}-abc"
-    dead.mkdir()
-    unrelated = tmp_path / "pcl-torch-cache-notapid"
-    unrelated.mkdir()
-    assert remove_stale_caches(str(tmp_path)) == [str(dead)]
-    assert live.exists() and unrelated.exists() and not dead.exists()
-
-
-def _dead_pid() -> int:
-    """The id of a process that has exited (and been reaped)."""
-    child = subprocess.Popen(["true"])
-    child.wait()
-    return child.pid
