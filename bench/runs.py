@@ -77,7 +77,7 @@ class NoopParams:
 
 
 # The baseline job, bench/noop_worker.py on 2 processes, as an experiment of the bench's own:
-# it goes through the same launcher, job line and run panel code as the real ones.
+# it goes through the same launcher, run queue and run panel code as the real ones.
 NOOP = Experiment(
     name="noop",
     worker="bench.noop_worker",
@@ -502,7 +502,7 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
             f"Warm pool rows (PCL_WARM_POOL=1; runners/warm_pool.py): ranks forked from a zygote "
             f"that has imported torch and torch._dynamo once (its start-up took "
             f"{duration(pool['pool_start_s'])}, in the background at server start; not counted), "
-            "no torchrun agent; the same `run()` calls and jobs.py limits as the cold rows. Their "
+            "no torchrun agent; the same `run()` calls and run queue as the cold rows. Their "
             "ratio is against the median torchrun no-op above; memory is the zygote's VmHWM "
             "(ranks share its pages copy-on-write). Measured after the alternation, in one process."
         )

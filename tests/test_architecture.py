@@ -100,9 +100,9 @@ def test_the_cycle_finder_finds_a_planted_circle():
 def test_the_graph_sees_imports_inside_functions(tmp_path):
     source = tmp_path / "m.py"
     source.write_text(
-        "def f():\n    from pclab.runners import jobs\n    import pclab.core.ledger\n"
+        "def f():\n    from pclab.runners import run_queue\n    import pclab.core.ledger\n"
     )
-    assert {"pclab.runners.jobs", "pclab.core.ledger"} <= imported_names(source)
+    assert {"pclab.runners.run_queue", "pclab.core.ledger"} <= imported_names(source)
 
 
 def test_no_import_cycle_anywhere():

@@ -7,9 +7,14 @@
                              training frameworks ahead (on: a framework check answers in ~2 s
                              instead of ~5 s; the zygote takes ~4 s longer to start and, with its
                              spares, ~200 MB more)
-    PCL_MAX_CONCURRENT_RUNS  jobs holding processes at once, 1 to 64 (half the CPUs, at least 1)
-    PCL_MAX_WAITING_RUNS     jobs waiting in line before a request hears "busy", 0 to 256 (8)
-    PCL_PG_TIMEOUT_S         the process-group timeout a launch hands its ranks, 1 to 3600 s (60)
+    PCL_MAX_CONCURRENT_RUNS  runs holding processes at once, 1 to 64 (half the CPUs this
+                             process may use - its affinity and cgroup quota, not the host's -
+                             at least 1, and at most what the memory budget holds:
+                             `default_concurrency`)
+    PCL_MAX_WAITING_RUNS     runs waiting in the run queue before a request hears "busy",
+                             0 to 256 (8)
+    PCL_PG_TIMEOUT_S         the process-group timeout a launch hands its ranks, 1 to 3600 s
+                             (60)
     PCL_MEMORY_BUDGET_MB     memory the server's whole process tree may use, 64 to 1048576 MB
                              (2500): a run that would go past it waits in line, or is refused
                              when nothing running could free memory
@@ -34,15 +39,78 @@ given no runtime (pclab.runners.runtime); a test builds the Settings it wants.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Any
+
+from pclab.runners.memory import RUN_FOOTPRINT_MB
 
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 _WHOLE, _DECIMAL = re.compile(r"[0-9]+"), re.compile(r"[0-9]+(?:\.[0-9]+)?")  # ASCII only
 SHOWN_CHARS = 40  # a refusal echoes at most this much of the value
+# The range each number setting accepts (the module docstring says why each).
+LIMITS: dict[str, tuple[float, float]] = {
+    "max_concurrent_runs": (1, 64),
+    "max_waiting_runs": (0, 256),
+    "pg_timeout_s": (1, 3600),
+    "memory_budget_mb": (64, 1_048_576),
+}
+DEFAULT_BUDGET_MB = 2500  # fits Streamlit Community Cloud's ~2.7 GB per app
+CGROUP, SELF_CGROUP = Path("/sys/fs/cgroup"), Path("/proc/self/cgroup")
+
+
+def cgroup_cpu_limit(root: Path = CGROUP, membership: Path = SELF_CGROUP) -> float | None:
+    """The CPUs this process's cgroup may use (its quota over its period), or None when no
+    quota is set. cgroup v2: `cpu.max` of its own group (`membership` names it) and each
+    parent, the smallest; v1: `cpu.cfs_quota_us` / `cpu.cfs_period_us`."""
+    limits = []
+    try:
+        lines = membership.read_text().splitlines()
+    except OSError:
+        lines = []
+    group = next((line[3:] for line in lines if line.startswith("0::")), "/")
+    folder = root / group.lstrip("/")
+    while True:
+        try:
+            quota, period = (folder / "cpu.max").read_text().split()[:2]
+            if quota != "max":
+                limits.append(int(quota) / int(period))
+        except (OSError, ValueError):
+            pass
+        if folder == root or root not in folder.parents:
+            break
+        folder = folder.parent
+    for v1 in (root / "cpu", root / "cpu,cpuacct"):
+        try:
+            quota_us = int((v1 / "cpu.cfs_quota_us").read_text())
+            period_us = int((v1 / "cpu.cfs_period_us").read_text())
+        except (OSError, ValueError):
+            continue
+        if quota_us > 0 and period_us > 0:
+            limits.append(quota_us / period_us)
+    return min(limits) if limits else None
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity, capped by its cgroup's quota."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    limit = cgroup_cpu_limit()
+    return max(1, min(cpus, math.ceil(limit))) if limit is not None else max(1, cpus)
+
+
+def default_concurrency(memory_budget_mb: int = DEFAULT_BUDGET_MB) -> int:
+    """Half the usable CPUs (at least 1), and no more runs than the memory budget holds
+    when each needs a zygote of its own (memory.RUN_FOOTPRINT_MB); never past the setting's
+    range (LIMITS)."""
+    most = int(LIMITS["max_concurrent_runs"][1])
+    return max(1, min(usable_cpus() // 2, memory_budget_mb // RUN_FOOTPRINT_MB, most))
 
 
 @dataclass(frozen=True)
@@ -50,10 +118,10 @@ class Settings:
     warm_pool: bool | None = None  # None: the server's default (on), a CLI's (off)
     preload: bool = True
     preload_frameworks: bool = True
-    max_concurrent_runs: int = max(1, (os.cpu_count() or 2) // 2)
+    max_concurrent_runs: int = default_concurrency()  # from_env: for the budget it reads
     max_waiting_runs: int = 8
     pg_timeout_s: float = 60.0
-    memory_budget_mb: int = 2500  # fits Streamlit Community Cloud's ~2.7 GB per app
+    memory_budget_mb: int = DEFAULT_BUDGET_MB
 
     def __post_init__(self) -> None:
         if self.warm_pool not in (None, True, False):
@@ -67,11 +135,13 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
         """The settings `environ` asks for; unset variables keep their defaults (ValueError on
         a malformed, empty or out-of-range value: one line naming the variable and its form)."""
-        changes = {
+        changes: dict[str, Any] = {
             field: parse(field, environ[name])
             for field, name in ENV_NAMES.items()
             if name in environ
         }
+        if "max_concurrent_runs" not in changes and "memory_budget_mb" in changes:
+            changes["max_concurrent_runs"] = default_concurrency(changes["memory_budget_mb"])
         return cls(**changes)
 
     def served(self) -> Settings:
@@ -90,13 +160,6 @@ ENV_NAMES = {
     "memory_budget_mb": "PCL_MEMORY_BUDGET_MB",
 }
 SWITCHES = ("warm_pool", "preload", "preload_frameworks")  # the on/off settings
-# The range each number setting accepts (the module docstring says why each).
-LIMITS: dict[str, tuple[float, float]] = {
-    "max_concurrent_runs": (1, 64),
-    "max_waiting_runs": (0, 256),
-    "pg_timeout_s": (1, 3600),
-    "memory_budget_mb": (64, 1_048_576),
-}
 
 # What each variable accepts, as the one-line refusal of a malformed value says it.
 FORMS = dict.fromkeys(SWITCHES, "1 or 0 (also true/false, yes/no, on/off)") | {

@@ -23,7 +23,7 @@ Stop, a rerun or a closed session surfaces as an exception in the script thread:
 launcher then stops the run (unless another visitor's identical request still waits for it)
 and removes every process and temporary file before the exception goes on.
 
-Every run goes through the server's one runtime (ui.serving: its job line, memory budget and
+Every run goes through the server's one runtime (ui.serving: its run queue, memory budget and
 warm pool). When the warm pool cannot start, runs fall back to torchrun (runners.launcher's
 "pool_fallback" event); the page says so once per session.
 """
@@ -150,7 +150,8 @@ class _Live:
     """A run's progress on the page. A run that answers within SHOW_AFTER_S draws one
     finished line (an expander holding its progress lines); a longer one gets a live
     `st.status` (created then: it costs Streamlit's 50 ms sleep), whose label ticks every
-    HEARTBEAT_S. Every call happens in the script thread (jobs.submit forwards events there)."""
+    HEARTBEAT_S. Every call happens in the script thread (run_queue.submit forwards events
+    there)."""
 
     def __init__(self, label: str) -> None:
         self.label = label

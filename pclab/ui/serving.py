@@ -2,7 +2,7 @@
 harness does not: the warm pool.
 
 app.py calls `start()` on every script run (cheap after the first). The first call builds the
-server's one `Runtime` (pclab.runners.runtime: settings, memory budget, job line, warm pool)
+server's one `Runtime` (pclab.runners.runtime: settings, memory budget, run queue, warm pool)
 from the PCL_* settings; a malformed one stops the server there, naming the variable. Every
 page's run goes through `runtime()` (ui.runs), so visitors share one line and one pool. In a
 real server (`streamlit run app.py`) the settings left unset take the server's defaults

@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import re
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
 from bench.cold_start import free_port, start_server, stop_server, wait_healthy
 from tests.e2e.conftest import streamlit_server, wait_for_app
+from tests.runners.runner_support import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 HF_CHECK = "check-trainer?chk_example=hf_trainer&chk_world_size=4&chk_accum=3"
@@ -30,15 +30,6 @@ def _lab_folders(temp: Path) -> list[str]:
     return sorted(p.name for p in temp.iterdir() if p.name.startswith("pcl-"))
 
 
-def _wait(condition, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
-
-
 def _start_the_check(browser, url: str, temp: Path):
     """A tab that pressed Run on the HF Trainer check; returns once a rank holds its output
     folder inside the run's folder (the moment the issue's leftovers were made)."""
@@ -47,7 +38,7 @@ def _start_the_check(browser, url: str, temp: Path):
     tab.goto(f"{url}/{HF_CHECK}")
     wait_for_app(tab)
     tab.get_by_role("button", name=re.compile("Run the trainer check")).click()
-    assert _wait(lambda: _rank_folders(temp), 240), "no rank made its output folder"
+    assert wait_for(lambda: _rank_folders(temp), 240), "no rank made its output folder"
     held = _rank_folders(temp)
     assert all(p.parent.parent.name.startswith("pcl-run-") for p in held), held
     assert not list(temp.glob("pcl-hf-trainer-*")), "a rank's folder is outside its run's"
@@ -58,7 +49,7 @@ def test_closing_the_tab_mid_check_leaves_no_folder(browser, tmp_path):
     with streamlit_server(env={"TMPDIR": str(tmp_path)}) as url:
         tab = _start_the_check(browser, url, tmp_path)
         tab.close()  # every requester left: the job is cancelled
-        gone = _wait(lambda: not list(tmp_path.glob("pcl-run-*")), 60)
+        gone = wait_for(lambda: not list(tmp_path.glob("pcl-run-*")), 60)
         assert gone, _lab_folders(tmp_path)
         assert _rank_folders(tmp_path) == []
         assert [n for n in _lab_folders(tmp_path) if not n.startswith("pcl-torch-cache-")] == []

@@ -16,10 +16,9 @@ import time
 import pytest
 from runner_support import ROOT, marked, wait_for, warm_runtime
 
-import tests.runners.workers.sleeps as sleeps_worker
 from pclab.runners import launcher, scratch
 
-SLEEPS = sleeps_worker.__name__  # imported: code_hash finds a module under tests/ only then
+SLEEPS = "tests.runners.workers.sleeps"
 
 
 def _dead_pid() -> int:

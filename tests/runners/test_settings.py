@@ -12,9 +12,18 @@ import sys
 import pytest
 from runner_support import ROOT
 
+from pclab.runners import settings as settings_module
 from pclab.runners import worker
-from pclab.runners.memory import MemoryBudget
-from pclab.runners.settings import ENV_NAMES, LIMITS, SHOWN_CHARS, SWITCHES, Settings
+from pclab.runners.memory import RUN_FOOTPRINT_MB, MemoryBudget
+from pclab.runners.settings import (
+    ENV_NAMES,
+    LIMITS,
+    SHOWN_CHARS,
+    SWITCHES,
+    Settings,
+    cgroup_cpu_limit,
+    default_concurrency,
+)
 from pclab.runners.warm_pool import WarmPool
 
 
@@ -157,3 +166,47 @@ def test_the_module_prints_the_settings_in_force():
     assert done.returncode == 0, done.stderr
     lines = dict(line.split(None, 1) for line in done.stdout.splitlines())
     assert lines["PCL_MAX_WAITING_RUNS"] == "5" and lines["PCL_WARM_POOL"].startswith("unset")
+
+
+def test_the_cgroup_quota_is_read_from_the_process_group_and_its_parents(tmp_path):
+    """cgroup v2: the smallest `cpu.max` from the process's own group up; v1: quota/period."""
+    membership = tmp_path / "cgroup"
+    membership.write_text("0::/lab/app\n")
+    (tmp_path / "lab" / "app").mkdir(parents=True)
+    (tmp_path / "lab" / "app" / "cpu.max").write_text("max 100000\n")
+    assert cgroup_cpu_limit(tmp_path, membership) is None  # no quota anywhere
+    (tmp_path / "lab" / "cpu.max").write_text("150000 100000\n")
+    assert cgroup_cpu_limit(tmp_path, membership) == 1.5  # the parent's quota binds
+    (tmp_path / "lab" / "app" / "cpu.max").write_text("50000 100000\n")
+    assert cgroup_cpu_limit(tmp_path, membership) == 0.5
+    v1 = tmp_path / "v1"
+    (v1 / "cpu").mkdir(parents=True)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("300000\n")
+    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert cgroup_cpu_limit(v1, tmp_path / "missing") == 3.0
+
+
+@pytest.mark.parametrize(
+    ("affinity", "quota", "budget_mb", "expected"),
+    [
+        (16, None, 1_000_000, 8),  # the issue's host: half of 16 CPUs
+        (16, 2.0, 1_000_000, 1),  # a container given 2 CPUs of the 16: half of 2
+        (16, 3.5, 1_000_000, 2),  # 3.5 CPUs: 4 usable, half of them
+        (4, None, 1_000_000, 2),  # pinned to 4 of the host's CPUs
+        (16, None, 2500, 2500 // RUN_FOOTPRINT_MB),  # the default budget holds 3 runs' zygotes
+        (1, None, 1_000_000, 1),  # never less than one
+        (512, None, 1_048_576, 64),  # never past the setting's own range
+    ],
+)
+def test_the_default_concurrency_reads_usable_cpus_and_the_budget(
+    monkeypatch, affinity, quota, budget_mb, expected
+):
+    monkeypatch.setattr(settings_module.os, "sched_getaffinity", lambda pid: set(range(affinity)))
+    monkeypatch.setattr(settings_module, "cgroup_cpu_limit", lambda: quota)
+    assert default_concurrency(budget_mb) == expected
+    read = Settings.from_env({"PCL_MEMORY_BUDGET_MB": str(budget_mb)})
+    assert read.max_concurrent_runs == expected  # the default follows the budget it reads
+    told = Settings.from_env(
+        {"PCL_MEMORY_BUDGET_MB": str(budget_mb), "PCL_MAX_CONCURRENT_RUNS": "7"}
+    )
+    assert told.max_concurrent_runs == 7  # a setting is obeyed as given
