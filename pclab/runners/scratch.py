@@ -9,7 +9,8 @@ work ends, and removed by the next start when its owner died without cleaning up
                          another worker) is left alone
 
 A folder still held when the interpreter exits (SIGTERM of the server during a run) is
-removed then. The Streamlit server calls `remove_stale` when it starts (ui.serving), and
+removed then: an exit handler is registered while any is held (importing this module
+registers nothing). The Streamlit server calls `remove_stale` when it starts (ui.serving), and
 `pclab serve` before it starts Streamlit.
 
     python -m pclab.runners.scratch      # removes the stale folders, prints them
@@ -22,25 +23,34 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 PREFIX = "pcl-"
 _OWNED = re.compile(r"pcl-[a-z]+(?:-[a-z]+)*?-([0-9]+)-.+")  # pcl-<kind>-<owner pid>-<random>
 _HELD: set[Path] = set()  # this process's folders not yet removed
+_LOCK = threading.Lock()  # runs start and end in their own threads
 
 
 def folder(kind: str) -> Path:
     """A new folder `pcl-<kind>-<this pid>-*` in the temporary directory, removed by
     `remove` or, at the latest, when this interpreter exits."""
     made = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-{os.getpid()}-"))
-    _HELD.add(made)
+    with _LOCK:
+        if not _HELD:
+            atexit.register(_remove_held)
+        _HELD.add(made)
     return made
 
 
 def remove(made: Path) -> None:
     """Remove a folder `folder` made, with everything in it (gone already: nothing to do)."""
     shutil.rmtree(made, ignore_errors=True)
-    _HELD.discard(made)
+    with _LOCK:
+        if made in _HELD:
+            _HELD.discard(made)
+            if not _HELD:
+                atexit.unregister(_remove_held)
 
 
 def owner(name: str) -> int | None:
@@ -75,10 +85,13 @@ def remove_stale(temp: str | None = None) -> list[str]:
     return removed
 
 
-@atexit.register
 def _remove_held() -> None:
-    for made in list(_HELD):
-        remove(made)
+    """At exit: every folder still held (the handler is not unregistered from within)."""
+    with _LOCK:
+        held = list(_HELD)
+        _HELD.clear()
+    for made in held:
+        shutil.rmtree(made, ignore_errors=True)
 
 
 if __name__ == "__main__":
