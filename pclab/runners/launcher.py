@@ -16,8 +16,6 @@ its root cause - never an exception.
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -26,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pclab.core.validation import InvalidInput, count, positive
-from pclab.runners import memory
+from pclab.runners import memory, scratch
 from pclab.runners.code_hash import worker_code_hash
 from pclab.runners.diagnosis import one_line
 from pclab.runners.environment import child_environment
@@ -35,6 +33,7 @@ from pclab.runners.protocol import LaunchRequest, RankOutput
 from pclab.runners.results import Outcome, ProgressEvent, RunResult
 from pclab.runners.run_queue import Cancel, QueuedRun
 from pclab.runners.runtime import Runtime, given_or_fresh
+from pclab.runners.settings import LIMITS
 from pclab.runners.warm_pool import PoolUnavailable, WarmRanks
 from pclab.runners.worker import PG_TIMEOUT_ENV
 
@@ -92,7 +91,7 @@ def launch(
     world_size, args = _checked(worker, world_size, args)
     timeout_s = _seconds(timeout_s, "timeout_s")
     if pg_timeout_s is not None:
-        pg_timeout_s = _seconds(pg_timeout_s, "pg_timeout_s")
+        pg_timeout_s = _seconds(pg_timeout_s, "pg_timeout_s", LIMITS["pg_timeout_s"][0])
     worker_hash = worker_code_hash(worker)
     with given_or_fresh(runtime) as used:
         pg_timeout = used.settings.pg_timeout_s if pg_timeout_s is None else pg_timeout_s
@@ -132,10 +131,12 @@ def _checked(worker: str, world_size: int, args: Sequence[str]) -> tuple[int, tu
     return world_size, args
 
 
-def _seconds(value: object, field: str) -> float:
+def _seconds(value: object, field: str, least: float = 0.0) -> float:
+    """A timeout in (0, MAX_TIMEOUT_S], at least `least` (the process group's: a second)."""
     seconds = positive(value, field)
-    if seconds > MAX_TIMEOUT_S:
-        raise InvalidInput(field, value, "in_range", f"0 < {field} <= {MAX_TIMEOUT_S:g}")
+    if not least <= seconds <= MAX_TIMEOUT_S:
+        low = f"{least:g} <=" if least else "0 <"
+        raise InvalidInput(field, value, "in_range", f"{low} {field} <= {MAX_TIMEOUT_S:g}")
     return seconds
 
 
@@ -154,12 +155,15 @@ def _launch(
     ending = _Ending(runtime, run, worker, world_size, worker_hash)
     if run.cancelled():  # everyone left before it began
         return ending.ended(Outcome.CANCELLED, "stopped on request before it started")
-    tmp = Path(tempfile.mkdtemp(prefix="pcl-run-"))
-    out_dir, log_dir = tmp / "out", tmp / "logs"
-    out_dir.mkdir()
-    log_dir.mkdir()
+    tmp = scratch.folder("run")  # removed below, or at exit, or by the next start (SIGKILL)
+    out_dir, log_dir, rank_tmp = tmp / "out", tmp / "logs", tmp / "tmp"
+    for made in (out_dir, log_dir, rank_tmp):
+        made.mkdir()
     token = uuid.uuid4().hex
-    env = child_environment({PG_TIMEOUT_ENV: repr(pg_timeout_s), TOKEN_ENV: token})
+    # The ranks' own temporary files (a trainer's output folder) go inside the run's folder:
+    # a rank killed before its clean-up (Cancel, a closed tab) leaves nothing elsewhere.
+    extra = {PG_TIMEOUT_ENV: repr(pg_timeout_s), TOKEN_ENV: token, "TMPDIR": str(rank_tmp)}
+    env = child_environment(extra)
     argv = [*args, "--out-dir", str(out_dir)]
     procs = None
     try:
@@ -179,7 +183,7 @@ def _launch(
         # Also runs on any error in this thread; a requester that leaves cancels the run above.
         if procs is not None:
             procs.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        scratch.remove(tmp)
 
 
 @dataclass(frozen=True)

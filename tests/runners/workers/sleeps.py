@@ -1,8 +1,11 @@
 """Tiny worker for the fault tests: no torch, no process group - each rank sleeps, then
-reports its pid and the request's tag. Cheap enough to launch a dozen times."""
+reports its pid and the request's tag. Cheap enough to launch a dozen times. With
+--temp-prefix each rank first makes a temporary folder it never removes (as a trainer's
+`TemporaryDirectory` stays when its rank is killed)."""
 
 import argparse
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,7 +30,10 @@ def main() -> None:
     # `--parties` files are there, so runs that must overlap really do, however loaded the box.
     parser.add_argument("--barrier", default=None)
     parser.add_argument("--parties", type=int, default=0)
+    parser.add_argument("--temp-prefix", default="")
     args = parser.parse_args()
+    if args.temp_prefix:
+        tempfile.mkdtemp(prefix=args.temp_prefix)
     if args.barrier:
         _meet(Path(args.barrier), args.parties)
     time.sleep(args.seconds)
