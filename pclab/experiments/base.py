@@ -13,7 +13,7 @@ An experiment package (`pclab/experiments/<name>/`, see README.md there) defines
     __init__.py EXPERIMENT = Experiment(...), and `run(**raw)` for notebooks and tests
     cli.py      optional: `main(argv)` with a printer for humans (experiments.command)
 
-and one line in `experiments/registry.py`. Everything else (the launch, the job line, the
+and one line in `experiments/registry.py`. Everything else (the launch, the run queue, the
 warm pool, the run panel, the benchmark, `pclab run`) finds it there. Every rank sends its
 checked parameters (`rank_main`); `Experiment.run` fails a run whose ranks disagree on them
 and puts them in the report as "parameters", so a declared field reaches the CLI's JSON and
@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from pclab.experiments.declare import Declared
-from pclab.runners.jobs import Cancel
 from pclab.runners.launcher import launch
 from pclab.runners.results import ProgressEvent, RunResult
+from pclab.runners.run_queue import Cancel
 from pclab.runners.runtime import Runtime
 from pclab.runners.worker import finish_worker, init_worker, write_rank_output
 

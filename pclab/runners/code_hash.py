@@ -47,6 +47,8 @@ def module_file(name: str) -> Path | None:
     for path in (base.with_suffix(".py"), base / "__init__.py"):
         if path.is_file():
             return path
+    if base.is_dir():
+        return None  # a namespace package (a folder without __init__.py): no source of its own
     spec = _spec(name)
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return None
@@ -65,7 +67,9 @@ def _spec(name: str) -> ModuleSpec | None:
             locations = list(spec.submodule_search_locations)
         try:
             spec = PathFinder.find_spec(prefix, locations)
-        except (ImportError, ValueError):
+        except (ImportError, ValueError, KeyError):
+            # KeyError: a namespace parent's path is read from sys.modules, where a module
+            # this finder never imported is absent.
             return None
         if spec is None:
             return None

@@ -86,13 +86,13 @@ with guard(columns):
         ]
     )
     st.subheader(t("denominator.composition_title"))
+    legend = alt.Legend(orient="bottom", labelLimit=0, columns=2)  # no label cut to "…"
+    bars = alt.Chart(composition).mark_bar()
     st.altair_chart(
-        alt.Chart(composition)
-        .mark_bar()
-        .encode(
+        bars.encode(
             y=alt.Y("microbatch:N", title=None),
             x=alt.X("positions:Q", title=t("denominator.col_positions")),
-            color=alt.Color("kind:N", title=None, legend=alt.Legend(orient="bottom")),
+            color=alt.Color("kind:N", title=None, legend=legend),
         ),
     )
 

@@ -14,6 +14,7 @@ from pclab.ui.input_errors import guard
 from pclab.ui.language import t
 from pclab.ui.page_header import header
 from pclab.ui.show_code import show_code
+from pclab.ui.trainer_coupled import link_to_coupled_check
 
 header("negatives")
 st.markdown(t("negatives.setup"))
@@ -144,4 +145,5 @@ with guard():
     st.altair_chart(lines + rule, key="neg_chart")
     st.info(t("negatives.scope"), icon=":material/info:")
 
+link_to_coupled_check()  # issue 28: the check, on the reader's own trainer
 show_code(infonce.contrastive, infonce.tau_sweep)

@@ -16,6 +16,7 @@ from pclab.ui.negatives_views import run_check
 from pclab.ui.page_header import header
 from pclab.ui.run_panel import run_panel
 from pclab.ui.show_code import show_code
+from pclab.ui.trainer_coupled import link_to_coupled_check
 
 SEED = infonce.SEED
 number = st.column_config.NumberColumn
@@ -133,4 +134,5 @@ if result is not None:
     with guard():
         run_check(result.report)
 
+link_to_coupled_check()  # issue 28: the check, on the reader's own trainer
 show_code(infonce.encoder_grads, negatives_report.check_run)

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 import streamlit as st
 
 from pclab.core.validation import InvalidInput, NotANumber
+from pclab.experiments.transformer.lm.artifacts import ArtifactError
 from pclab.ui.language import t
 from pclab.ui.plain_text import plain
 
@@ -46,8 +47,9 @@ def _rule(exc: InvalidInput, names: dict[str, str]) -> str:
 def error_message(exc: Exception, names: dict[str, str] | None = None) -> str:
     """The user's-language message for a core input error, from its codes and the catalogue
     alone: no message includes an exception's English text (`str(exc)`, an uncoded detail
-    with words). An error without codes (a TypeError such as None * 2 from an empty value,
-    a plain ValueError) gets the catalogue's general sentence for its kind.
+    with words). A damaged artifact of the lab's is named by its file. An error without
+    codes (a TypeError such as None * 2 from an empty value, a plain ValueError) gets the
+    catalogue's general sentence for its kind.
 
     `names`: core field -> what the reader sees (a table's column header, an input's
     label). A table cell is named by its column and row (r0·k1), and an emptied cell is
@@ -55,6 +57,8 @@ def error_message(exc: Exception, names: dict[str, str] | None = None) -> str:
     `table_row()` around a per-row core call.
     """
     names = names or {}
+    if isinstance(exc, ArtifactError):  # the lab's own file, not the reader's input
+        return t("errors.damaged_file", file=plain(exc.file))
     if isinstance(exc, InvalidInput):
         rule = _rule(exc, names)
     elif isinstance(exc, NotANumber):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pclab.ui import browser, deeplink, link_notice
-from pclab.ui.language import language_switch, t
+from pclab.ui import browser, deeplink, link_notice, room_panel
+from pclab.ui.language import lang, language_switch, t
 
 WORKSHOP_KEY = "workshop"
 _RANGES = ("between", "at_least", "at_most", "outside", "error", "press_enter")
@@ -22,10 +22,13 @@ def open_link_visit(section: str) -> bool:
     return first_of_visit
 
 
-def sidebar_switches() -> None:
-    """The language switch and the workshop-mode toggle (both carried in the URL)."""
+def sidebar_switches(section: str) -> None:
+    """The language switch, the workshop-mode toggle (both carried in the URL) and the live
+    room's panel (ui.room_panel: a room link is taken before the toggle, which it turns on)."""
     language_switch()
+    room_panel.arrive(WORKSHOP_KEY, section)
     st.sidebar.toggle(t("exercise.workshop_mode"), key=WORKSHOP_KEY, bind="query-params")
+    room_panel.sidebar(t, bool(st.session_state.get(WORKSHOP_KEY)), lang(), section)
 
 
 def header(section: str, *, share: bool = True) -> None:
@@ -33,7 +36,8 @@ def header(section: str, *, share: bool = True) -> None:
 
     1. opens the link's visit (`open_link_visit`: session keys of ui.deeplink; the URL loses
        values no widget can hold);
-    2. renders the sidebar's language switch and workshop toggle (`sidebar_switches`);
+    2. renders the sidebar's language switch, workshop toggle and live room
+       (`sidebar_switches`);
     3. installs the browser helpers for number ranges and a stopped run
        (ui.browser.room_support);
     4. shows the title and, with `share`, the copy-link button;
@@ -42,7 +46,7 @@ def header(section: str, *, share: bool = True) -> None:
     6. shows the lead paragraph.
     """
     first_of_visit = open_link_visit(section)
-    sidebar_switches()
+    sidebar_switches(section)
     browser.room_support({k: t(f"common.range.{k}") for k in _RANGES}, t("runs.stopped"))
     st.title(t(f"{section}.title"))
     if share:

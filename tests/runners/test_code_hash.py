@@ -112,7 +112,7 @@ def test_sessions_reading_sources_at_once_never_trip_the_ast_constructor(tmp_pat
 
     from pclab.runners import code_hash
 
-    body = (ROOT / "pclab" / "runners" / "jobs.py").read_text() * 3
+    body = (ROOT / "pclab" / "runners" / "run_queue.py").read_text() * 3
     files = []
     for i in range(8 * 10):  # fresh files: every call parses, none is served from the cache
         path = tmp_path / f"m{i}.py"
@@ -197,3 +197,27 @@ def test_the_memoised_hash_follows_an_edit_in_the_same_process(tmp_path, monkeyp
     worker.write_text(worker.read_text() + "    from . import extra\n")
     assert "hashpkg.extra" in source_files("hashpkg.worker")
     assert worker_code_hash("hashpkg.worker") not in (first, second)
+
+
+NAMESPACE_WORKER = """
+import json
+from pclab.runners.code_hash import source_files
+print(json.dumps(sorted(source_files("tests.runners.workers.sleeps"))))
+"""
+
+
+def test_a_worker_below_a_namespace_package_is_hashed_in_a_fresh_interpreter():
+    """tests/runners has no __init__.py: the path finder reads a namespace parent's path from
+    sys.modules, where nothing imported it (KeyError in every launch of a test worker, until
+    a folder without __init__.py was taken to hold no source of its own)."""
+    done = subprocess.run(
+        [sys.executable, "-c", NAMESPACE_WORKER],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    modules = set(json.loads(done.stdout))
+    assert "tests.runners.workers.sleeps" in modules
+    assert "pclab.runners.worker" in modules  # what the worker imports from the package

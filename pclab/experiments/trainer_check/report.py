@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from pclab.core import update_weights
+from pclab.experiments.trainer_check.coupled_report import build_check as coupled_check
 from pclab.experiments.trainer_check.diagnoses import (
     Diagnosis,
     dtype_after,
@@ -217,6 +218,9 @@ def build_report(ranks: tuple[dict[str, Any], ...]) -> dict[str, Any]:
             raise ValueError("ranks ran different scenarios")
         dtype = check.get("dtype", "float64")
         per_scenario = [[r["checks"][i]["scenarios"][j] for r in ranks] for j in range(len(names))]
+        if check.get("mode") == "coupled":  # issue 28: its own scenarios and solve
+            checks.append(coupled_check(check, per_scenario, first))  # type: ignore[arg-type]
+            continue
         scenarios = [_scenario(ranks_j, first["tolerance"], dtype) for ranks_j in per_scenario]
         found: list[Diagnosis] = next(
             (

@@ -20,6 +20,10 @@ The contract (README, "Check your own trainer"):
     full_parameters(model) -> {name: Tensor}   optional: the full parameters after the step,
                                          named as build_model()'s (sharded or wrapped models)
 
+A file that defines batch_loss (or embed and embedding_loss without token_losses) is a
+coupled trainer, its loss of one item depending on the others: coupled_contract says which
+functions it needs, and `Trainer.mode` is "coupled" (read here, once).
+
 FIRST_POSITION_LABELLED = False is for causal LMs, whose loss shifts the labels: position t
 predicts the label at t + 1, so a label at position 0 is never a term. With it, every counted
 label the check hands over is a term, so a trainer that counts labels before the shift and one
@@ -37,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import pclab.experiments.trainer_check.coupled_contract as coupled_contract
 
 REQUIRED_FUNCTIONS = ("build_model", "token_losses", "train_step")
 SIGNATURES = {  # every function of the contract, as the check calls it
@@ -77,6 +83,7 @@ class Trainer:
     first_position_labelled: bool = True
     dtype: str = "float64"
     max_grad_norm: float | None = None
+    mode: str = "token"  # coupled_contract.MODES: "coupled" for a file with batch_loss
 
     def has(self, name: str) -> bool:
         """The file defines the optional function `name`."""
@@ -89,7 +96,9 @@ class Trainer:
 
     @property
     def capacity(self) -> int:
-        """Label positions of one microbatch: the most any n_rk can be."""
+        """Label positions of one microbatch: the most any n_rk can be (coupled: items)."""
+        if self.mode == "coupled":
+            return coupled_contract.MAX_ITEMS
         return self.labelled_columns * self.batch_size
 
     def call(self, name: str, *args: object) -> Any:
@@ -130,10 +139,13 @@ def load(path: str | Path) -> Trainer:
         raise TrainerFileError(f"{path.name}:{exc.lineno}: SyntaxError: {exc.msg}") from None
     except Exception as exc:  # noqa: BLE001 - an import error, a failing top-level line
         raise TrainerFileError(f"cannot import {where(exc, path, 'the file')}") from None
+    coupled = coupled_contract.is_coupled(module)  # the mode, read from the file
+    if coupled and (lacks := coupled_contract.problems(module)):
+        raise TrainerFileError(f"{path.name}: {'; '.join(lacks)}")
     missing = [f for f in REQUIRED_FUNCTIONS if not callable(getattr(module, f, None))]
-    if missing:
+    if missing and not coupled:
         raise TrainerFileError(f"{path.name}: missing {', '.join(f'{m}()' for m in missing)}")
-    _check_signatures(path, module)
+    _check_signatures(path, module, coupled_contract.SIGNATURES if coupled else SIGNATURES)
     own_batches = callable(getattr(module, "make_microbatch", None))
     defaults = {
         "VOCAB_SIZE": 1 if own_batches else None,
@@ -171,17 +183,21 @@ def load(path: str | Path) -> Trainer:
         first,
         dtype,
         None if max_norm is None else float(max_norm),
+        "coupled" if coupled else "token",
     )
 
 
-def expected_signature(name: str) -> str:
-    return f"{name}({', '.join(SIGNATURES[name])})"
+def expected_signature(name: str, signatures: dict[str, tuple[str, ...]] = SIGNATURES) -> str:
+    return f"{name}({', '.join(signatures[name])})"
 
 
-def _check_signatures(path: Path, module: ModuleType) -> None:
-    """Every contract function the file defines can be called as the check calls it:
-    TrainerFileError(code="signature") showing the expected signature, before any process."""
-    for name, args in SIGNATURES.items():
+def _check_signatures(
+    path: Path, module: ModuleType, signatures: dict[str, tuple[str, ...]]
+) -> None:
+    """Every contract function the file defines can be called as the check calls it (the
+    file's mode's `signatures`): TrainerFileError(code="signature") showing the expected
+    signature, before any process."""
+    for name, args in signatures.items():
         function = getattr(module, name, None)
         if function is None:
             continue
@@ -195,6 +211,7 @@ def _check_signatures(path: Path, module: ModuleType) -> None:
             signature.bind(*args)
         except TypeError:
             raise TrainerFileError(
-                f"{path.name}: {name}{signature} cannot be called as {expected_signature(name)}",
+                f"{path.name}: {name}{signature} cannot be called as "
+                f"{expected_signature(name, signatures)}",
                 "signature",
             ) from None

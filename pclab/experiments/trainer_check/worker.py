@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pclab.core import update_weights
-from pclab.experiments.trainer_check import diagnoses, probe, trainer_file
+from pclab.experiments.trainer_check import coupled_worker, diagnoses, probe, trainer_file
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.probe import Batch, State
@@ -291,6 +291,13 @@ def check_trainer(
     device: str = "cpu",
 ) -> dict[str, Any]:
     trainer = trainer_file.load(path)
+    if trainer.mode == "coupled":  # issue 28: batch_loss, the coupled mode's own path
+        steps = coupled_worker.RankSteps(
+            user_update, compare_updates, sgd_delta, rank_spread, scenario_tolerance
+        )
+        return coupled_worker.check_trainer(
+            trainer, accum, counts, tolerance, rank, world, device, steps
+        )
     if counts is None:
         grids, skipped = scenario_counts(world, accum, trainer.capacity)
     else:
