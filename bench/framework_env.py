@@ -7,11 +7,13 @@ the check's ranks run under it too.
     python -m bench.framework_env litgpt                      # venv: $TMPDIR/pcl-litgpt
     python -m bench.framework_env litgpt --venv ~/venvs/litgpt
     python -m bench.framework_env litgpt --dry-run            # print the commands only
+    python -m bench.framework_env torchtune                   # venv: $TMPDIR/pcl-torchtune
 
 The last step is `python -m pclab.experiments.trainer_check.frameworks --only litgpt`: it
 rewrites that package's rows of pclab/artifacts/framework_checks.json and keeps the others. An
 existing environment is reused (pip only adds what is missing). The tests find it at the same
-default path (tests/runners/test_litgpt.py), or where $PCL_LITGPT_PYTHON points.
+default path (tests/runners/test_litgpt.py, test_torchtune.py), or where $PCL_LITGPT_PYTHON
+($PCL_TORCHTUNE_PYTHON) points.
 """
 
 from __future__ import annotations
@@ -27,10 +29,22 @@ from pathlib import Path
 
 from bench import ROOT
 
-# package -> its exact pin: litgpt 0.5.13 requires huggingface-hub<1.4, transformers 5.24.0
-# (requirements.txt) >=1.31, so the two cannot share one environment.
-OWN_ENVIRONMENT = {"litgpt": "litgpt==0.5.13"}
+# package -> its exact pins. litgpt 0.5.13 requires huggingface-hub<1.4, transformers 5.24.0
+# (requirements.txt) >=1.31, so the two cannot share one environment. torchtune 0.6.1 needs
+# torchao, and only torchao 0.13.0-0.15.0 import beside torch 2.13.0 (0.16.0 lacks
+# int4_weight_only, 0.12.0 needs a torch._inductor module 2.13.0 no longer has).
+OWN_ENVIRONMENT = {
+    "litgpt": ("litgpt==0.5.13",),
+    "torchtune": ("torchtune==0.6.1", "torchao==0.15.0"),
+    "ai2-olmo-core": ("ai2-olmo-core==3.0.0",),  # it would move huggingface_hub to 1.33.0
+}
 PYTHON_ENV = "PCL_{}_PYTHON"  # e.g. PCL_LITGPT_PYTHON: a Python that has the package
+
+
+def python_env(package: str) -> str:
+    """The variable naming a Python that has `package`: PCL_AI2_OLMO_CORE_PYTHON for
+    ai2-olmo-core."""
+    return PYTHON_ENV.format(package.upper().replace("-", "_"))
 
 
 def torch_pin(requirements: Path = ROOT / "requirements.txt") -> str:
@@ -52,15 +66,15 @@ def venv_python(venv: Path) -> Path:
 
 def python_for(package: str) -> Path | None:
     """A Python whose environment has `package`: $PCL_<PACKAGE>_PYTHON, else the default
-    environment's, when it exists and imports the package; None otherwise."""
-    named = os.environ.get(PYTHON_ENV.format(package.upper()))
+    environment's, when it exists and has the package's distribution installed; else None."""
+    named = os.environ.get(python_env(package))
     candidate = Path(named) if named else venv_python(default_venv(package))
     if not candidate.is_file():
         return None
     probe = [
         str(candidate),
         "-c",
-        f"import importlib.util as u; exit(not u.find_spec({package!r}))",
+        f"import importlib.metadata as m; m.version({package!r})",  # the distribution's name
     ]
     return candidate if subprocess.run(probe, capture_output=True).returncode == 0 else None
 
@@ -73,7 +87,7 @@ def commands(package: str, venv: Path, checkout: Path = ROOT) -> list[list[str]]
     steps = [] if venv_python(venv).is_file() else [[sys.executable, "-m", "venv", str(venv)]]
     return steps + [
         pip + [pin],
-        pip + [pin, OWN_ENVIRONMENT[package], "-e", str(checkout)],  # torch stays the lab's
+        pip + [pin, *OWN_ENVIRONMENT[package], "-e", str(checkout)],  # torch stays the lab's
         [python, "-m", "pclab.experiments.trainer_check.frameworks", "--only", package],
     ]
 

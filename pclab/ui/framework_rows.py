@@ -48,6 +48,10 @@ ISSUES = {
         ("huggingface/transformers", 32049),
     ),
     "torchtitan": (("pytorch/torchtitan", 1661),),
+    "clm_no_trainer_padded": (("huggingface/transformers", 34191),),
+    "torchtune_full_finetune": (("meta-pytorch/torchtune", 2613),),
+    "olmo_core_train_module": (("pytorch/torchtitan", 2206),),
+    "megatron-core": (("NVIDIA/Megatron-LM", 936),),
 }
 REPOSITORY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 VERDICT_CODES = ("same_update", "different", "no_evidence")  # a check's status, as recorded

@@ -41,7 +41,14 @@ FINDINGS = {
     "fsdp2_global_tokens": "same_update",
     "fsdp2_local_mean": "different",
     "litgpt_finetune": "different",
+    "olmo_core_train_module": "different",
+    "ai2-olmo-core": None,  # OLMoDDPTrainModule: its own AdamW, no SGD: a reason
+    "torchtune_full_finetune": "different",
+    "torchtune_full_finetune_masked": "different",  # global token mean; N = 0: non-finite
     "torchtitan": None,  # cannot run on a CPU: a reason, no verdict
+    "transformers": None,  # run_clm_no_trainer.py as shipped: equal counts, a reason
+    "clm_no_trainer_padded": "different",
+    "megatron-core": None,  # needs Python >= 3.12: a reason, no verdict
 }
 COLOURS = {"same_update": "green", "different": "red", "no_evidence": "orange", None: "gray"}
 BADGE = re.compile(r":(\w+)-badge\[([^\]]+)\]")
@@ -101,8 +108,10 @@ def test_rows_that_cannot_run_here_say_why_and_offer_no_run():
     assert say["frameworks.reason.torchtitan"] in infos(at)
     assert say["frameworks.reason.litgpt_finetune"] in infos(at)  # its own environment
     (torchtitan,) = [r for r in frameworks.load()["records"] if r["framework"] == "torchtitan"]
-    expander = next(e for e in at.expander if e.label == say["frameworks.recorded_reason"])
-    assert expander.markdown[0].value == plain(torchtitan["reason"])  # the record's own words
+    reasons = [
+        e.markdown[0].value for e in at.expander if e.label == say["frameworks.recorded_reason"]
+    ]
+    assert plain(torchtitan["reason"]) in reasons  # the record's own words
     installed = {s.code for s in frameworks.SETTINGS if framework_rows.why_not_here(s) is None}
     assert run_buttons(at) == installed
     assert not {"torchtitan", "litgpt_finetune"} & run_buttons(at)

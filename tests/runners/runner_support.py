@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,3 +87,46 @@ def warm_runtime(**settings) -> Iterator[Runtime]:
         yield runtime
     finally:
         runtime.shutdown()
+
+
+def run_in_own_environment(package: str, folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """`python ARGS` under the Python of `package`'s own environment (bench/framework_env.py),
+    this checkout first on its path, every rank's evidence to folder/record.jsonl; the calling
+    test skips, saying how to build the environment, where there is none."""
+    import pytest
+
+    from bench import framework_env
+
+    python = framework_env.python_for(package)
+    if python is None:
+        pytest.skip(
+            f"{package} is not installed here: it has its own environment, built by "
+            f"`python -m bench.framework_env {package}` (or set "
+            f"${framework_env.python_env(package)})"
+        )
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PCL_FRAMEWORK_RECORD=str(folder / "record.jsonl"), PYTHONPATH=str(root))
+    return subprocess.run(
+        [str(python), *args], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def assert_measures_its_record(check: dict, adapter: str, rel: float) -> None:
+    """A check of examples/trainers/<adapter>.py measured what the framework table records
+    for it: the uneven scenario's scheme and weights (to `rel`), every scenario's verdict."""
+    import pytest
+
+    from pclab.experiments.trainer_check import frameworks
+
+    setting = next(s for s in frameworks.SETTINGS if s.adapter == adapter)
+    (recorded,) = [
+        r
+        for r in frameworks.load()["records"]
+        if (r["framework"], r["setting"]) == (setting.framework, setting.setting)
+    ]
+    assert recorded["command"] == f"pclab check examples/trainers/{adapter}.py --json"
+    uneven = next(s for s in check["scenarios"] if s["name"] == "uneven")
+    assert (uneven["scheme"], check["passed"]) == (recorded["scheme"], recorded["passed"])
+    assert {s["name"]: s["passed"] for s in check["scenarios"]} == recorded["scenarios"]
+    for got, want in zip(uneven["weights"], recorded["weights"], strict=True):
+        assert got == pytest.approx(want, rel=rel)

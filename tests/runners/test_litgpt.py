@@ -15,15 +15,12 @@ so weight x N = N / (P K n_rk); a microbatch without labels adds nothing (its lo
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 
 import pytest
-from runner_support import ROOT
+from runner_support import ROOT, assert_measures_its_record, run_in_own_environment
 
 from bench import framework_env
-from pclab.experiments.trainer_check import frameworks
 
 ADAPTER = "litgpt_finetune"
 TRAINER = ROOT / "examples" / "trainers" / f"{ADAPTER}.py"
@@ -34,24 +31,10 @@ STEPS_PER_SCENARIO = 2  # the check's train_step calls: its optimizer, then SGD 
 def run(tmp_path_factory):
     """One `pclab check litgpt_finetune.py --json` under litgpt's Python, with every rank's
     evidence; this checkout's package first on the path (the environment's may be another's)."""
-    python = framework_env.python_for("litgpt")
-    if python is None:
-        pytest.skip(
-            "litgpt is not installed here: it has its own environment, built by "
-            "`python -m bench.framework_env litgpt` (or set $PCL_LITGPT_PYTHON)"
-        )
-    record = tmp_path_factory.mktemp("litgpt") / "record.jsonl"
-    env = dict(os.environ, PCL_FRAMEWORK_RECORD=str(record), PYTHONPATH=str(ROOT))
-    done = subprocess.run(
-        [str(python), "-m", "pclab", "check", str(TRAINER), "--json"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    folder = tmp_path_factory.mktemp("litgpt")
+    done = run_in_own_environment("litgpt", folder, "-m", "pclab", "check", str(TRAINER), "--json")
     assert done.returncode == 1, done.stderr[-3000:]  # a different update, as recorded
-    lines = [json.loads(x) for x in record.read_text().splitlines()]
+    lines = [json.loads(x) for x in (folder / "record.jsonl").read_text().splitlines()]
     return json.loads(done.stdout), lines
 
 
@@ -103,14 +86,7 @@ def test_every_step_went_through_litgpts_own_loop(run):
 
 @pytest.mark.slow
 def test_the_run_measures_what_the_litgpt_record_says(run):
-    check, _ = run
-    (recorded,) = [r for r in frameworks.load()["records"] if r["framework"] == "litgpt"]
-    assert recorded["command"] == f"pclab check examples/trainers/{ADAPTER}.py --json"
-    uneven = next(s for s in check["scenarios"] if s["name"] == "uneven")
-    assert (uneven["scheme"], check["passed"]) == (recorded["scheme"], recorded["passed"])
-    assert {s["name"]: s["passed"] for s in check["scenarios"]} == recorded["scenarios"]
-    for got, want in zip(uneven["weights"], recorded["weights"], strict=True):
-        assert got == pytest.approx(want, rel=1e-9)
+    assert_measures_its_record(run[0], ADAPTER, 1e-9)
 
 
 def test_checking_the_contract_imports_no_litgpt():

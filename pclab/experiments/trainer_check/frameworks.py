@@ -157,6 +157,43 @@ SETTINGS = (
         True,
         "litgpt_finetune",
     ),
+    Setting(  # its own environment: python -m bench.framework_env torchtune
+        "torchtune",
+        "torchtune",
+        "recipes/full_finetune_distributed.py, labels as text_completion_dataset builds them "
+        "(position 0 counted), FSDP2, float32",
+        True,
+        "torchtune_full_finetune",
+    ),
+    Setting(
+        "torchtune",
+        "torchtune",
+        "recipes/full_finetune_distributed.py, the label at position 0 masked (-100)",
+        False,
+        "torchtune_full_finetune_masked",
+    ),
+    Setting(  # its own environment: python -m bench.framework_env ai2-olmo-core
+        "OLMo-core",
+        "ai2-olmo-core",
+        "TransformerTrainModule, FSDP: each rank's summed loss / its own label count "
+        "(loss_div_factor), float32",
+        True,
+        "olmo_core_train_module",
+    ),
+    Setting(
+        "OLMo-core",
+        "ai2-olmo-core",
+        "OLMoDDPTrainModule (its MoE models, its own distributed optimizer)",
+        False,
+        reason="not measured: OLMoDDPTrainModule takes only an OLMoDDPModel (OLMo-core's MoE "
+        "transformer) and builds its optimizer from OLMoDDPOptimizerConfig, a distributed fused "
+        "AdamW with skip-step spike detection (its docstring); it has no SGD, and the check "
+        "solves each microbatch's weight from an SGD update, so the update cannot be set "
+        "against the check's reference. Its source all-reduces the label count over the "
+        "data-parallel group and divides it by the group's size before dividing each loss "
+        "(ddp_train_module.py:1598-1604): read, not measured",
+        examined="3.0.0",
+    ),
     Setting(
         "torchtitan",
         "torchtitan",
@@ -170,6 +207,37 @@ SETTINGS = (
         "It co-installs only by moving datasets back to 4.7.0 (it pins <4.8) and huggingface_hub "
         "to 1.33.0",
         examined="0.3.0",
+    ),
+    Setting(  # transformers' example script (its code: "transformers"); the next row's
+        "transformers run_clm_no_trainer.py",  # accumulation is Accelerate's, so is its package
+        "transformers",
+        "as shipped: group_texts blocks, labels = input_ids, accelerator.accumulate + outputs.loss",
+        True,
+        reason="not a separate measurement: group_texts cuts the text into blocks of block_size "
+        "tokens with every label counted and no padding, and Accelerate's prepared DataLoader "
+        "fills a short last batch (even_batches), so every microbatch holds the same "
+        "per_device_train_batch_size x (block_size - 1) terms and each outputs.loss / K, "
+        "averaged over P, is the global token mean on that data. The check's uneven counts "
+        "cannot be built from such blocks, and on equal counts every scheme passes; the same "
+        "loop on padded, masked data is the next row",
+    ),
+    Setting(
+        "transformers run_clm_no_trainer.py",
+        "accelerate",
+        "its loop (accelerator.accumulate + outputs.loss) on right-padded, masked data",
+        False,
+        "clm_no_trainer_padded",
+    ),
+    Setting(
+        "Megatron-core",
+        "megatron-core",
+        "calculate_per_token_loss=False (its default) and True",
+        True,
+        reason="megatron-core 0.19.2 cannot be installed here: it requires Python >= 3.12, as "
+        "every release since 0.17.0 does, and the lab's Python is 3.11 (pip: 'Ignored the "
+        "following versions that require a different python version: ... 0.19.2 Requires-Python "
+        ">=3.12'). Its arithmetic is not reproduced by hand: that would be no measurement",
+        examined="0.19.2",
     ),
 )
 

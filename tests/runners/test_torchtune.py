@@ -1,0 +1,128 @@
+"""torchtune's full_finetune_distributed recipe through the trainer check
+(examples/trainers/torchtune_full_finetune.py and _masked.py), from torchtune's own environment:
+torchtune 0.6.1 needs torchao, of which only 0.13.0-0.15.0 import beside torch 2.13.0, so the
+check runs under a Python that has it - this one, or the environment
+`python -m bench.framework_env torchtune` builds ($PCL_TORCHTUNE_PYTHON, else
+$TMPDIR/pcl-torchtune). Without one, the run's tests skip and say how to build it. One launch
+checks both adapters.
+
+What torchtune 0.6.1 measured (torch 2.13.0, float32, P = 2, K = 2), pinned against weights
+computed from the counts alone: the recipe multiplies each microbatch's mean loss (over its
+terms, the labels after the shift) by its label count before the shift, and scales the
+gradients by P / (the labels of the update, counted before the shift, summed over the ranks).
+So weight x N = (labels_rk / n_rk) x (N / labels): with position 0 counted, not the global
+token mean; with position 0 masked, labels = terms and the weights are 1. With no label at all
+the scale is P / 0 and the parameters turn non-finite.
+
+    python -m pytest tests/runners/test_torchtune.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from runner_support import ROOT, assert_measures_its_record, run_in_own_environment
+
+from bench import framework_env
+
+ADAPTERS = ("torchtune_full_finetune", "torchtune_full_finetune_masked")
+STEPS_PER_SCENARIO = 2  # the check's train_step calls: its optimizer, then SGD at lr 1
+ONE_LAUNCH = (  # both adapters in one launch, as the table records them
+    "import json; from pclab.experiments.trainer_check import frameworks as f; "
+    "print(json.dumps(f.check_adapters([s for s in f.SETTINGS if s.package == 'torchtune'])))"
+)
+REL = 1e-5  # float32 (DTYPE): the solved weights, as the check's float32 tolerance allows
+
+
+def _trainer(adapter: str):
+    return ROOT / "examples" / "trainers" / f"{adapter}.py"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One launch of both adapters (frameworks.check_adapters, as `--only torchtune` records
+    them) under torchtune's Python, with every rank's evidence; this checkout's package first
+    on the path."""
+    folder = tmp_path_factory.mktemp("torchtune")
+    done = run_in_own_environment("torchtune", folder, "-c", ONE_LAUNCH)
+    assert done.returncode == 0, done.stderr[-3000:]
+    checks = json.loads(done.stdout.splitlines()[-1])
+    lines = (folder / "record.jsonl").read_text().splitlines()
+    return checks, [json.loads(x) for x in lines]
+
+
+def _expected(s: dict) -> list[list[float | None]]:
+    """(labels_rk / n_rk) x (N / labels): the recipe's count is taken before the shift."""
+    terms, labels = sum(map(sum, s["counts"])), sum(map(sum, s["label_positions"]))
+    return [
+        [lab / n * terms / labels if n else None for n, lab in zip(row, placed, strict=True)]
+        for row, placed in zip(s["counts"], s["label_positions"], strict=True)
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_the_recipe_weights_each_microbatch_by_labels_over_terms(run, adapter):
+    check = run[0][adapter]
+    assert check["status"] == "different" and not check["passed"] and check["dtype"] == "float32"
+    for s in check["scenarios"]:
+        if s["name"] == "no_labels":  # P / 0: the parameters are no longer finite
+            assert not s["passed"] and s["first_divergence"]["why"] == "non-finite"
+            continue
+        for got_row, want_row in zip(s["weights"], _expected(s), strict=True):
+            for got, want in zip(got_row, want_row, strict=True):
+                assert (got is None) == (want is None), (s["name"], s["weights"])
+                if want is not None:
+                    assert got == pytest.approx(want, rel=REL), (s["name"], s["weights"])
+    uneven = next(s for s in check["scenarios"] if s["name"] == "uneven")
+    if adapter.endswith("masked"):  # every counted label is a term: the global token mean
+        assert uneven["scheme"] == "global_token" and uneven["passed"]
+        assert uneven["counts"] == uneven["label_positions"] == [[14, 8], [1, 8]]
+    else:  # 34 labels placed, 5 at position 0: N = 29 terms
+        assert uneven["scheme"] == "other" and not uneven["passed"]
+        assert uneven["label_positions"] == [[16, 8], [7, 3]]
+        assert uneven["counts"] == [[14, 7], [5, 3]]
+    assert "optimizer_not_stepped" in {d["code"] for d in check["diagnoses"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_every_step_went_through_the_recipes_own_train(run, adapter):
+    """Per rank, one line per train_step: the recipe's train() took one global step over K
+    microbatches with the optimizer it built itself, over FSDP2's DTensor shards."""
+    checks, lines = run
+    calls = len(checks[adapter]["scenarios"]) * STEPS_PER_SCENARIO
+    for rank in (0, 1):
+        mine = [x for x in lines if x["adapter"] == adapter and x["rank"] == rank]
+        assert len(mine) == calls, (rank, len(mine))
+        for line in mine:
+            assert line["world_size"] == 2 and line["global_step"] == 1
+            assert line["gradient_accumulation_steps"] == 2 and line["optimizer_steps"] == 1
+            assert line["optimizer_class"] == "SGD" and not line["optimizer_is_the_one_passed"]
+            assert line["parameter_type"] == "DTensor"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_the_run_measures_what_the_torchtune_record_says(run, adapter):
+    assert_measures_its_record(run[0][adapter], adapter, REL)
+
+
+def test_checking_the_contract_imports_no_torchtune():
+    """The command imports the adapters in its own process (the lab's environment, without
+    torchtune): only the ranks import torchtune."""
+    from pclab.experiments.trainer_check.trainer_file import load
+
+    capacities = [load(_trainer(a)).capacity for a in ADAPTERS]
+    assert capacities == [16, 14]  # masked: labels at positions 1..7 only
+    assert "torchtune" not in sys.modules
+
+
+def test_the_environment_pins_torchao_beside_the_labs_torch(tmp_path):
+    steps = framework_env.commands("torchtune", tmp_path / "venv")
+    framework, recorded = steps[2], steps[3]
+    assert steps[1][-1] == "torch==2.13.0"  # the lab's pin first: the CPU build
+    assert {"torch==2.13.0", "torchtune==0.6.1", "torchao==0.15.0", "-e"} <= set(framework)
+    assert recorded[-2:] == ["--only", "torchtune"]
