@@ -75,9 +75,10 @@ def test_a_killed_servers_folders_are_removed_by_the_next_start(browser, tmp_pat
         os.killpg(first.pid, signal.SIGKILL)  # no clean-up of its own can run
         first.wait(timeout=30)
     tab.close()
+    # What the SIGKILL left: the run's folders, unless the zygote (its parent-death signal is
+    # a SIGTERM) cleaned up first - a race a loaded box can go either way. Whatever is left
+    # must be gone after the next start; test_scratch plants a dead owner's folders for sure.
     left = _lab_folders(tmp_path)
-    assert any(n.startswith(f"pcl-run-{first.pid}-") for n in left), left
-    assert _rank_folders(tmp_path), "what a SIGKILL leaves: the next start must remove it"
     with streamlit_server(env=env) as url:
         second = browser.new_page()
         second.goto(url)  # the first page view builds the runtime (and sweeps)
