@@ -9,9 +9,15 @@ JSON's "diagnoses": [{"code", "message", "scenario", ...}], the page's and CI's 
     uniform_scale            every weight x N is one c != 1: the update scaled once
     extra_optimizer_state    train_step created optimizer state the reference has none of
     no_evidence              the counts cannot tell the global token mean from a wrong scheme
+    trainer_error            the trainer raised in this scenario (file:line, the exception)
+    collective_mismatch      the ranks' collectives did not pair up in this scenario (one rank
+                             skipped or added one, or a rank left): what each rank was doing
+    timeout                  a rank was still in this scenario after its deadline
+    non_finite               a parameter or optimizer-state value is NaN or inf after the step
 
 The first three (and dtype_changed on a freshly built model) make the file unusable: exit 2,
-no scenario run. Messages are plain English built here, once; codes never change.
+no scenario run. trainer_error, collective_mismatch and timeout make their scenario's verdict
+`different` (exit 1); every other scenario is still judged. Messages are plain English built here, once; codes never change.
 """
 
 from __future__ import annotations
@@ -160,3 +166,56 @@ def no_evidence_run(world_size: int, accum: int) -> Diagnosis:
         "the default) or uneven --counts"
     )
     return _diagnosis("no_evidence", message)
+
+
+FAILURE_CODES = {"trainer_error": "trainer_error", "timeout": "timeout", "mismatch": (
+    "collective_mismatch"), "peer": "collective_mismatch"}
+
+
+def scenario_failed(scenario: str, seen: list[dict[str, Any]]) -> Diagnosis:
+    """One scenario's failure from what each rank saw ({"rank", "kind", "text"}; kind
+    trainer_error, timeout, mismatch or peer): the trainer's own exception first, then a
+    deadline, then collectives that did not pair up (a peer that left is only a symptom)."""
+    order = ("trainer_error", "timeout", "mismatch", "peer")
+    first = min(seen, key=lambda s: (order.index(s["kind"]), s["rank"]))
+    code = FAILURE_CODES[first["kind"]]
+    ranks = {s["rank"]: s["text"] for s in sorted(seen, key=lambda s: s["rank"])}
+    others = "; ".join(f"rank {r}: {t}" for r, t in ranks.items() if r != first["rank"])
+    also = f" (meanwhile {others})" if others else ""
+    if code == "trainer_error":
+        message = (
+            f"{scenario}: the trainer raised on rank {first['rank']}: {first['text']}{also}. "
+            "This scenario's verdict is `different`; the other scenarios are judged without it"
+        )
+    elif code == "timeout":
+        message = (
+            f"{scenario}: rank {first['rank']} timed out, {first['text']}{also}: a rank that "
+            "waits for a collective its peers never make, or a step that never returns"
+        )
+    else:
+        message = (
+            f"{scenario}: the ranks' collectives did not pair up (rank {first['rank']}: "
+            f"{first['text']}{also}). Every rank must make the same collectives in the same "
+            "order, also a rank with no labels: does train_step skip an all_reduce when its "
+            "count is 0?"
+        )
+    return _diagnosis(code, message, scenario, rank=first["rank"], ranks=ranks)
+
+
+def launch_failed(scenario: str, outcome: str, message: str) -> Diagnosis:
+    """A scenario during which a rank died or the launch ran out of time (the launch layer
+    relaunched the scenarios after it): the launcher's one line, with its meaning."""
+    if outcome == "timeout":
+        return _diagnosis(
+            "timeout", f"{scenario}: the run {message}: a step that never returns?", scenario
+        )
+    mismatch = any(m in message for m in ("collective mismatch", "doesn't match expected size"))
+    if mismatch or "Connection" in message:
+        text = (
+            f"{scenario}: a rank died in a collective its peers did not make ({message}). Every "
+            "rank must make the same collectives in the same order, also a rank with no labels: "
+            "does train_step skip an all_reduce when its count is 0?"
+        )
+        return _diagnosis("collective_mismatch", text, scenario, rank=None, ranks={})
+    text = f"{scenario}: a rank died ({message}). The other scenarios are judged without it"
+    return _diagnosis("trainer_error", text, scenario, rank=None, ranks={})

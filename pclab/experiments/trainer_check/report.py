@@ -37,7 +37,7 @@ class ScenarioResult(TypedDict):
     residual: float | None
     scheme: str | None  # a named scheme, "other", or None at N = 0
     matching_schemes: list[str]  # every named scheme these counts cannot tell from it
-    ranks_agree: bool
+    ranks_agree: bool | None  # None: the scenario failed (trainer_error, timeout, ...)
     notes: list[str]  # codes: no_step, ranks_differ, control, zero_must_skip, not_linear ...
     verdict: str  # same_update, different, or no_evidence (matched, but so would a wrong scheme)
     untold: list[str]  # the wrong schemes these counts give the global token mean's weights
@@ -67,9 +67,36 @@ def exit_code(check: Mapping[str, Any]) -> int:
     return STATUS_EXIT[check["status"]]
 
 
+def _failed(per_rank: list[RankScenario], tolerance: float) -> ScenarioResult:
+    """A scenario some rank failed in (guard.py; the diagnosis says how): `different`, with
+    nothing measured."""
+    positions: list[list[int]] = per_rank[0]["label_positions"]
+    return {
+        "name": per_rank[0]["name"],
+        "counts": positions,
+        "label_positions": positions,
+        "passed": False,
+        "max_abs_diff": None,
+        "first_divergence": None,
+        "weights": None,
+        "residual": None,
+        "scheme": None,
+        "matching_schemes": [],
+        "ranks_agree": None,
+        "notes": [],
+        "verdict": "different",
+        "untold": [],
+        "tolerance": tolerance,
+        "floor": None,
+        "clip_coefficient": None,
+    }
+
+
 def _scenario(
     per_rank: list[RankScenario], tolerance: float, dtype: str = "float64"
 ) -> ScenarioResult:
+    if any("failure" in s for s in per_rank):
+        return _failed(per_rank, tolerance)
     first_rank = per_rank[0]
     tolerance = max(s.get("tolerance", tolerance) for s in per_rank)
     rtol = SOLVE_RTOL[dtype]
@@ -152,6 +179,9 @@ def _scenario_diagnoses(
     """What this scenario's ranks saw, as diagnoses (diagnoses.py)."""
     found: list[Diagnosis] = []
     name = s["name"]
+    failure = next((r["failure"] for r in per_rank if "failure" in r), None)
+    if failure is not None:
+        return [failure]
     recast = next((r["dtype_after"] for r in per_rank if r.get("dtype_after")), None)
     if recast:
         found.append(dtype_after(name, recast[0], recast[1], dtype))

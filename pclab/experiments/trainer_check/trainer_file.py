@@ -51,6 +51,8 @@ DEFAULT_SEQ_LEN, DEFAULT_BATCH_SIZE, MAX_SIDE = 8, 2, 4096
 MAX_VOCAB = 2**24  # a limit on nothing but typos: real vocabularies (50304, 256000) pass
 DTYPES = ("float64", "float32", "bfloat16")
 FIRST_POSITION = "FIRST_POSITION_LABELLED"
+CHECK_STEPS = "the check's own steps"
+CURRENT: list[str] = [CHECK_STEPS]  # what this rank is running: a failure's "where" (guard.py)
 
 
 class TrainerFileError(ValueError):
@@ -96,10 +98,13 @@ class Trainer:
         """Call the file's `name`, turning any exception into TrainerRaised at the user's
         own line (the lab's frames are not the user's business)."""
         function = getattr(self.module, name)
+        outer, CURRENT[0] = CURRENT[0], f"{name}()"  # left as is when it raises: the where
         try:
-            return function(*args)
+            result = function(*args)
         except Exception as exc:  # noqa: BLE001 - reported, with where it happened
             raise TrainerRaised(where(exc, self.path, name)) from None
+        CURRENT[0] = outer
+        return result
 
 
 def where(exc: BaseException, path: Path, name: str) -> str:

@@ -29,11 +29,12 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pclab.core import update_weights
-from pclab.experiments.trainer_check import diagnoses, probe, trainer_file
+from pclab.experiments.trainer_check import diagnoses, guard, probe, trainer_file
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.probe import Batch, State
@@ -42,7 +43,10 @@ from pclab.experiments.trainer_check.scenarios import Grid, scenario_counts
 from pclab.experiments.trainer_check.summary import render
 from pclab.experiments.trainer_check.trainer_file import Trainer
 from pclab.runners.processes import TOKEN_ENV
-from pclab.runners.worker import finish_worker, init_worker, write_rank_output
+from pclab.runners.worker import PG_TIMEOUT_ENV, finish_worker, init_worker, write_rank_output
+
+SCENARIO_TIMEOUT_ENV = "PCL_SCENARIO_TIMEOUT_S"  # one scenario's deadline (default 4 x the
+# process group's timeout): past it, the scenario's verdict is `different`, with `timeout`
 
 if TYPE_CHECKING:  # annotations only; the functions import torch where they use it
     import torch
@@ -281,6 +285,22 @@ def _clip_coefficient(
     return coefficient
 
 
+@dataclass(frozen=True)
+class Units:
+    """Which scenarios this launch runs, counted across the trainer files in order (a unit is
+    one trainer's scenario): from `skip` on (the launch layer relaunches the rest after a rank
+    died), each one's evidence appended to <progress>/rank<r>.jsonl as it is judged."""
+
+    skip: int = 0
+    progress: str | None = None
+    timeout_s: float = 240.0  # one scenario's deadline on every rank (guard.deadline)
+
+    def record(self, rank: int, line: dict[str, Any]) -> None:
+        if self.progress is not None:
+            with Path(self.progress, f"rank{rank}.jsonl").open("a") as out:
+                out.write(json.dumps(line) + "\n")
+
+
 def check_trainer(
     path: str,
     accum: int,
@@ -289,7 +309,11 @@ def check_trainer(
     rank: int,
     world: int,
     device: str = "cpu",
+    units: tuple[int, Units] = (0, Units()),
 ) -> dict[str, Any]:
+    """This rank's evidence on one trainer file; `units`: the index of its first scenario
+    among every file's, and which of them this launch runs."""
+    first_unit, run = units
     trainer = trainer_file.load(path)
     if counts is None:
         grids, skipped = scenario_counts(world, accum, trainer.capacity)
@@ -299,22 +323,53 @@ def check_trainer(
     if too_many:
         limit = f"{trainer.capacity} = BATCH_SIZE x {trainer.labelled_columns} labelled positions"
         raise ValueError(f"counts={max(too_many)} is more than a microbatch holds ({limit})")
-    found = preflight(trainer, device, rank)
-    scenarios = (
-        []
-        if found
-        else [check_scenario(trainer, n, g, tolerance, rank, device) for n, g in grids.items()]
-    )
-    return {
+    header = {
         "trainer": str(Path(path)),
-        "scenarios": scenarios,
         "skipped": skipped,
         "first_position_labelled": trainer.first_position_labelled,
         "dtype": trainer.dtype,
         "max_grad_norm": trainer.max_grad_norm,
         "device": device,
-        "diagnoses": found,
     }
+    todo = [(first_unit + j, n, g) for j, (n, g) in enumerate(grids.items())]
+    todo = [u for u in todo if u[0] >= run.skip]
+    found = preflight(trainer, device, rank) if todo else []
+    run.record(rank, {"unit": first_unit, "header": header, "diagnoses": found})
+    scenarios = []
+    for index, name, grid in [] if found else todo:
+        run.record(rank, {"started": index})
+        evidence, failure = guard.alone(
+            partial(check_scenario, trainer, name, grid, tolerance, rank, device),
+            name,
+            index,
+            run.timeout_s,
+            "nccl" if device == "cuda" else "gloo",
+            device_of(device),
+        )
+        entry = evidence or {"name": name, "label_positions": [list(r) for r in grid]}
+        if failure is not None:
+            entry["failure"] = failure
+        run.record(rank, {"unit": index, "scenario": entry})
+        scenarios.append(entry)
+    return {**header, "scenarios": scenarios, "diagnoses": found, "units": len(grids)}
+
+
+def units_of(argv: list[str] | None) -> tuple[list[str] | None, Units]:
+    """The launch layer's own arguments (--skip N, --progress-dir D), taken out of `argv`
+    before the declared parameters are read; the scenario deadline from the environment."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    values: dict[str, str] = {}
+    for flag in ("--skip", "--progress-dir"):
+        if flag in args:
+            at = args.index(flag)
+            values[flag] = args[at + 1]
+            del args[at : at + 2]
+    pg_timeout = float(os.environ.get(PG_TIMEOUT_ENV, "60"))
+    timeout_s = float(os.environ.get(SCENARIO_TIMEOUT_ENV, repr(4 * pg_timeout)))
+    units = Units(int(values.get("--skip", 0)), values.get("--progress-dir"), timeout_s)
+    return args, units
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -323,15 +378,18 @@ def main(argv: list[str] | None = None) -> None:
     from torch.distributed.elastic.multiprocessing.errors import record
 
     def run() -> None:
-        params, out_dir = Params.from_worker_args(argv)
+        args, units = units_of(argv)
+        params, out_dir = Params.from_worker_args(args)
         rank, world = init_worker(backend="nccl" if params.device == "cuda" else "gloo")
         counts, accum, tolerance = params.counts, params.accum_steps, params.tolerance
         if counts is not None and len(counts) != world:
             raise ValueError(f"--counts has {len(counts)} ranks but the world size is {world}")
-        checks = [
-            check_trainer(p, accum, counts, tolerance, rank, world, params.device)
-            for p in params.trainers
-        ]
+        checks: list[dict[str, Any]] = []
+        for p in params.trainers:
+            first = sum(c["units"] for c in checks)
+            checks.append(
+                check_trainer(p, accum, counts, tolerance, rank, world, params.device, (first, units))
+            )
         payload: dict[str, Any] = {
             "rank": rank,
             "world_size": world,

@@ -1,0 +1,141 @@
+"""Each scenario stands alone: one rank of the trainer check runs a scenario under a deadline,
+catches what the trainer raised there, and rejoins its peers in a fresh process group, so that
+one scenario's failure is that scenario's verdict and every other scenario is still judged.
+
+    evidence, failure = guard.alone(lambda: check_scenario(...), tag, timeout_s, backend)
+
+A failing rank leaves the process group (its peers' pending collectives then fail at once:
+"Connection closed by peer"), every rank meets again in a new group whose store keys carry
+`tag`, and they exchange what each saw: the trainer's own exception wins over a peer's lost
+connection. A deadline thread raises ScenarioTimeout in a rank stuck in Python; a Gloo
+collective past the process group's timeout raises by itself. A rank that dies (a Gloo size
+mismatch aborts the process) cannot rejoin: the launch layer relaunches the rest (see
+pclab/experiments/trainer_check/__init__.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+from pclab.experiments.trainer_check import diagnoses
+from pclab.experiments.trainer_check.diagnoses import Diagnosis
+from pclab.experiments.trainer_check.trainer_file import CHECK_STEPS, CURRENT, TrainerRaised
+
+MARKER = 7.0e11  # the end-of-scenario all_gather carries [MARKER, index]: a paired-up foreign
+# collective shows as other values (a collective one rank skipped)
+PEER_GONE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")
+TIMED_OUT = ("Timed out", "timed out", "Timeout", "timeout")
+
+
+class ScenarioTimeout(BaseException):  # noqa: N818 - not an Exception: a trainer's
+    """The scenario ran past its deadline (raised in the main thread by the deadline
+    thread; a BaseException so that no `except Exception` in a trainer swallows it)."""
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Raise ScenarioTimeout in this thread once `seconds` have passed (at the next Python
+    line it runs: a rank stuck in a C call is freed by the call's own timeout)."""
+    target = threading.get_ident()
+    done = threading.Event()
+
+    def watch() -> None:
+        if not done.wait(seconds):
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(target), ctypes.py_object(ScenarioTimeout)
+            )
+
+    thread = threading.Thread(target=watch, daemon=True, name="scenario-deadline")
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def _seen(exc: BaseException, rank: int, timeout_s: float) -> dict[str, Any]:
+    """What this rank saw, in plain values: kind trainer_error | timeout | peer, and text."""
+    where = CURRENT[0]
+    if isinstance(exc, ScenarioTimeout):
+        return {"rank": rank, "kind": "timeout", "text": f"still in {where} after {timeout_s:g} s"}
+    text = " ".join(str(exc).split())
+    if any(m in text for m in PEER_GONE):
+        return {"rank": rank, "kind": "peer", "text": f"in {where}: a peer left the collective"}
+    if "Gloo" in text or "gloo" in text or "NCCL" in text or "DistBackendError" in text:
+        kind = "timeout" if any(m in text for m in TIMED_OUT) else "peer"
+        return {"rank": rank, "kind": kind, "text": f"in {where}: a collective failed"}
+    if isinstance(exc, TrainerRaised):
+        return {"rank": rank, "kind": "trainer_error", "text": text, "step": where}
+    return {"rank": rank, "kind": "trainer_error", "text": f"{type(exc).__name__}: {text}"}
+
+
+def _marker(index: int, device: Any) -> bool:
+    """Every rank at the end of scenario `index`, checked by the values (a foreign collective
+    that paired with this one shows as others)."""
+    import torch
+    import torch.distributed as dist
+
+    mine = torch.tensor([MARKER, float(index)], dtype=torch.float64, device=device)
+    every = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(every, mine)
+    return all(torch.equal(t, mine) for t in every)
+
+
+def rejoin(tag: str, backend: str, timeout_s: float) -> None:
+    """Leave the (broken) default process group and meet every peer in a new one, its store
+    keys under `tag` (the first group's keys are still in the store)."""
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    try:
+        dist.destroy_process_group()
+    except Exception:  # noqa: BLE001,S110 - a broken group may not leave cleanly: it is gone
+        pass
+    store, _, _ = next(dist.rendezvous("env://"))
+    dist.init_process_group(
+        backend,
+        store=dist.PrefixStore(tag, store),
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=timeout_s),
+    )
+
+
+def alone(
+    step: Callable[[], dict[str, Any]],
+    scenario: str,
+    index: int,
+    timeout_s: float,
+    backend: str,
+    device: Any,
+) -> tuple[dict[str, Any] | None, Diagnosis | None]:
+    """(this rank's evidence, None), or (None, the scenario's diagnosis, the same on every
+    rank) when any rank failed in it."""
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    seen: dict[str, Any] | None = None
+    evidence = None
+    try:
+        with deadline(timeout_s):
+            evidence = step()
+            CURRENT[0] = "the check's end-of-scenario collective"
+            if not _marker(index, device):
+                seen = {"rank": rank, "kind": "mismatch", "text": "the end-of-scenario "
+                        "collective paired with another (a collective some rank skipped?)"}
+    except (Exception, ScenarioTimeout) as exc:  # noqa: BLE001 - this scenario's verdict
+        seen = _seen(exc, rank, timeout_s)
+    finally:
+        CURRENT[0] = CHECK_STEPS
+    if seen is None:
+        return evidence, None
+    rejoin(f"pcl_scenario_{index}", backend, timeout_s)
+    every: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, seen)
+    return None, diagnoses.scenario_failed(scenario, [s for s in every if s])
