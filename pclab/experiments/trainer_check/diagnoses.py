@@ -22,6 +22,7 @@ no scenario run. trainer_error, collective_mismatch and timeout make their scena
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 Diagnosis = dict[str, Any]  # {"code", "message", "scenario", ...its details}: the JSON's entry
@@ -211,8 +212,16 @@ def launch_failed(scenario: str, outcome: str, message: str) -> Diagnosis:
         )
     mismatch = any(m in message for m in ("collective mismatch", "doesn't match expected size"))
     if mismatch or "Connection" in message:
+        sizes = re.search(r"(\d+) vs (\d+)\. Received data size", message)
+        rank = re.match(r"rank (\d+):", message)
+        said = (
+            f"rank {rank.group(1) if rank else '?'} aborted: Gloo received {sizes.group(1)} bytes "
+            f"where its own collective expected {sizes.group(2)}"
+            if sizes
+            else message
+        )
         text = (
-            f"{scenario}: a rank died in a collective its peers did not make ({message}). Every "
+            f"{scenario}: a rank died in a collective its peers did not make ({said}). Every "
             "rank must make the same collectives in the same order, also a rank with no labels: "
             "does train_step skip an all_reduce when its count is 0?"
         )

@@ -334,10 +334,13 @@ def check_trainer(
     todo = [(first_unit + j, n, g) for j, (n, g) in enumerate(grids.items())]
     todo = [u for u in todo if u[0] >= run.skip]
     found = preflight(trainer, device, rank) if todo else []
-    run.record(rank, {"unit": first_unit, "header": header, "diagnoses": found})
+    run.record(
+        rank, {"unit": first_unit, "units": len(grids), "header": header, "diagnoses": found}
+    )
     scenarios = []
     for index, name, grid in [] if found else todo:
-        run.record(rank, {"started": index})
+        positions = [list(r) for r in grid]
+        run.record(rank, {"started": index, "name": name, "label_positions": positions})
         evidence, failure = guard.alone(
             partial(check_scenario, trainer, name, grid, tolerance, rank, device),
             name,
@@ -346,7 +349,7 @@ def check_trainer(
             "nccl" if device == "cuda" else "gloo",
             device_of(device),
         )
-        entry = evidence or {"name": name, "label_positions": [list(r) for r in grid]}
+        entry = evidence or {"name": name, "label_positions": positions}
         if failure is not None:
             entry["failure"] = failure
         run.record(rank, {"unit": index, "scenario": entry})
