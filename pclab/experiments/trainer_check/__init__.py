@@ -31,7 +31,9 @@ class TrainerCheck(Experiment):
     """The trainer check's experiment: a launch in which a rank died is run again scenario by
     scenario (relaunch.py), so that the dead rank's scenario is the only one it costs."""
 
-    def run(self, params: AnyParams, *, timeout_s: float | None = None, **options: Any) -> RunResult:
+    def run(
+        self, params: AnyParams, *, timeout_s: float | None = None, **options: Any
+    ) -> RunResult:
         from pclab.experiments.trainer_check.relaunch import run_check
 
         limit = self.timeout_s if timeout_s is None else timeout_s

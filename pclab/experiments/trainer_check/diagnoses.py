@@ -17,7 +17,8 @@ JSON's "diagnoses": [{"code", "message", "scenario", ...}], the page's and CI's 
 
 The first three (and dtype_changed on a freshly built model) make the file unusable: exit 2,
 no scenario run. trainer_error, collective_mismatch and timeout make their scenario's verdict
-`different` (exit 1); every other scenario is still judged. Messages are plain English built here, once; codes never change.
+`different` (exit 1); every other scenario is still judged. Messages are plain English built
+here, once; codes never change.
 """
 
 from __future__ import annotations
@@ -169,8 +170,12 @@ def no_evidence_run(world_size: int, accum: int) -> Diagnosis:
     return _diagnosis("no_evidence", message)
 
 
-FAILURE_CODES = {"trainer_error": "trainer_error", "timeout": "timeout", "mismatch": (
-    "collective_mismatch"), "peer": "collective_mismatch"}
+FAILURE_CODES = {
+    "trainer_error": "trainer_error",
+    "timeout": "timeout",
+    "mismatch": ("collective_mismatch"),
+    "peer": "collective_mismatch",
+}
 
 
 def scenario_failed(scenario: str, seen: list[dict[str, Any]]) -> Diagnosis:
@@ -228,3 +233,40 @@ def launch_failed(scenario: str, outcome: str, message: str) -> Diagnosis:
         return _diagnosis("collective_mismatch", text, scenario, rank=None, ranks={})
     text = f"{scenario}: a rank died ({message}). The other scenarios are judged without it"
     return _diagnosis("trainer_error", text, scenario, rank=None, ranks={})
+
+
+def non_finite(
+    scenario: str, rank: int, found: dict[str, Any], counts: list[list[int]], agree: bool | None
+) -> Diagnosis:
+    """A NaN or inf after train_step (worker.first_non_finite on `rank`, the first that has
+    one), with the likeliest cause these counts suggest."""
+    n = sum(map(sum, counts))
+    empty = [
+        f"rank {r} microstep {k}"
+        for r, row in enumerate(counts)
+        for k, c in enumerate(row)
+        if c == 0
+    ]
+    if n == 0:
+        cause = (
+            "N = 0 here: a division by the zero count (world_size / num_tokens is inf)? "
+            "With no labels, skip the step on every rank"
+        )
+    elif empty:
+        cause = f"{', '.join(empty)} held no terms: a mean over nothing, or a division by its 0?"
+    else:
+        cause = "every microbatch held terms: a log or division of your own, or a learning rate?"
+    kind = "NaN" if found["nan"] else "inf"
+    same = (
+        ". The ranks agree bit for bit: every rank holds the same non-finite update"
+        if (agree)
+        else ""
+    )
+    message = (
+        f"{scenario}: your update is not finite: after train_step, {found['tensor']} on rank "
+        f"{rank} holds {found['values']} {kind} value(s) ({found['tensors']} tensor(s) hold "
+        f"NaN or inf). Likely cause: {cause}{same}"
+    )
+    return _diagnosis(
+        "non_finite", message, scenario, rank=rank, tensor=found["tensor"], values=found["values"]
+    )

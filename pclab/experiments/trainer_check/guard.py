@@ -127,8 +127,12 @@ def alone(
             evidence = step()
             CURRENT[0] = "the check's end-of-scenario collective"
             if not _marker(index, device):
-                seen = {"rank": rank, "kind": "mismatch", "text": "the end-of-scenario "
-                        "collective paired with another (a collective some rank skipped?)"}
+                seen = {
+                    "rank": rank,
+                    "kind": "mismatch",
+                    "text": "the end-of-scenario "
+                    "collective paired with another (a collective some rank skipped?)",
+                }
     except (Exception, ScenarioTimeout) as exc:  # noqa: BLE001 - this scenario's verdict
         seen = _seen(exc, rank, timeout_s)
     finally:

@@ -57,7 +57,9 @@ def _payload(
         header = headers[first]
         units = range(first, first + header["units"])
         scenarios = [entries[u] for u in units if u in entries]
-        checks.append({**header["header"], "scenarios": scenarios, "diagnoses": header["diagnoses"]})
+        checks.append(
+            {**header["header"], "scenarios": scenarios, "diagnoses": header["diagnoses"]}
+        )
     return {**top, "checks": checks}
 
 
@@ -99,5 +101,6 @@ def run_check(
             {**top, "rank": r, **_payload(_lines(progress, r), failed, top)}
             for r in range(params.world_size)
         )
-    return RunResult.finished(ranks, timeout_s - max(0.0, deadline - time.monotonic()),
-                              first.worker_hash)
+    return RunResult.finished(
+        ranks, timeout_s - max(0.0, deadline - time.monotonic()), first.worker_hash
+    )

@@ -14,6 +14,7 @@ from pclab.experiments.trainer_check.diagnoses import (
     extra_optimizer_state,
     no_evidence_run,
     no_evidence_scenario,
+    non_finite,
     optimizer_not_stepped,
     uniform_scale,
 )
@@ -182,6 +183,9 @@ def _scenario_diagnoses(
     failure = next((r["failure"] for r in per_rank if "failure" in r), None)
     if failure is not None:
         return [failure]
+    bad = next(((r, x["non_finite"]) for r, x in enumerate(per_rank) if x.get("non_finite")), None)
+    if bad is not None:
+        found.append(non_finite(name, bad[0], bad[1], s["counts"], s["ranks_agree"]))
     recast = next((r["dtype_after"] for r in per_rank if r.get("dtype_after")), None)
     if recast:
         found.append(dtype_after(name, recast[0], recast[1], dtype))

@@ -25,7 +25,6 @@ and exits as the command does (0 same update, 1 different, 2 unusable or no evid
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,14 +51,20 @@ if TYPE_CHECKING:  # annotations only; the functions import torch where they use
     import torch
 
 
+NAN_CODE, INF_CODE = 7.0e300, 8.0e300  # NaN and inf in rank_spread: equal where ranks agree
+# bit for bit on where they are; a finite number across from them spreads past 1e300
+
+
 def rank_spread(state: State, device: torch.device) -> float | None:
     """max over elements of (max - min across ranks) of the same state; None when the ranks
-    hold differently shaped state or a non-finite number."""
+    hold differently shaped state, or a NaN or inf where another rank holds something else
+    (ranks that hold the same NaNs agree: that is non_finite, not disagreement)."""
     import torch
     import torch.distributed as dist
 
     vector = [t.flatten() for t in state.values()]
     flat = torch.cat(vector).to(device) if vector else torch.zeros(0, device=device)
+    flat = flat.nan_to_num(nan=NAN_CODE, posinf=INF_CODE, neginf=-INF_CODE)
     sizes = torch.tensor([flat.numel(), -flat.numel()], dtype=torch.float64, device=device)
     dist.all_reduce(sizes, op=dist.ReduceOp.MAX)
     if sizes[0] != -sizes[1]:
@@ -70,7 +75,22 @@ def rank_spread(state: State, device: torch.device) -> float | None:
     if not flat.numel():
         return 0.0
     spread = float((high - low).abs().max())
-    return spread if math.isfinite(spread) else None
+    return spread if spread < 1e300 else None
+
+
+def first_non_finite(state: State) -> dict[str, Any] | None:
+    """The first tensor (parameters, then optimizer state) holding a NaN or inf: its name,
+    how many such values, and how many tensors hold any."""
+    bad = [(k, t) for k, t in state.items() if not bool(t.isfinite().all())]
+    if not bad:
+        return None
+    name, tensor = bad[0]
+    return {
+        "tensor": name,
+        "values": int((~tensor.isfinite()).sum()),
+        "nan": bool(tensor.isnan().any()),
+        "tensors": len(bad),
+    }
 
 
 FLOOR_FACTOR = 10  # tolerance >= this x the reference's own floor (probe.floor)
@@ -223,6 +243,7 @@ def compare_updates(
         "stepped": user.steps,
         "extra_state": probe.extra_state(user.state, want),
         "dtype_after": probe.first_not_in(user.parameters, trainer.dtype),
+        "non_finite": first_non_finite(user.state),
     }
 
 
@@ -391,7 +412,9 @@ def main(argv: list[str] | None = None) -> None:
         for p in params.trainers:
             first = sum(c["units"] for c in checks)
             checks.append(
-                check_trainer(p, accum, counts, tolerance, rank, world, params.device, (first, units))
+                check_trainer(
+                    p, accum, counts, tolerance, rank, world, params.device, (first, units)
+                )
             )
         payload: dict[str, Any] = {
             "rank": rank,
