@@ -2,6 +2,7 @@
 single-process reference, and which weight did each microbatch really get?
 
     pclab check my_trainer.py [--world-size P] [--accum K] [--counts "3,8;8,16"]
+                            [--counts-labels "3,8;8,16"]
                             [--tolerance T] [--device cpu|cuda] [--json] [--timeout S]
 
 Exit codes: 0 the same update in every scenario that can tell; 1 one differs, or the trainer
@@ -60,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         trainer = load(params.trainers[0])  # the contract, before anything is launched
     except TrainerFileError as exc:
         return _unusable(params.trainers[0], exc, args.json)
-    largest = max((n for row in params.counts or () for n in row), default=0)
+    grid = params.counts if params.counts is not None else params.counts_labels
+    largest = max((n for row in grid or () for n in row), default=0)
     if largest > trainer.capacity:
         parser.error(f"counts={largest} is more than a microbatch holds ({trainer.capacity})")
     result = run_for_cli(parser, EXPERIMENT, params, args.timeout)

@@ -14,6 +14,8 @@ JSON's "diagnoses": [{"code", "message", "scenario", ...}], the page's and CI's 
                              skipped or added one, or a rank left): what each rank was doing
     timeout                  a rank was still in this scenario after its deadline
     non_finite               a parameter or optimizer-state value is NaN or inf after the step
+    counts_not_terms         --counts asked for terms a microbatch cannot hold after a causal
+                             shift, or --counts-labels left a microbatch with labels no terms
 
 The first three (and dtype_changed on a freshly built model) make the file unusable: exit 2,
 no scenario run. trainer_error, collective_mismatch and timeout make their scenario's verdict
@@ -270,3 +272,36 @@ def non_finite(
     return _diagnosis(
         "non_finite", message, scenario, rank=rank, tensor=found["tensor"], values=found["values"]
     )
+
+
+def counts_not_terms(
+    scenario: str, given: list[list[int]], terms: list[list[int]], counts_given: str
+) -> list[Diagnosis]:
+    """--counts (terms) that a microbatch did not get, or --counts-labels that left a
+    microbatch holding labels with no terms: said, never silent. [] when neither."""
+    cells = [
+        (r, k, g, t)
+        for r, (g_row, t_row) in enumerate(zip(given, terms))
+        for k, (g, t) in enumerate(zip(g_row, t_row))
+        if (g != t if counts_given == "terms" else g > 0 and t == 0)
+    ]
+    if not cells:
+        return []
+    if counts_given == "terms":
+        said = ", ".join(f"rank {r} microstep {k}: {g} asked, {t} held" for r, k, g, t in cells)
+        message = (
+            f"{scenario}: --counts gives terms, but {said}: more labels than fit off a "
+            "sequence's position 0, so the causal shift dropped those at position 0. The "
+            "weights are over the terms held"
+        )
+    else:
+        said = ", ".join(
+            f"rank {r} microstep {k} ({g} label{'s' if g != 1 else ''})" for r, k, g, _ in cells
+        )
+        message = (
+            f"{scenario}: --counts-labels placed labels, but {said} holds no terms: every "
+            "label sits at a sequence's position 0, which a causal shift drops. The microbatch "
+            "is empty here; use --counts to give terms"
+        )
+    cells_out = [[r, k, g, t] for r, k, g, t in cells]
+    return [_diagnosis("counts_not_terms", message, scenario, given=counts_given, cells=cells_out)]

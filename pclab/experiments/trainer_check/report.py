@@ -10,6 +10,7 @@ from typing import Any, TypedDict
 from pclab.core import update_weights
 from pclab.experiments.trainer_check.diagnoses import (
     Diagnosis,
+    counts_not_terms,
     dtype_after,
     extra_optimizer_state,
     no_evidence_run,
@@ -60,6 +61,7 @@ class TrainerReport(TypedDict):
     dtype: str  # the file's DTYPE
     max_grad_norm: float | None
     device: str  # cpu (Gloo) or cuda (NCCL)
+    counts_given: str | None  # what --counts gave: "terms" or "labels" (--counts-labels)
     diagnoses: list[Diagnosis]  # code, message, scenario (or None), details: diagnoses.py
 
 
@@ -175,14 +177,17 @@ def _verdict(passed: bool, n: int, evidence: bool) -> str:
 
 
 def _scenario_diagnoses(
-    s: ScenarioResult, per_rank: list[RankScenario], dtype: str, k: int
+    s: ScenarioResult, per_rank: list[RankScenario], dtype: str, k: int, given: str | None
 ) -> list[Diagnosis]:
-    """What this scenario's ranks saw, as diagnoses (diagnoses.py)."""
+    """What this scenario's ranks saw, as diagnoses (diagnoses.py); `given`: what --counts
+    counts (terms or labels), None for the standard scenarios."""
     found: list[Diagnosis] = []
     name = s["name"]
     failure = next((r["failure"] for r in per_rank if "failure" in r), None)
     if failure is not None:
         return [failure]
+    if given is not None:
+        found.extend(counts_not_terms(name, s["label_positions"], s["counts"], given))
     bad = next(((r, x["non_finite"]) for r, x in enumerate(per_rank) if x.get("non_finite")), None)
     if bad is not None:
         found.append(non_finite(name, bad[0], bad[1], s["counts"], s["ranks_agree"]))
@@ -262,7 +267,8 @@ def build_report(ranks: tuple[dict[str, Any], ...]) -> dict[str, Any]:
         )
         unusable = bool(found)
         for s, ranks_j in zip(scenarios, per_scenario):
-            found = found + _scenario_diagnoses(s, ranks_j, dtype, first["accum_steps"])
+            given = check.get("counts_given")
+            found = found + _scenario_diagnoses(s, ranks_j, dtype, first["accum_steps"], given)
         found += _not_stepped(scenarios, per_scenario)
         status = _status(scenarios, unusable)
         if status == "no_evidence":
@@ -281,6 +287,7 @@ def build_report(ranks: tuple[dict[str, Any], ...]) -> dict[str, Any]:
                 "dtype": dtype,
                 "max_grad_norm": check.get("max_grad_norm"),
                 "device": check.get("device", "cpu"),
+                "counts_given": check.get("counts_given"),
                 "diagnoses": found,
             }
         )

@@ -159,12 +159,13 @@ def check_scenario(
     tolerance: float,
     rank: int,
     device: str,
+    off_first: bool = False,
 ) -> RankScenario:
     """This rank's evidence on one scenario (report.py judges the ranks' evidence together):
     its counts' microbatches, the reference update, the user's update and how the two compare,
     and on rank 0 each microbatch's weight. Every rank runs every scenario in the same order:
     the steps hold collectives (the user's own, and the check's all-reduces) that pair up."""
-    batches = probe.scenario_batches(trainer, name, counts)
+    batches = probe.scenario_batches(trainer, name, counts, off_first)
     reference = probe.reference_update(trainer, batches, device)
     tolerance = scenario_tolerance(tolerance, reference.floor)
     user = user_update(trainer, batches[rank], device)
@@ -331,9 +332,11 @@ def check_trainer(
     world: int,
     device: str = "cpu",
     units: tuple[int, Units] = (0, Units()),
+    counts_given: str = "terms",
 ) -> dict[str, Any]:
     """This rank's evidence on one trainer file; `units`: the index of its first scenario
-    among every file's, and which of them this launch runs."""
+    among every file's, and which of them this launch runs; `counts_given`: what --counts
+    counts, "terms" (labels placed off position 0 where they fit) or "labels" (anywhere)."""
     first_unit, run = units
     trainer = trainer_file.load(path)
     if counts is None:
@@ -351,6 +354,7 @@ def check_trainer(
         "dtype": trainer.dtype,
         "max_grad_norm": trainer.max_grad_norm,
         "device": device,
+        "counts_given": None if counts is None else counts_given,
     }
     todo = [(first_unit + j, n, g) for j, (n, g) in enumerate(grids.items())]
     todo = [u for u in todo if u[0] >= run.skip]
@@ -363,7 +367,11 @@ def check_trainer(
         positions = [list(r) for r in grid]
         run.record(rank, {"started": index, "name": name, "label_positions": positions})
         evidence, failure = guard.alone(
-            partial(check_scenario, trainer, name, grid, tolerance, rank, device),
+            partial(
+                check_scenario,
+                *(trainer, name, grid, tolerance, rank, device),
+                off_first=counts is not None and counts_given == "terms",
+            ),
             name,
             index,
             run.timeout_s,
@@ -405,7 +413,9 @@ def main(argv: list[str] | None = None) -> None:
         args, units = units_of(argv)
         params, out_dir = Params.from_worker_args(args)
         rank, world = init_worker(backend="nccl" if params.device == "cuda" else "gloo")
-        counts, accum, tolerance = params.counts, params.accum_steps, params.tolerance
+        given = "labels" if params.counts_labels is not None else "terms"
+        counts = params.counts if params.counts is not None else params.counts_labels
+        accum, tolerance = params.accum_steps, params.tolerance
         if counts is not None and len(counts) != world:
             raise ValueError(f"--counts has {len(counts)} ranks but the world size is {world}")
         checks: list[dict[str, Any]] = []
@@ -413,7 +423,9 @@ def main(argv: list[str] | None = None) -> None:
             first = sum(c["units"] for c in checks)
             checks.append(
                 check_trainer(
-                    p, accum, counts, tolerance, rank, world, params.device, (first, units)
+                    *(p, accum, counts, tolerance, rank, world, params.device),
+                    units=(first, units),
+                    counts_given=given,
                 )
             )
         payload: dict[str, Any] = {
