@@ -35,6 +35,7 @@ SCHEME_WORDS = {
     "microbatch_mean": "microbatch means (microbatch_mean)",
     "double_scaled": "a double ÷K (double_scaled)",
     "unnormalised_sum": "an unnormalised sum (unnormalised_sum)",
+    "labels_before_shift": "labels counted before the causal shift (labels_before_shift)",
 }
 
 
@@ -112,12 +113,21 @@ def optimizer_not_stepped(scenarios: list[str], parameters_changed: bool) -> Dia
     )
 
 
-def uniform_scale(scenario: str, scale: float, residual: float | None, accum: int) -> Diagnosis:
+def uniform_scale(
+    scenario: str, scale: float, residual: float | None, accum: int, terms_over_labels: float = 1.0
+) -> Diagnosis:
+    """Every weight x N is one c != 1; `terms_over_labels`: N_terms / N_labels of the scenario
+    (a summed loss over a label count taken before the causal shift gives exactly that)."""
     why = (
         f" (= 1/K: a second division by K = {accum}?)"
         if accum > 1 and abs(scale * accum - 1) < 1e-6
         else ""
     )
+    if terms_over_labels != 1.0 and abs(scale - terms_over_labels) < 1e-6 * terms_over_labels:
+        why = (
+            " (= N_terms / N_labels: the summed loss divided by the labels counted before the "
+            "causal shift, the global form of labels_before_shift; count after the shift)"
+        )
     fit = "" if residual is None else f", residual {residual:.1e}"
     message = (
         f"normalisation right, update scaled by {scale:.4g}{why}: every microbatch got the same "

@@ -22,8 +22,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-from pclab.experiments.trainer_check import diagnoses
-from pclab.experiments.trainer_check.diagnoses import Diagnosis
+from pclab.experiments.trainer_check.diagnoses import Diagnosis, scenario_failed
 from pclab.experiments.trainer_check.trainer_file import CHECK_STEPS, CURRENT, TrainerRaised
 
 MARKER = 7.0e11  # the end-of-scenario all_gather carries [MARKER, index]: a paired-up foreign
@@ -142,4 +141,4 @@ def alone(
     rejoin(f"pcl_scenario_{index}", backend, timeout_s)
     every: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(every, seen)
-    return None, diagnoses.scenario_failed(scenario, [s for s in every if s])
+    return None, scenario_failed(scenario, [s for s in every if s])

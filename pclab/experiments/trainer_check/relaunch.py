@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pclab.experiments.trainer_check import diagnoses
+from pclab.experiments.trainer_check.diagnoses import launch_failed
 from pclab.runners.launcher import launch
 from pclab.runners.results import Outcome, RunResult
 
@@ -84,7 +84,7 @@ def run_check(
             died = _died_in(progress, params.world_size, skip)
             if died is None:
                 break
-            scenario = diagnoses.launch_failed(died["name"], last.outcome.value, last.message)
+            scenario = launch_failed(died["name"], last.outcome.value, last.message)
             entry = {"name": died["name"], "label_positions": died["label_positions"]}
             failed[died["started"]] = {**entry, "failure": scenario}
             skip = died["started"] + 1

@@ -96,8 +96,10 @@ def _failed(per_rank: list[RankScenario], tolerance: float) -> ScenarioResult:
 
 
 def _scenario(
-    per_rank: list[RankScenario], tolerance: float, dtype: str = "float64"
+    per_rank: list[RankScenario], tolerance: float, dtype: str = "float64", shifts: bool = False
 ) -> ScenarioResult:
+    """One scenario judged from every rank's evidence; `shifts`: the trainer's terms are fewer
+    than the labels placed somewhere (a causal LM), so labels_before_shift is a candidate."""
     if any("failure" in s for s in per_rank):
         return _failed(per_rank, tolerance)
     first_rank = per_rank[0]
@@ -123,16 +125,17 @@ def _scenario(
         }
     passed = divergence is None and None not in diffs and max(diffs) <= tolerance and agree
     counts: list[list[int]] = first_rank["counts"]
+    labels = first_rank.get("label_positions", counts) if shifts else None
     n = sum(map(sum, counts))
     weights = first_rank["weights"]
     matching: list[str] = []
     scheme = "other" if n else None  # N = 0: no weight is defined
     if n and weights is not None:
-        matching = list(update_weights.matching_schemes(weights, counts, rtol))
-        scheme = update_weights.closest_scheme(weights, counts, rtol)
+        matching = list(update_weights.matching_schemes(weights, counts, rtol, labels))
+        scheme = update_weights.closest_scheme(weights, counts, rtol, labels)
     if dtype != "float64" and passed and n and weights and "global_token" not in matching:
         passed = False  # below the precision a wrong scheme's update can hide; its weights can't
-    evidence = update_weights.evidence(counts)
+    evidence = update_weights.evidence(counts, labels=labels)
     notes: list[str] = []
     if all(s["unchanged"] for s in per_rank) and first_rank["reference_changed"]:
         notes.append("no_step")
@@ -204,7 +207,9 @@ def _scenario_diagnoses(
     scale = update_weights.uniform_scale(s["weights"], SOLVE_RTOL[dtype]) if s["weights"] else None
     named = s["scheme"] in ("other", "double_scaled")  # other schemes' names say it better
     if not s["passed"] and small and scale is not None and named:
-        found.append(uniform_scale(name, scale, s["residual"], k))
+        placed = sum(map(sum, s["label_positions"]))
+        ratio = sum(map(sum, s["counts"])) / placed if placed else 1.0
+        found.append(uniform_scale(name, scale, s["residual"], k, ratio))
     if s["verdict"] == "no_evidence":
         found.append(no_evidence_scenario(name, s["untold"]))
     return found
@@ -256,7 +261,13 @@ def build_report(ranks: tuple[dict[str, Any], ...]) -> dict[str, Any]:
             raise ValueError("ranks ran different scenarios")
         dtype = check.get("dtype", "float64")
         per_scenario = [[r["checks"][i]["scenarios"][j] for r in ranks] for j in range(len(names))]
-        scenarios = [_scenario(ranks_j, first["tolerance"], dtype) for ranks_j in per_scenario]
+        shifts = any(
+            "counts" in ranks_j[0] and ranks_j[0]["counts"] != ranks_j[0].get("label_positions")
+            for ranks_j in per_scenario
+        )
+        scenarios = [
+            _scenario(ranks_j, first["tolerance"], dtype, shifts) for ranks_j in per_scenario
+        ]
         found: list[Diagnosis] = next(
             (
                 r["checks"][i]["diagnoses"]
