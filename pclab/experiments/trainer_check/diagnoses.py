@@ -198,8 +198,12 @@ def scenario_failed(scenario: str, seen: list[dict[str, Any]]) -> Diagnosis:
     first = min(seen, key=lambda s: (order.index(s["kind"]), s["rank"]))
     code = FAILURE_CODES[first["kind"]]
     ranks = {s["rank"]: s["text"] for s in sorted(seen, key=lambda s: s["rank"])}
-    others = "; ".join(f"rank {r}: {t}" for r, t in ranks.items() if r != first["rank"])
-    also = f" (meanwhile {others})" if others else ""
+    same = [str(r) for r, t in ranks.items() if r != first["rank"] and t == first["text"]]
+    others = "; ".join(
+        f"rank {r}: {t}" for r, t in ranks.items() if r != first["rank"] and t != first["text"]
+    )
+    also = f" (the same on rank{'s' if len(same) > 1 else ''} {', '.join(same)})" if same else ""
+    also += f" (meanwhile {others})" if others else ""
     if code == "trainer_error":
         message = (
             f"{scenario}: the trainer raised on rank {first['rank']}: {first['text']}{also}. "

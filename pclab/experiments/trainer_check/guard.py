@@ -88,10 +88,17 @@ def _marker(index: int, device: Any) -> bool:
 
 def rejoin(tag: str, backend: str, timeout_s: float) -> None:
     """Leave the (broken) default process group and meet every peer in a new one, its store
-    keys under `tag` (the first group's keys are still in the store)."""
+    keys under `tag` (the first group's keys are still in the store), waiting `timeout_s` for
+    them: a peer blocked in a collective may only come back at the group's own timeout (a
+    left group does not always free it: measured, a peer in an all_reduce held on until the
+    leaving process exited)."""
     import torch.distributed as dist
 
     rank, world = dist.get_rank(), dist.get_world_size()
+    try:  # abort first: a collective still holding the group could keep its sockets open
+        dist.group.WORLD.abort()
+    except Exception:  # noqa: BLE001,S110 - older torch: destroying it is all there is
+        pass
     try:
         dist.destroy_process_group()
     except Exception:  # noqa: BLE001,S110 - a broken group may not leave cleanly: it is gone
@@ -110,12 +117,14 @@ def alone(
     step: Callable[[], dict[str, Any]],
     scenario: str,
     index: int,
-    timeout_s: float,
+    timeouts: tuple[float, float],
     backend: str,
     device: Any,
 ) -> tuple[dict[str, Any] | None, Diagnosis | None]:
     """(this rank's evidence, None), or (None, the scenario's diagnosis, the same on every
-    rank) when any rank failed in it."""
+    rank) when any rank failed in it. `timeouts`: the scenario's deadline and the process
+    group's timeout (a rank blocked in a collective is back by then)."""
+    timeout_s, pg_timeout_s = timeouts
     import torch.distributed as dist
 
     rank = dist.get_rank()
@@ -138,7 +147,7 @@ def alone(
         CURRENT[0] = CHECK_STEPS
     if seen is None:
         return evidence, None
-    rejoin(f"pcl_scenario_{index}", backend, timeout_s)
+    rejoin(f"pcl_scenario_{index}", backend, timeout_s + pg_timeout_s)
     every: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(every, seen)
     return None, scenario_failed(scenario, [s for s in every if s])

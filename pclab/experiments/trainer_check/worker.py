@@ -316,6 +316,7 @@ class Units:
     skip: int = 0
     progress: str | None = None
     timeout_s: float = 240.0  # one scenario's deadline on every rank (guard.deadline)
+    pg_timeout_s: float = 60.0  # the process group's: a rank blocked in a collective waits it
 
     def record(self, rank: int, line: dict[str, Any]) -> None:
         if self.progress is not None:
@@ -374,7 +375,7 @@ def check_trainer(
             ),
             name,
             index,
-            run.timeout_s,
+            (run.timeout_s, run.pg_timeout_s),
             "nccl" if device == "cuda" else "gloo",
             device_of(device),
         )
@@ -400,7 +401,7 @@ def units_of(argv: list[str] | None) -> tuple[list[str] | None, Units]:
             del args[at : at + 2]
     pg_timeout = float(os.environ.get(PG_TIMEOUT_ENV, "60"))
     timeout_s = float(os.environ.get(SCENARIO_TIMEOUT_ENV, repr(4 * pg_timeout)))
-    units = Units(int(values.get("--skip", 0)), values.get("--progress-dir"), timeout_s)
+    units = Units(int(values.get("--skip", 0)), values.get("--progress-dir"), timeout_s, pg_timeout)
     return args, units
 
 
