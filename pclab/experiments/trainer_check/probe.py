@@ -16,6 +16,7 @@ from pclab.experiments.trainer_check.trainer_file import Trainer
 
 IGNORE = -100  # a position that does not count (the Hugging Face convention)
 Batch = dict[str, Any]  # one microbatch: whatever the file's token_losses reads
+GLOBAL: list[list[list[Batch]]] = [[]]  # the scenario's P x K microbatches (GLOBAL_BATCH)
 State = dict[str, torch.Tensor]  # "parameter <name>" / "optimizer <key> of <name>" -> float64
 
 

@@ -19,6 +19,12 @@ The contract (README, "Check your own trainer"):
                                          n_terms terms (then VOCAB_SIZE is optional)
     full_parameters(model) -> {name: Tensor}   optional: the full parameters after the step,
                                          named as build_model()'s (sharded or wrapped models)
+    GLOBAL_BATCH: bool = False           optional: True and train_step is handed every rank's
+                                         microbatches (P lists of K, by rank), for a
+                                         framework whose own sampler hands them out
+    fresh_start() -> None                optional: called before every train_step (each is a
+                                         new update from a fresh model): reset what a
+                                         framework keeps per process
 
 FIRST_POSITION_LABELLED = False is for causal LMs, whose loss shifts the labels: position t
 predicts the label at t + 1, so a label at position 0 is never a term. With it, every counted
@@ -46,6 +52,7 @@ SIGNATURES = {  # every function of the contract, as the check calls it
     "make_optimizer": ("params",),
     "make_microbatch": ("n_terms", "generator"),
     "full_parameters": ("model",),
+    "fresh_start": (),
 }
 DEFAULT_SEQ_LEN, DEFAULT_BATCH_SIZE, MAX_SIDE = 8, 2, 4096
 MAX_VOCAB = 2**24  # a limit on nothing but typos: real vocabularies (50304, 256000) pass
@@ -79,6 +86,7 @@ class Trainer:
     first_position_labelled: bool = True
     dtype: str = "float64"
     max_grad_norm: float | None = None
+    global_batch: bool = False  # GLOBAL_BATCH: train_step is handed every rank's microbatches
 
     def has(self, name: str) -> bool:
         """The file defines the optional function `name`."""
@@ -160,6 +168,9 @@ def load(path: str | Path) -> Trainer:
     dtype = getattr(module, "DTYPE", "float64")
     if dtype not in DTYPES:
         raise TrainerFileError(f"{path.name}: DTYPE={dtype!r} must be one of {', '.join(DTYPES)}")
+    global_batch = getattr(module, "GLOBAL_BATCH", False)
+    if not isinstance(global_batch, bool):
+        raise TrainerFileError(f"{path.name}: GLOBAL_BATCH={global_batch!r} must be True or False")
     max_norm = getattr(module, "MAX_GRAD_NORM", None)
     if max_norm is not None and (
         isinstance(max_norm, bool)
@@ -176,6 +187,7 @@ def load(path: str | Path) -> Trainer:
         first,
         dtype,
         None if max_norm is None else float(max_norm),
+        global_batch,
     )
 
 

@@ -166,6 +166,7 @@ def check_scenario(
     and on rank 0 each microbatch's weight. Every rank runs every scenario in the same order:
     the steps hold collectives (the user's own, and the check's all-reduces) that pair up."""
     batches = probe.scenario_batches(trainer, name, counts, off_first)
+    probe.GLOBAL[0] = batches  # GLOBAL_BATCH: what train_step is handed (step_batches)
     reference = probe.reference_update(trainer, batches, device)
     tolerance = scenario_tolerance(tolerance, reference.floor)
     user = user_update(trainer, batches[rank], device)
@@ -195,6 +196,19 @@ class UserUpdate:
     steps: int | None  # optimizer.step() calls, most on any rank (None: none could be counted)
 
 
+def step_batches(trainer: Trainer, own_batches: list[Batch], model: torch.nn.Module) -> Any:
+    """What train_step is handed, on the model's device: this rank's K microbatches, or with
+    GLOBAL_BATCH = True every rank's (P lists of K, by rank: the framework's own sampler
+    hands out this rank's). The file's fresh_start() first, when it has one: each call is a
+    new update from a fresh model."""
+    if trainer.has("fresh_start"):
+        trainer.call("fresh_start")
+    if trainer.global_batch:
+        every = probe.GLOBAL[0]
+        return [[probe.on_device(b, model) for b in row] for row in every]
+    return [probe.on_device(b, model) for b in own_batches]
+
+
 def user_update(trainer: Trainer, own_batches: list[Batch], device: str) -> UserUpdate:
     """A fresh model and the file's optimizer, stepped by the file's train_step on this rank's K
     microbatches. The step() calls are counted and all-reduced (MAX): the optimizer state is
@@ -206,7 +220,7 @@ def user_update(trainer: Trainer, own_batches: list[Batch], device: str) -> User
     model = probe.build(trainer, device)
     optimizer = probe.make_optimizer(trainer, model)
     counter = probe.count_steps(optimizer)
-    trainer.call("train_step", model, optimizer, [probe.on_device(b, model) for b in own_batches])
+    trainer.call("train_step", model, optimizer, step_batches(trainer, own_batches, model))
     most = torch.tensor([-1.0 if counter is None else float(counter[0])], device=device_of(device))
     dist.all_reduce(most, op=dist.ReduceOp.MAX)
     steps = None if most.item() < 0 else int(most.item())
@@ -259,7 +273,7 @@ def sgd_delta(trainer: Trainer, own_batches: list[Batch], device: str) -> torch.
     order = [n for n, _ in model.named_parameters()]
     before = probe.flat_parameters(probe.parameters(trainer, model, False), order)
     sgd = torch.optim.SGD(model.parameters(), lr=1.0)
-    trainer.call("train_step", model, sgd, [probe.on_device(b, model) for b in own_batches])
+    trainer.call("train_step", model, sgd, step_batches(trainer, own_batches, model))
     after = probe.flat_parameters(probe.parameters(trainer, model, True), order)
     return after - before
 

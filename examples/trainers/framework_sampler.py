@@ -1,0 +1,48 @@
+"""A framework that owns its data loading and keeps state per process, given what it needs:
+`GLOBAL_BATCH = True` hands train_step every rank's microbatches (P lists of K, by rank), and
+the framework's own DistributedSampler picks this rank's; `fresh_start()` is called before
+every train_step, so the framework's once-per-process set-up (a device mesh, a step counter)
+starts over for each update. Correct: the global token mean, N = 0 skipped on every rank.
+
+    pclab check examples/trainers/framework_sampler.py
+"""
+
+import torch
+import torch.distributed as dist
+from tiny_lm import BATCH_SIZE, SEQ_LEN, VOCAB_SIZE, build_model, count_labels, token_losses
+from torch.utils.data import DataLoader, DistributedSampler
+
+__all__ = ["BATCH_SIZE", "SEQ_LEN", "VOCAB_SIZE", "build_model", "token_losses", "train_step"]
+
+GLOBAL_BATCH = True
+FRAMEWORK = {"updates": 0}  # what a framework sets up once per process (OLMo-core's mesh)
+
+
+def fresh_start():
+    """Each train_step the check runs is a new update from a fresh model."""
+    FRAMEWORK["updates"] = 0
+
+
+def train_step(model, optimizer, global_batch):
+    FRAMEWORK["updates"] += 1
+    if FRAMEWORK["updates"] > 1:  # the framework's own guard: one update per set-up
+        raise RuntimeError("the framework was set up for one update; call fresh_start first")
+    world, accum = len(global_batch), len(global_batch[0])
+    # DistributedSampler hands rank r the indices r, r + P, ...: lay the microbatches out so
+    # that those are rank r's own K, in order (a framework's loader over the global batch)
+    dataset = [global_batch[i % world][i // world] for i in range(world * accum)]
+    sampler = DistributedSampler(dataset, num_replicas=world, rank=dist.get_rank(), shuffle=False)
+    loader = DataLoader(dataset, batch_size=None, sampler=sampler)
+    microbatches = list(loader)
+    n = torch.tensor(float(count_labels(microbatches)))
+    dist.all_reduce(n)  # the global N
+    if n.item() == 0:
+        return
+    optimizer.zero_grad()
+    for microbatch in microbatches:
+        (token_losses(model, microbatch).sum() / n).backward()
+    for p in model.parameters():
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        dist.all_reduce(p.grad)
+    optimizer.step()
