@@ -11,7 +11,10 @@ Per trainer file and scenario (check_scenario), every rank
     4. runs train_step again with SGD at learning rate 1 (sgd_delta), and rank 0 solves the
        change for the weight each microbatch got (core.update_weights).
 Before the scenarios, `preflight` checks what only the file's own code can show (a
-deterministic build_model in DTYPE, one term per counted label).
+deterministic build_model in DTYPE, one term per counted label). Each scenario runs alone
+(guard.alone): the trainer raising, a rank past the scenario's deadline or collectives that
+do not pair up make that scenario `different` with its diagnosis, the ranks rejoin a fresh
+process group, and the next scenario runs.
 
 Gloo on the CPU unless --device cuda (then NCCL, each rank on its local GPU). It runs
 unchanged under a hand-typed torchrun (any P, more nodes) and then also writes
