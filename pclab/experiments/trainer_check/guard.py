@@ -16,14 +16,23 @@ pclab/experiments/trainer_check/__init__.py).
 from __future__ import annotations
 
 import ctypes
+import json
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-from pclab.experiments.trainer_check.diagnoses import Diagnosis, scenario_failed
+from pclab.experiments.trainer_check.diagnoses import Diagnosis
+from pclab.experiments.trainer_check.failures import scenario_failed
 from pclab.experiments.trainer_check.trainer_file import CHECK_STEPS, CURRENT, TrainerRaised
+from pclab.runners.worker import PG_TIMEOUT_ENV
+
+SCENARIO_TIMEOUT_ENV = "PCL_SCENARIO_TIMEOUT_S"  # one scenario's deadline (default 4 x the
+# process group's timeout): past it, the scenario's verdict is `different`, with `timeout`
 
 MARKER = 7.0e11  # the end-of-scenario all_gather carries [MARKER, index]: a paired-up foreign
 # collective shows as other values (a collective one rank skipped)
@@ -151,3 +160,38 @@ def alone(
     every: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(every, seen)
     return None, scenario_failed(scenario, [s for s in every if s])
+
+
+@dataclass(frozen=True)
+class Units:
+    """Which scenarios this launch runs, counted across the trainer files in order (a unit is
+    one trainer's scenario): from `skip` on (the launch layer relaunches the rest after a rank
+    died), each one's evidence appended to <progress>/rank<r>.jsonl as it is judged."""
+
+    skip: int = 0
+    progress: str | None = None
+    timeout_s: float = 240.0  # one scenario's deadline on every rank (guard.deadline)
+    pg_timeout_s: float = 60.0  # the process group's: a rank blocked in a collective waits it
+
+    def record(self, rank: int, line: dict[str, Any]) -> None:
+        if self.progress is not None:
+            with Path(self.progress, f"rank{rank}.jsonl").open("a") as out:
+                out.write(json.dumps(line) + "\n")
+
+
+def units_of(argv: list[str] | None) -> tuple[list[str] | None, Units]:
+    """The launch layer's own arguments (--skip N, --progress-dir D), taken out of `argv`
+    before the declared parameters are read; the scenario deadline from the environment."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    values: dict[str, str] = {}
+    for flag in ("--skip", "--progress-dir"):
+        if flag in args:
+            at = args.index(flag)
+            values[flag] = args[at + 1]
+            del args[at : at + 2]
+    pg_timeout = float(os.environ.get(PG_TIMEOUT_ENV, "60"))
+    timeout_s = float(os.environ.get(SCENARIO_TIMEOUT_ENV, repr(4 * pg_timeout)))
+    units = Units(int(values.get("--skip", 0)), values.get("--progress-dir"), timeout_s, pg_timeout)
+    return args, units

@@ -4,7 +4,7 @@ process; a segfault; an os._exit in the trainer) costs that scenario only.
 The first launch is the plain one (identical requests still share it). When it fails, the
 check runs again with --progress-dir: every rank appends each scenario it starts and judges to
 <dir>/rank<r>.jsonl; when a launch fails again, the scenario its ranks were in gets the
-launcher's one line as its diagnosis (diagnoses.launch_failed) and the next launch starts
+launcher's one line as its diagnosis (failures.launch_failed) and the next launch starts
 after it (--skip), in the time that is left. The ranks' outputs are then put together from
 those lines, as if one launch had run them all. A failure before any scenario started (a
 preflight, an import in the worker) is the run's failure, as before.
@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pclab.experiments.trainer_check.diagnoses import launch_failed
+from pclab.experiments.trainer_check.failures import launch_failed
 from pclab.runners.launcher import launch
 from pclab.runners.results import Outcome, RunResult
 

@@ -45,10 +45,7 @@ from pclab.experiments.trainer_check.scenarios import Grid, scenario_counts
 from pclab.experiments.trainer_check.summary import render
 from pclab.experiments.trainer_check.trainer_file import Trainer
 from pclab.runners.processes import TOKEN_ENV
-from pclab.runners.worker import PG_TIMEOUT_ENV, finish_worker, init_worker, write_rank_output
-
-SCENARIO_TIMEOUT_ENV = "PCL_SCENARIO_TIMEOUT_S"  # one scenario's deadline (default 4 x the
-# process group's timeout): past it, the scenario's verdict is `different`, with `timeout`
+from pclab.runners.worker import finish_worker, init_worker, write_rank_output
 
 if TYPE_CHECKING:  # annotations only; the functions import torch where they use it
     import torch
@@ -324,23 +321,6 @@ def _clip_coefficient(
     return coefficient
 
 
-@dataclass(frozen=True)
-class Units:
-    """Which scenarios this launch runs, counted across the trainer files in order (a unit is
-    one trainer's scenario): from `skip` on (the launch layer relaunches the rest after a rank
-    died), each one's evidence appended to <progress>/rank<r>.jsonl as it is judged."""
-
-    skip: int = 0
-    progress: str | None = None
-    timeout_s: float = 240.0  # one scenario's deadline on every rank (guard.deadline)
-    pg_timeout_s: float = 60.0  # the process group's: a rank blocked in a collective waits it
-
-    def record(self, rank: int, line: dict[str, Any]) -> None:
-        if self.progress is not None:
-            with Path(self.progress, f"rank{rank}.jsonl").open("a") as out:
-                out.write(json.dumps(line) + "\n")
-
-
 def check_trainer(
     path: str,
     accum: int,
@@ -349,7 +329,7 @@ def check_trainer(
     rank: int,
     world: int,
     device: str = "cpu",
-    units: tuple[int, Units] = (0, Units()),
+    units: tuple[int, guard.Units] = (0, guard.Units()),
     counts_given: str = "terms",
 ) -> dict[str, Any]:
     """This rank's evidence on one trainer file; `units`: the index of its first scenario
@@ -404,31 +384,13 @@ def check_trainer(
     return {**header, "scenarios": scenarios, "diagnoses": found, "units": len(grids)}
 
 
-def units_of(argv: list[str] | None) -> tuple[list[str] | None, Units]:
-    """The launch layer's own arguments (--skip N, --progress-dir D), taken out of `argv`
-    before the declared parameters are read; the scenario deadline from the environment."""
-    import sys
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    values: dict[str, str] = {}
-    for flag in ("--skip", "--progress-dir"):
-        if flag in args:
-            at = args.index(flag)
-            values[flag] = args[at + 1]
-            del args[at : at + 2]
-    pg_timeout = float(os.environ.get(PG_TIMEOUT_ENV, "60"))
-    timeout_s = float(os.environ.get(SCENARIO_TIMEOUT_ENV, repr(4 * pg_timeout)))
-    units = Units(int(values.get("--skip", 0)), values.get("--progress-dir"), timeout_s, pg_timeout)
-    return args, units
-
-
 def main(argv: list[str] | None = None) -> None:
     import torch
     import torch.distributed as dist
     from torch.distributed.elastic.multiprocessing.errors import record
 
     def run() -> None:
-        args, units = units_of(argv)
+        args, units = guard.units_of(argv)
         params, out_dir = Params.from_worker_args(args)
         rank, world = init_worker(backend="nccl" if params.device == "cuda" else "gloo")
         given = "labels" if params.counts_labels is not None else "terms"
