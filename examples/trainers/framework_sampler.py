@@ -7,9 +7,9 @@ starts over for each update. Correct: the global token mean, N = 0 skipped on ev
     pclab check examples/trainers/framework_sampler.py
 """
 
-import torch
 import torch.distributed as dist
-from tiny_lm import BATCH_SIZE, SEQ_LEN, VOCAB_SIZE, build_model, count_labels, token_losses
+from correct_manual import train_step as global_token_step
+from tiny_lm import BATCH_SIZE, SEQ_LEN, VOCAB_SIZE, build_model, token_losses
 from torch.utils.data import DataLoader, DistributedSampler
 
 __all__ = ["BATCH_SIZE", "SEQ_LEN", "VOCAB_SIZE", "build_model", "token_losses", "train_step"]
@@ -33,16 +33,4 @@ def train_step(model, optimizer, global_batch):
     dataset = [global_batch[i % world][i // world] for i in range(world * accum)]
     sampler = DistributedSampler(dataset, num_replicas=world, rank=dist.get_rank(), shuffle=False)
     loader = DataLoader(dataset, batch_size=None, sampler=sampler)
-    microbatches = list(loader)
-    n = torch.tensor(float(count_labels(microbatches)))
-    dist.all_reduce(n)  # the global N
-    if n.item() == 0:
-        return
-    optimizer.zero_grad()
-    for microbatch in microbatches:
-        (token_losses(model, microbatch).sum() / n).backward()
-    for p in model.parameters():
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-        dist.all_reduce(p.grad)
-    optimizer.step()
+    global_token_step(model, optimizer, list(loader))  # correct_manual's own step
