@@ -19,12 +19,10 @@ from pclab.experiments.trainer_check import assert_same_update
 TRAINERS = ROOT / "tests" / "trainers"
 
 
-def check(
-    name: str, *args: str, env: dict[str, str] | None = None, folder=TRAINERS
-) -> tuple[int, dict]:
-    """`pclab check <folder>/<name>.py --json ...`: (exit code, the report)."""
+def check(name: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
+    """`pclab check tests/trainers/<name>.py --json ...`: (exit code, the report)."""
     done = subprocess.run(
-        [sys.executable, "-m", "pclab", "check", str(folder / f"{name}.py"), "--json", *args],
+        [sys.executable, "-m", "pclab", "check", str(TRAINERS / f"{name}.py"), "--json", *args],
         cwd=ROOT,
         env=dict(os.environ, **(env or {})),
         capture_output=True,
@@ -143,9 +141,9 @@ def test_the_pytest_helper_names_the_failed_scenario():
 
 
 def test_a_framework_gets_the_global_batch_and_a_fresh_start():
-    """examples/trainers/framework_sampler.py: its own DistributedSampler picks this rank's
+    """tests/trainers/framework_sampler.py: its own DistributedSampler picks this rank's
     microbatches from the global batch, and its once-per-process set-up raises unless
     fresh_start() came before each train_step."""
-    code, report = check("framework_sampler", folder=ROOT / "examples" / "trainers")
+    code, report = check("framework_sampler")
     assert code == 0 and report["status"] == "same_update", report["diagnoses"]
     assert all(s["scheme"] in ("global_token", None) for s in report["scenarios"])

@@ -19,6 +19,7 @@ import ctypes
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -95,6 +96,55 @@ def _marker(index: int, device: Any) -> bool:
     return all(torch.equal(t, mine) for t in every)
 
 
+HEARTBEAT_S, DEAD_AFTER_S = 1.0, 15.0  # a rank's heartbeat, and how long one may stand still
+_BEATING: list[threading.Thread] = []
+
+
+def heartbeat() -> None:
+    """Start this rank's heartbeat (once): a thread adding 1 to the store's pcl_alive/<rank>
+    every HEARTBEAT_S, with a store client of its own, so that a peer waiting to rejoin can
+    tell a rank that is slow (blocked in a collective, stuck in Python: it still beats) from
+    one that died (a Gloo abort; under the warm pool no agent ends its peers)."""
+    import torch.distributed as dist
+
+    if _BEATING:
+        return
+    rank = dist.get_rank()
+    store, _, _ = next(dist.rendezvous("env://"))
+
+    def beat() -> None:
+        while True:
+            try:
+                store.add(f"pcl_alive/{rank}", 1)
+            except Exception:  # noqa: BLE001 - the store is gone: the run is ending
+                return
+            time.sleep(HEARTBEAT_S)
+
+    _BEATING.append(threading.Thread(target=beat, daemon=True, name="check-heartbeat"))
+    _BEATING[0].start()
+
+
+def _wait_for_peers(store: Any, tag: str, rank: int, world: int, timeout_s: float) -> None:
+    """Say this rank arrived at `tag` and wait for every peer to; RuntimeError as soon as a
+    peer's heartbeat stood still DEAD_AFTER_S (it died: waiting out `timeout_s` is useless)."""
+    store.set(f"{tag}/arrived/{rank}", "1")
+    beats: dict[int, tuple[int, float]] = {}
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        missing = [r for r in range(world) if not store.check([f"{tag}/arrived/{r}"])]
+        if not missing:
+            return
+        now = time.monotonic()
+        for peer in missing:
+            count = store.add(f"pcl_alive/{peer}", 0)
+            last = beats.get(peer)
+            if last is None or last[0] != count:
+                beats[peer] = (count, now)
+            elif now - last[1] > DEAD_AFTER_S:
+                raise RuntimeError(f"rank {peer} died (no heartbeat for {DEAD_AFTER_S:g} s)")
+        time.sleep(0.2)
+
+
 def rejoin(tag: str, backend: str, timeout_s: float) -> None:
     """Leave the (broken) default process group and meet every peer in a new one, its store
     keys under `tag` (the first group's keys are still in the store), waiting `timeout_s` for
@@ -113,6 +163,7 @@ def rejoin(tag: str, backend: str, timeout_s: float) -> None:
     except Exception:  # noqa: BLE001,S110 - a broken group may not leave cleanly: it is gone
         pass
     store, _, _ = next(dist.rendezvous("env://"))
+    _wait_for_peers(store, tag, rank, world, timeout_s)
     dist.init_process_group(
         backend,
         store=dist.PrefixStore(tag, store),
@@ -137,6 +188,7 @@ def alone(
     import torch.distributed as dist
 
     rank = dist.get_rank()
+    heartbeat()
     seen: dict[str, Any] | None = None
     evidence = None
     try:

@@ -4,9 +4,10 @@ the framework's own DistributedSampler picks this rank's; `fresh_start()` is cal
 every train_step, so the framework's once-per-process set-up (a device mesh, a step counter)
 starts over for each update. Correct: the global token mean, N = 0 skipped on every rank.
 
-    pclab check examples/trainers/framework_sampler.py
+    pclab check tests/trainers/framework_sampler.py
 """
 
+import _examples  # noqa: F401
 import torch.distributed as dist
 from correct_manual import train_step as global_token_step
 from tiny_lm import BATCH_SIZE, SEQ_LEN, VOCAB_SIZE, build_model, token_losses
