@@ -1,6 +1,7 @@
 """Parallel Correctness Lab: navigation and the shared sidebar - nothing else.
 
-Each page renders the language switch through `ui.page.header` (see why there).
+Each page renders the language switch through `ui.page_header.header` (see why in
+`ui.language.language_switch`).
 
 Run: streamlit run app.py
 """
@@ -10,8 +11,10 @@ import os
 import streamlit as st
 
 from pclab.experiments import registry
+from pclab.paths import PACKAGE_DIR
 from pclab.ui import preload, serving
-from pclab.ui.page import link_notice, t
+from pclab.ui.language import t
+from pclab.ui.link_notice import link_notice
 from pclab.ui.pages import HOME, PAGES
 
 # One intra-op thread per torch computation: the pages' tensors are tiny, and on a small
@@ -23,10 +26,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # PCL_WARM_POOL=0; the first one starts in the background now, importing every registered
 # experiment's rank-side code ahead, so the first real run does not wait for it.
 serving.start(registry.worker_modules())
+FAVICON = str(PACKAGE_DIR / "ui" / "favicon.svg")
 
-st.set_page_config(
-    page_title="Parallel Correctness Lab", page_icon=":material/balance:", layout="wide"
-)
+# The favicon is the lab's own file, inlined as a data: URL: a ":material/...:" one would have
+# every visitor's browser fetch it from Google's font CDN (tests/e2e/test_hostile_links.py).
+st.set_page_config(page_title="Parallel Correctness Lab", page_icon=FAVICON, layout="wide")
 
 navigation = st.navigation(
     [

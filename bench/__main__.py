@@ -8,9 +8,12 @@
 
 Families: core (time per core call), pages (AppTest reruns), preload (first renders with
 the server's background imports on and off), cold (streamlit run to a rendered page), runs
-(experiments vs a no-op Gloo job, cached calls, memory), frameworks (each framework adapter's
+(experiments vs a no-op Gloo job, cached calls, memory), cli (`pclab run transformer
+--json` beside a bare DDP-step torchrun), frameworks (each framework adapter's
 trainer check, cold and warm, and its ranks' memory), clicks (Run pressed in Chromium to the
-verdict on screen), load (8 visitors at once), soak (200 runs in a row). A partial run
+verdict on screen), load (8 visitors at once), soak (200 runs in a row), burst (10 Runs at
+concurrency 8 against the memory budget, then a Run two minutes later), room (a live
+room: 60 participants in 10 s, the presenter's view in Chromium). A partial run
 rewrites only its own sections of the output file and keeps the others.
 
     python -m bench --only clicks --before 031aefd   # also serve that commit: "before" rows
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from bench import ROOT, exit_on_sigterm, loadavg, report
 
-FAMILIES = ("core", "pages", "preload", "cold", "runs", "frameworks", "clicks", "load", "soak")
+FAMILIES = report.ORDER  # every family, in the order its section appears
 
 
 def _families(text: str) -> list[str]:
@@ -68,10 +71,22 @@ def measure(family: str, quick: bool, repeats: int | None) -> report.Section:
         from bench import clicks
 
         return clicks.run(quick, repeats)
+    if family == "cli":
+        from bench import cli
+
+        return cli.run(quick, repeats)
     if family == "frameworks":
         from bench import frameworks
 
         return frameworks.run(quick, repeats)
+    if family == "burst":
+        from bench import burst
+
+        return burst.run(quick, repeats)
+    if family == "room":
+        from bench import room
+
+        return room.run(quick, repeats)
     if family in ("load", "soak"):
         from bench import hosted
 

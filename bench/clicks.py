@@ -46,8 +46,8 @@ from bench.report import Goal, Section, duration, megabytes, now, spread
 from pclab.runners import memory
 from pclab.ui import i18n
 
-GOALS_S = {"parameters": 0.5, "clipping": 0.5, "experiment": 1.5}
-STRETCH_S = {"experiment": 1.0}
+# issue 35: page 06 <= 0.3 s and the Full Transformer <= 1.0 s (its earlier stretch goal)
+GOALS_S = {"parameters": 0.3, "clipping": 0.5, "experiment": 1.0}
 SETTLED = """() => document.querySelectorAll(
     '[data-testid=stStatusWidgetRunningIcon], [data-testid=stAppRunningIcon],'
     + ' [data-testid*=keleton]'
@@ -311,15 +311,6 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
                         median <= GOALS_S[page],
                     )
                 )
-                if page in STRETCH_S:
-                    section.goals.append(
-                        Goal(
-                            f"`{page}`: the same (stretch)",
-                            duration(median),
-                            f"≤ {duration(STRETCH_S[page])}",
-                            median <= STRETCH_S[page],
-                        )
-                    )
         pss = max(d["peak_tree_pss_kb"] for d in good)
         rss = max(d["peak_tree_rss_kb"] for d in good)
         section.notes.append(

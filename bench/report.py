@@ -31,10 +31,13 @@ ORDER = (
     "preload",
     "cold",
     "runs",
+    "cli",
     "frameworks",
     "clicks",
     "load",
     "soak",
+    "burst",
+    "room",
 )  # the order sections appear in
 _SECTION = re.compile(r"<!-- bench:section (\w+) -->\n(.*?)<!-- /bench:section \1 -->\n?", re.S)
 _DATA = re.compile(r"<!-- bench:data (\w+) (.*?) -->", re.S)

@@ -77,7 +77,7 @@ class NoopParams:
 
 
 # The baseline job, bench/noop_worker.py on 2 processes, as an experiment of the bench's own:
-# it goes through the same launcher, job line and run panel code as the real ones.
+# it goes through the same launcher, run queue and run panel code as the real ones.
 NOOP = Experiment(
     name="noop",
     worker="bench.noop_worker",
@@ -251,6 +251,27 @@ def build_model():
     )
     return model.double()
 """
+SIZED_COUPLED = """import sys
+
+sys.path.insert(0, {examples!r})  # the bundled examples: GradCache's step, the InfoNCE loss
+
+import torch
+from gradcache import train_step
+from tiny_embedder import FEATURES, embed, embedding_loss, make_microbatch
+
+WIDTH = {width}
+
+
+def build_model():
+    torch.manual_seed(0)
+    model = torch.nn.Module()
+    model.encoder = torch.nn.Linear(FEATURES, WIDTH)
+    model.logit_scale = torch.nn.Parameter(torch.tensor(0.5))
+    return model.double()
+"""
+# The coupled mode (issue 28): a correct GradCache trainer, 5 x width + 1 parameters, in the
+# default scenarios (items 3, 2 and 2, 5 a microbatch at K = 2)
+COUPLED_GRID = ((2, 2, 16), (2, 2, 10_000))
 # (P, K, parameters): P and K around the default 2 x 2 at 1e4 parameters, then the size alone
 COST_GRID = (
     *((p, 2, 10_000) for p in (1, 2, 4)),
@@ -311,22 +332,28 @@ def timed_checks(
     return out | {"loadavg": loadavg()}
 
 
-def check_cost(pool: bool, grid=COST_GRID) -> dict:
+def check_cost(pool: bool, grid=COST_GRID, coupled=COUPLED_GRID) -> dict:
     """The wall time of one `pclab check` of a correct trainer (correct_manual.py's step on
     an embedding-tanh-linear model of ~`size` parameters, 11 tokens: 22 x width + 11) per
-    (P, K, size), cold (torchrun) or through the warm pool, one run each."""
+    (P, K, size), cold (torchrun) or through the warm pool, one run each; then the coupled
+    mode's GradCache trainer per (P, K, size) of `coupled` (rows with "mode": "coupled")."""
     import tempfile
     from pathlib import Path
 
     with tempfile.TemporaryDirectory(prefix="pcl-check-cost-") as folder:
+        examples = str(ROOT / "examples" / "trainers")
+        # (mode, template, rows, parameters = per_width x width + fixed) per kind of trainer
+        kinds = (("token", SIZED_TRAINER, grid, 22, 11), ("coupled", SIZED_COUPLED, coupled, 5, 1))
         cases = []
-        for world_size, accum, size in grid:
-            width = max(1, round((size - 11) / 22))
-            path = Path(folder, f"sized_{width}.py")
-            examples = str(ROOT / "examples" / "trainers")
-            path.write_text(SIZED_TRAINER.format(width=width, examples=examples))
-            row = {"world_size": world_size, "accum": accum, "parameters": 22 * width + 11}
-            cases.append((row, str(path), world_size, accum))
+        for mode, template, rows, per_width, fixed in kinds:
+            for world_size, accum, size in rows:
+                width = max(1, round((size - fixed) / per_width))
+                path = Path(folder, f"{mode}_{width}.py")
+                path.write_text(template.format(width=width, examples=examples))
+                row = {"world_size": world_size, "accum": accum}
+                row |= {"parameters": per_width * width + fixed}
+                row |= {} if mode == "token" else {"mode": mode}  # token rows as before
+                cases.append((row, str(path), world_size, accum))
         return timed_checks(pool, cases)
 
 
@@ -502,7 +529,7 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
             f"Warm pool rows (PCL_WARM_POOL=1; runners/warm_pool.py): ranks forked from a zygote "
             f"that has imported torch and torch._dynamo once (its start-up took "
             f"{duration(pool['pool_start_s'])}, in the background at server start; not counted), "
-            "no torchrun agent; the same `run()` calls and jobs.py limits as the cold rows. Their "
+            "no torchrun agent; the same `run()` calls and run queue as the cold rows. Their "
             "ratio is against the median torchrun no-op above; memory is the zygote's VmHWM "
             "(ranks share its pages copy-on-write). Measured after the alternation, in one process."
         )

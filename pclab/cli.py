@@ -3,17 +3,29 @@
     pclab check TRAINER.py [--world-size P] [--accum K] [--counts "3,8;8,16"] [--json]
     pclab run EXPERIMENT [its options] [--json]      # EXPERIMENT from the registry
     pclab run EXPERIMENT --help                      # an experiment's own options
+    pclab serve [streamlit run's options]            # check the PCL_* settings, then serve
     python -m pclab ...                              # the same command
+
+`pclab serve` refuses a malformed PCL_* setting before anything listens (a bare `streamlit run
+app.py` reads them at the first page view: its health check says "ok" until then), removes
+what a killed server left in $TMPDIR (runners.scratch), then becomes `streamlit run app.py`
+in the checkout (its .streamlit/config.toml applies) with the rest of its arguments (exec:
+the same process id, so a host's signals reach it).
 
 Exit codes (every subcommand): 0 ok, 1 a failed run or check, 2 a bad argument or file.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
 
 from pclab import __version__
 from pclab.experiments import registry
+from pclab.paths import CHECKOUT
+from pclab.runners import scratch
+from pclab.runners.settings import Settings
 
 CHECK = "trainer_check"  # `pclab check` is `pclab run trainer_check`
 
@@ -24,6 +36,7 @@ def usage() -> str:
         f"usage: pclab check TRAINER.py [options] | pclab run EXPERIMENT [options]\n\n"
         f"  check      is your training step the same update as the single-process one?\n"
         f"  run        one of the lab's experiments on real processes: {experiments}\n"
+        f"  serve      check the PCL_* settings, then `streamlit run app.py` with the rest\n"
         f"  --version  the lab's version\n\n"
         f"`pclab check --help` and `pclab run EXPERIMENT --help` list the options."
     )
@@ -40,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = args[0], args[1:]
     if command == "check":
         return registry.cli(CHECK)(rest)
+    if command == "serve":
+        return serve(rest)
     if command == "run":
         if not rest or rest[0] in ("-h", "--help"):
             print(usage())
@@ -52,7 +67,33 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return registry.cli(rest[0])(rest[1:])
     print(
-        f"pclab: error: unknown command {command!r}: check or run (see pclab --help)",
+        f"pclab: error: unknown command {command!r}: check, run or serve (see pclab --help)",
         file=sys.stderr,
     )
     return 2
+
+
+def serve(streamlit_args: list[str]) -> int:
+    """Check the PCL_* settings and the checkout, remove a killed server's folders, then exec
+    `streamlit run app.py *streamlit_args`; returns 2 (one line on stderr) when it cannot."""
+    try:
+        Settings.from_env(os.environ)
+    except ValueError as error:
+        print(f"pclab serve: error: {error}", file=sys.stderr)
+        return 2
+    if CHECKOUT is None:
+        print(
+            "pclab serve: error: the app (app.py) ships with a checkout, not a wheel",
+            file=sys.stderr,
+        )
+        return 2
+    if importlib.util.find_spec("streamlit") is None:
+        print(
+            "pclab serve: error: Streamlit is not installed (pip install -r requirements.txt)",
+            file=sys.stderr,
+        )
+        return 2
+    scratch.remove_stale()
+    os.chdir(CHECKOUT)  # where Streamlit reads the lab's .streamlit/config.toml
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "streamlit", "run", "app.py", *streamlit_args])

@@ -100,9 +100,9 @@ def test_the_cycle_finder_finds_a_planted_circle():
 def test_the_graph_sees_imports_inside_functions(tmp_path):
     source = tmp_path / "m.py"
     source.write_text(
-        "def f():\n    from pclab.runners import jobs\n    import pclab.core.ledger\n"
+        "def f():\n    from pclab.runners import run_queue\n    import pclab.core.ledger\n"
     )
-    assert {"pclab.runners.jobs", "pclab.core.ledger"} <= imported_names(source)
+    assert {"pclab.runners.run_queue", "pclab.core.ledger"} <= imported_names(source)
 
 
 def test_no_import_cycle_anywhere():
@@ -133,6 +133,20 @@ def test_core_imports_neither_runners_nor_experiments_nor_the_ui():
     bad = {
         m: sorted(d for d in deps if not _in(d, "pclab.core"))
         for m, deps in _imports("pclab.core").items()
+    }
+    assert {m: d for m, d in bad.items() if d} == {}
+
+
+def test_rooms_import_no_page_and_no_experiment():
+    """The live rooms' store (pclab/rooms: SQLite, no Streamlit) sits beside runners and core:
+    the ui imports it, it imports neither the ui, the pages nor an experiment."""
+    bad = {
+        m: sorted(
+            d
+            for d in deps
+            if any(_in(d, p) for p in ("pclab.ui", "pclab.sections", "pclab.experiments"))
+        )
+        for m, deps in _imports("pclab.rooms").items()
     }
     assert {m: d for m, d in bad.items() if d} == {}
 
@@ -174,20 +188,32 @@ def test_core_is_pure(path):
 
 @pytest.mark.parametrize(
     "path",
-    sorted([*ROOT.glob("pclab/runners/**/*.py"), *ROOT.glob("pclab/experiments/**/*.py")]),
+    sorted(
+        [
+            *ROOT.glob("pclab/runners/**/*.py"),
+            *ROOT.glob("pclab/experiments/**/*.py"),
+            *ROOT.glob("pclab/rooms/*.py"),
+        ]
+    ),
     ids=lambda p: str(p.relative_to(ROOT)),
 )
-def test_runners_and_experiments_never_import_streamlit(path):
+def test_runners_experiments_and_rooms_never_import_streamlit(path):
     assert not [m for m in imported_names(path) if m.split(".")[0] == "streamlit"]
 
 
 @pytest.mark.parametrize(
     "path",
-    sorted([*ROOT.glob("pclab/core/*.py"), *ROOT.glob("pclab/sections/*.py")]),
+    sorted(
+        [
+            *ROOT.glob("pclab/core/*.py"),
+            *ROOT.glob("pclab/rooms/*.py"),
+            *ROOT.glob("pclab/sections/*.py"),
+        ]
+    ),
     ids=lambda p: p.name,
 )
 def test_small_files(path):
-    limit = 300 if path.parent.name == "core" else 150
+    limit = 300 if path.parent.name in ("core", "rooms") else 150
     assert len(path.read_text().splitlines()) <= limit
 
 
@@ -208,7 +234,8 @@ def test_every_experiment_is_registered_and_shaped_alike():
     assert on_disk == set(registry.names())
     for name in registry.names():
         package = ROOT / "pclab" / "experiments" / name
-        for part in ("params.py", "worker.py", "report.py", "cli.py", "__main__.py"):
+        # cli.py is optional: without one, experiments.command.run_command is its CLI
+        for part in ("params.py", "worker.py", "report.py", "__main__.py"):
             assert (package / part).is_file(), f"experiments/{name}/{part}"
         assert registry.get(name).name == name
 

@@ -160,3 +160,24 @@ def test_a_server_a_bench_started_dies_with_the_bench(tmp_path):
         bench.wait()
         bench.stdin.close()
         bench.stdout.close()
+
+
+def test_the_cli_bench_sets_the_command_beside_the_bare_torchrun(monkeypatch):
+    """bench/cli.py: the three commands alternate, and the goal is the command's median over
+    the bare DDP-step torchrun's (timings stubbed: numbers belong in BENCHMARKS.md)."""
+    from bench import cli
+
+    walls = {"bare": iter([3.0, 3.2, 3.1]), "worker": iter([3.5] * 3), "command": iter([3.6] * 3)}
+    order: list[str] = []
+
+    def timed(job: str) -> dict:
+        order.append(job)
+        return {"job": job, "ok": True, "wall_s": next(walls[job]), "error": ""}
+
+    monkeypatch.setattr(cli, "timed", timed)
+    section = cli.run(repeats=3)
+    assert order == ["bare", "worker", "command"] * 3
+    (goal,) = section.goals
+    assert goal.measured.startswith("1.16×") and goal.met is True
+    assert [row[2] for row in section.rows] == ["1.00×", "1.13×", "1.16×"]
+    assert "cli" in report.ORDER

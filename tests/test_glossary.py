@@ -255,6 +255,25 @@ def test_a_planted_chinese_variant_is_reported(catalogues, variant):
     assert repr(variant) in findings[0]
 
 
+# Issue 31: one name for P, for DDP's mean of local means and for the verdict.
+ISSUE_31_VARIANTS = {
+    "zh": ("副本数", "进程数", "副本均值", "对本地均值取平均", "DDP 默认平均", "结论"),
+    "en": ("Replicas P", "world size", "mean of replica means", "replica mean", "DDP-default"),
+}
+
+
+@pytest.mark.parametrize(
+    ("lang", "variant"), [(lang, v) for lang, vs in ISSUE_31_VARIANTS.items() for v in vs]
+)
+def test_a_second_name_for_p_the_local_means_or_the_verdict_is_reported(catalogues, lang, variant):
+    catalogue = dict(catalogues[i18n.LANGUAGES.index(lang)])
+    catalogue["check.results.heading"] += f" ({variant})"
+    findings = forbidden_variants(catalogue, lang, glossary())
+    assert findings and all("[results.heading]" in f for f in findings), findings
+    concepts = {f.split(" is a variant of ")[1].split(",")[0] for f in findings}
+    assert len(concepts) == 1 and concepts <= {"'world-size'", "'mean-of-local-means'", "'verdict'"}
+
+
 def test_a_planted_english_variant_is_reported(catalogues):
     en = dict(catalogues[0])
     en["limits.lead"] = en["limits.lead"].replace("microbatches", "micro-batches", 1)

@@ -5,27 +5,33 @@ An experiment package (`pclab/experiments/<name>/`, see README.md there) defines
     params.py   Params(Declared): each parameter declared once (experiments.declare); it
                 validates (`Params.checked(**raw)`), makes the CLI options and the worker's
                 arguments, and knows its `world_size`
-    worker.py   the torch code one rank runs (`main()`), started by torchrun or the warm pool
+    worker.py   `main(argv=None)`: `rank_main(Params, compute, argv)` (below) runs the torch
+                code of one rank, started by torchrun or the warm pool
     report.py   `build_report(ranks)`: every rank's JSON into one report (the CLI's JSON), and
                 `agrees(report)`: does the run match its independent reference?
-    cli.py      `main(argv)`: experiments.command.run_command (exit 0 ok, 1 failed, 2 bad)
     __main__.py experiments.command.entry: a rank runs the worker, anything else the CLI
     __init__.py EXPERIMENT = Experiment(...), and `run(**raw)` for notebooks and tests
+    cli.py      optional: `main(argv)` with a printer for humans (experiments.command)
 
-and one line in `experiments/registry.py`. Everything else (the launch, the job line, the
-warm pool, the run panel, the benchmark, `pclab run`) finds it there.
+and one line in `experiments/registry.py`. Everything else (the launch, the run queue, the
+warm pool, the run panel, the benchmark, `pclab run`) finds it there. Every rank sends its
+checked parameters (`rank_main`); `Experiment.run` fails a run whose ranks disagree on them
+and puts them in the report as "parameters", so a declared field reaches the CLI's JSON and
+the page's run record with nothing else typed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from pclab.runners.jobs import Cancel
+from pclab.experiments.declare import Declared
 from pclab.runners.launcher import launch
 from pclab.runners.results import ProgressEvent, RunResult
+from pclab.runners.run_queue import Cancel
 from pclab.runners.runtime import Runtime
+from pclab.runners.worker import finish_worker, init_worker, write_rank_output
 
 
 class Params(Protocol):
@@ -83,8 +89,13 @@ class Experiment:
         )
         if not result.ok:
             return result
+        sent = [rank.get("parameters") for rank in result.ranks]
+        if any(values != sent[0] for values in sent):
+            return result.failed("inconsistent rank outputs: ranks disagree on the parameters")
         try:
             report = self.build_report(result.ranks)
+            if sent[0] is not None:  # a worker written with rank_main: its checked parameters
+                report = {**report, "parameters": sent[0]}
         except ReportError as exc:
             return result.failed(str(exc))
         except (KeyError, TypeError, ValueError) as exc:
@@ -114,7 +125,39 @@ class Experiment:
         )
 
 
-def params_record(params: Params) -> dict[str, Any]:
+def params_record(params: object) -> dict[str, Any]:
     """A parameter set as plain JSON-able values (cache keys, run records)."""
     values = asdict(params)  # type: ignore[call-overload]  # Params are dataclasses
     return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+
+
+def rank_main(
+    params: type[Declared],
+    compute: Callable[[Any, int, int], dict[str, Any]],
+    argv: Sequence[str] | None = None,
+    *,
+    backend: str | None = None,
+) -> None:
+    """What one rank runs (a worker's `main`): join the group, read `params`
+    (`Params.from_worker_args`, world_size from torchrun's nproc, checked like any value),
+    `compute(params, rank, world_size)` -> payload, then write it with "rank", "world_size",
+    "backend" and "parameters" (`params_record`) added, and leave the group. torch's
+    `@record` wraps it, so a raising rank leaves torchrun an error file naming it."""
+    import torch.distributed as dist
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    def main() -> None:
+        rank, world_size = init_worker(backend=backend)
+        checked, out_dir = params.from_worker_args(argv, world_size=world_size)
+        payload = compute(checked, rank, world_size)
+        payload = {
+            "rank": rank,
+            "world_size": world_size,
+            "backend": dist.get_backend(),
+            **payload,
+            "parameters": params_record(checked),
+        }
+        write_rank_output(out_dir, rank, payload)
+        finish_worker()
+
+    record(main)()

@@ -3,6 +3,12 @@
     @dataclass(frozen=True)
     class Params(Declared):
         tau: float = param(1.0, "temperature tau > 0", v.positive, parse=float)
+        '''The softmax temperature every similarity is divided by: smaller is sharper.'''
+        order: str = param("ascending", "the bucket order", choices=("ascending", "descending"))
+        '''How the buckets are walked (a choice: `--help` lists its values).'''
+
+The string under a field is its documentation (as torchtitan documents its config fields):
+`--help` prints it after the one-line help, and a test holds that every parameter has one.
 
 From those fields come, with nothing typed twice:
     Params.checked(**raw)          validation (ValueError / TypeError naming the value), the
@@ -11,7 +17,9 @@ From those fields come, with nothing typed twice:
     Params.from_options(args)      with the same checks
     params.worker_args()           the worker's command line: the same flags, so a hand-typed
     Params.from_worker_args(argv)  `torchrun -m pclab.experiments.<name> --out-dir D ...` works
-    params_record(params)          the cache key and the run record (experiments.base)
+    params_record(params)          the cache key, and the report's and the run record's
+                                   "parameters" (experiments.base: every rank sends them)
+    Params.docs()                  each field's documentation, for `--help`
 
 A field without `param(...)` is derived (a file's digest): `Params.relate` fills it.
 """
@@ -19,9 +27,15 @@ A field without `param(...)` is derived (a file's digest): `Params.relate` fills
 from __future__ import annotations
 
 import argparse
+import ast
+import inspect
+import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import MISSING, dataclass, field, fields
+from functools import partial
 from typing import Any, TypeVar
+
+from pclab.core import validation as v
 
 SPEC = "pclab.param"  # the metadata key of a declared field
 T = TypeVar("T", bound="Declared")
@@ -40,11 +54,34 @@ class Spec:
     option: bool = True  # False: not a `--name` option (fixed, or the command's positional)
     worker: bool = True  # False: the launcher supplies it (world_size is torchrun's nproc)
     many: bool = False  # a tuple travelling to the worker as one `--name=item` per item
+    choices: tuple[str, ...] = ()  # a choice's values (`--help` lists them)
 
 
-def param(default: object, help: str, check: Callable[[object, str], object], **spec: Any) -> Any:
-    """A declared field: its default, help text, validation and how it travels as text."""
-    return field(default=default, metadata={SPEC: Spec(help, check, **spec)})
+def param(
+    default: object,
+    help: str,
+    check: Callable[[object, str], object] | None = None,
+    *,
+    choices: tuple[str, ...] = (),
+    **spec: Any,
+) -> Any:
+    """A declared field: its default, help text, validation and how it travels as text.
+
+    `choices`: the values of a choice parameter; without a `check`, one of them is the check
+    (ValueError naming the value and the allowed ones), and `--help` lists them."""
+    if check is None:
+        if not choices:
+            raise TypeError(f"param({default!r}, {help!r}) needs a check or choices")
+        check = partial(_one_of, allowed=tuple(choices))
+    if choices and spec.get("metavar") is None:
+        spec["metavar"] = "{" + ",".join(choices) + "}"
+    return field(
+        default=default, metadata={SPEC: Spec(help, check, choices=tuple(choices), **spec)}
+    )
+
+
+def _one_of(value: object, field: str, allowed: tuple[str, ...]) -> str:
+    return v.choice(value, field, allowed)
 
 
 def _plain_default(value: object) -> object:
@@ -61,6 +98,26 @@ class Declared:
             spec = f.metadata.get(SPEC)
             if spec is not None:
                 yield f.name, spec.name or f.name, spec, _plain_default(f.default)
+
+    @classmethod
+    def docs(cls) -> dict[str, str]:
+        """Field name -> the string literal right under its declaration (its documentation),
+        read from the class's source with `ast`, as torchtitan's config fields are."""
+        try:
+            source = textwrap.dedent(inspect.getsource(cls))
+        except (OSError, TypeError):  # no source (a class made at run time): no docs
+            return {}
+        body = ast.parse(source).body[0]
+        docs: dict[str, str] = {}
+        if not isinstance(body, ast.ClassDef):
+            return docs
+        for node, after in zip(body.body, body.body[1:]):
+            if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+                continue
+            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                if isinstance(after.value.value, str):
+                    docs[node.target.id] = " ".join(after.value.value.split())
+        return docs
 
     @classmethod
     def relate(cls, values: dict[str, object]) -> dict[str, object]:
@@ -82,10 +139,14 @@ class Declared:
 
     @classmethod
     def add_options(cls, parser: argparse.ArgumentParser) -> None:
-        """One `--name` option per declared CLI parameter, help showing its default."""
-        for _, name, spec, default in cls.declared():
+        """One `--name` option per declared CLI parameter: its help, a choice's values, its
+        default, then its documentation (`docs`)."""
+        docs = cls.docs()
+        for attr, name, spec, default in cls.declared():
             if spec.option:
-                shown = "" if default is None else f" (default {spec.text(default)})"
+                shown = f"; one of {', '.join(spec.choices)}" if spec.choices else ""
+                shown += "" if default is None else f" (default {spec.text(default)})"
+                shown += f". {docs[attr]}" if attr in docs else ""
                 parser.add_argument(
                     "--" + name.replace("_", "-"),
                     dest=name,

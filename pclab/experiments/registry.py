@@ -9,7 +9,9 @@ Adding an experiment is one package under experiments/ and one line here.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable
+from functools import partial
 
 from pclab.experiments.base import Experiment
 
@@ -36,8 +38,13 @@ def get(name: str) -> Experiment:
 
 
 def cli(name: str) -> Callable[[list[str]], int]:
-    """The `main(argv)` of the experiment's command line (`pclab run <name>`)."""
-    get(name)  # the same ValueError for an unknown name
+    """The `main(argv)` of the experiment's command line (`pclab run <name>`): its cli.py's,
+    or, without one, `command.run_command` printing the report as JSON."""
+    experiment = get(name)  # the same ValueError for an unknown name
+    if importlib.util.find_spec(f"{EXPERIMENTS[name]}.cli") is None:
+        from pclab.experiments.command import run_command
+
+        return partial(run_command, experiment)
     main: Callable[[list[str]], int] = importlib.import_module(f"{EXPERIMENTS[name]}.cli").main
     return main
 

@@ -3,9 +3,12 @@
 A worker module, every module of its own project that it imports (at any depth, inside
 functions too, and the packages' __init__ files that importing runs), read from the
 sources rather than imported: so an edit to `pclab/core/clipping.py` changes the hash of the
-clipping experiment's worker, and with it the page's cache key and the run record. Modules
-outside the worker's project (torch, numpy, the standard library) are not hashed: their
-versions go into the run record instead.
+clipping experiment's worker, and with it the page's cache key and the run record. Names
+resolve through the path finder and each parent's spec, so hashing never imports the
+worker's modules (nor torch with them). Modules outside the worker's project (torch, numpy,
+the standard library) are not hashed: their versions go into the run record instead. The
+hash is memoised per process on the stamps of the files and their folders: a launch after
+the first stats them and reads nothing.
 
     python -m pclab.runners.code_hash pclab.experiments.clipping    # hash and file list
 """
@@ -14,9 +17,10 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.util
 import sys
 import threading
+from collections.abc import Iterable
+from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
 from pclab.core.validation import InvalidInput
@@ -24,6 +28,10 @@ from pclab.paths import IMPORT_ROOT
 
 # path -> (mtime_ns, size, modules it names): a launch re-parses only edited files
 _PARSED: dict[Path, tuple[int, int, frozenset[str]]] = {}
+# (worker, sys.path) -> (its files, their stamps when hashed, the hash): a repeat only stats
+# the files (sys.path too: a module outside the import root resolves through it)
+_Stamps = tuple[tuple[str, int, int], ...]
+_HASHED: dict[tuple[str, tuple[str, ...]], tuple[tuple[Path, ...], _Stamps, str]] = {}
 # One parse at a time in this process: CPython 3.11's AST constructor keeps its recursion
 # depth in per-interpreter state, so two Streamlit sessions parsing at once can raise
 # "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905).
@@ -31,19 +39,41 @@ _PARSE_LOCK = threading.Lock()
 
 
 def module_file(name: str) -> Path | None:
-    """The source file of module `name` below the import root, else where Python finds it
-    (None for a module without a source file). Packages resolve to their __init__.py."""
+    """The source file of module `name` below the import root, else where Python's path
+    finder would find it (None for a module without a source file, or a name that is not a
+    module). Packages resolve to their __init__.py. Nothing is imported: a parent package's
+    search locations come from its spec, so hashing never runs the worker's imports (torch)."""
     base = IMPORT_ROOT.joinpath(*name.split("."))
     for path in (base.with_suffix(".py"), base / "__init__.py"):
         if path.is_file():
             return path
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
+    if base.is_dir():
+        return None  # a namespace package (a folder without __init__.py): no source of its own
+    spec = _spec(name)
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return None
     return Path(spec.origin)
+
+
+def _spec(name: str) -> ModuleSpec | None:
+    """`name`'s spec from the path finder alone, walking down from its top-level package
+    through each parent's submodule locations (importlib.util.find_spec imports the parents)."""
+    spec: ModuleSpec | None = None
+    for prefix in _with_parents(name):
+        locations = None  # the top-level package: sys.path
+        if spec is not None:
+            if spec.submodule_search_locations is None:
+                return None  # a plain module's "submodule" is an attribute of it
+            locations = list(spec.submodule_search_locations)
+        try:
+            spec = PathFinder.find_spec(prefix, locations)
+        except (ImportError, ValueError, KeyError):
+            # KeyError: a namespace parent's path is read from sys.modules, where a module
+            # this finder never imported is absent.
+            return None
+        if spec is None:
+            return None
+    return spec
 
 
 def _entry_points(worker: str) -> list[tuple[str, Path]]:
@@ -110,11 +140,33 @@ def source_files(worker: str) -> dict[str, Path]:
     return files
 
 
+def _stamps(paths: Iterable[Path]) -> _Stamps:
+    """(path, mtime_ns, size) of each file and of each folder holding one: an edit changes a
+    file's stamp, and a module added beside them (which may now resolve an import) a folder's."""
+    stamps = []
+    for path in sorted({*paths, *(path.parent for path in paths)}):
+        stat = path.stat()
+        stamps.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return tuple(stamps)
+
+
 def worker_code_hash(worker: str) -> str:
-    """sha256 (hex) over the worker's project sources (`source_files`), in module order."""
+    """sha256 (hex) over the worker's project sources (`source_files`), in module order.
+    Memoised per process on the files' stamps: a repeat costs a stat of each file."""
+    key = (worker, tuple(sys.path))
+    cached = _HASHED.get(key)
+    if cached is not None:
+        try:
+            if _stamps(cached[0]) == cached[1]:
+                return cached[2]
+        except OSError:  # a file was removed: compute afresh (and raise if the worker went)
+            pass
+    files = source_files(worker)
+    stamps = _stamps(files.values())
     digest = hashlib.sha256()
-    for module, path in sorted(source_files(worker).items()):
+    for module, path in sorted(files.items()):
         digest.update(module.encode() + b"\0" + path.read_bytes() + b"\0")
+    _HASHED[key] = (tuple(files.values()), stamps, digest.hexdigest())
     return digest.hexdigest()
 
 

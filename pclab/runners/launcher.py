@@ -1,14 +1,14 @@
 """Launch a worker on P processes and collect each rank's JSON - without ever hanging a page.
 
-`launch` validates its arguments, then hands the run to its runtime's job line
-(`runners.runtime`: the server's one, or a fresh one for this call; `runners.jobs`: identical
-requests share one run, at most `max_concurrent_runs` hold processes, the others wait in line
-or hear "busy", a run nobody waits for is stopped). The run's processes come from torchrun
-(`runners.processes`) or, when the runtime's warm pool is on, from a pre-imported zygote
-(`runners.warm_pool`); either way this module polls them against a wall-clock timeout and
-always ends with no process and no temporary directory left behind. A failed or timed-out
-run is a `RunResult` with a one-line message naming the failing rank and its root cause -
-never an exception.
+`launch` validates its arguments, then hands the run to its runtime's run queue
+(`runners.runtime`: the server's one, or a fresh one for this call; `runners.run_queue`:
+identical requests share one run, at most `max_concurrent_runs` hold processes, the others
+wait in the queue or hear "busy", a run nobody waits for is stopped). The run's processes
+come from torchrun (`runners.processes`) or, when the runtime's warm pool is on, from a
+pre-imported zygote (`runners.warm_pool`); either way this module polls them against a
+wall-clock timeout and always ends with no process and no temporary directory left behind. A
+failed or timed-out run is a `RunResult` with a one-line message naming the failing rank and
+its root cause - never an exception.
 
     python -c "from pclab.runners.launcher import launch; print(launch('bench.noop_worker', 2))"
 """
@@ -16,8 +16,6 @@ never an exception.
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -26,15 +24,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pclab.core.validation import InvalidInput, count, positive
-from pclab.runners import memory
+from pclab.runners import memory, scratch
 from pclab.runners.code_hash import worker_code_hash
 from pclab.runners.diagnosis import one_line
 from pclab.runners.environment import child_environment
-from pclab.runners.jobs import Cancel, Job
 from pclab.runners.processes import TOKEN_ENV, Torchrun
 from pclab.runners.protocol import LaunchRequest, RankOutput
 from pclab.runners.results import Outcome, ProgressEvent, RunResult
+from pclab.runners.run_queue import Cancel, QueuedRun
 from pclab.runners.runtime import Runtime, given_or_fresh
+from pclab.runners.settings import LIMITS
 from pclab.runners.warm_pool import PoolUnavailable, WarmRanks
 from pclab.runners.worker import PG_TIMEOUT_ENV
 
@@ -81,8 +80,8 @@ def launch(
             if it raises, the run is stopped (unless an identical request still waits for it)
             and the exception propagates after the cleanup.
         cancel: a threading.Event or a zero-argument callable, polled every 0.1 s; when it
-            fires this request ends with Outcome.CANCELLED (a raising one: see `jobs.Cancel`).
-        runtime: whose job line, pool and memory budget the run uses (the server's); None:
+            fires this request ends with Outcome.CANCELLED (a raising one: see `run_queue.Cancel`).
+        runtime: whose run queue, pool and memory budget the run uses (the server's); None:
             a fresh one from the PCL_* settings, shut down when this call returns.
     Returns:
         RunResult: ok with every rank's JSON ordered by rank, or ok=False with a message.
@@ -92,25 +91,24 @@ def launch(
     world_size, args = _checked(worker, world_size, args)
     timeout_s = _seconds(timeout_s, "timeout_s")
     if pg_timeout_s is not None:
-        pg_timeout_s = _seconds(pg_timeout_s, "pg_timeout_s")
+        pg_timeout_s = _seconds(pg_timeout_s, "pg_timeout_s", LIMITS["pg_timeout_s"][0])
     worker_hash = worker_code_hash(worker)
     with given_or_fresh(runtime) as used:
         pg_timeout = used.settings.pg_timeout_s if pg_timeout_s is None else pg_timeout_s
 
-        def work(job: Job) -> RunResult:
-            return _launch(used, job, worker, world_size, args, pg_timeout, worker_hash)
+        def work(run: QueuedRun) -> RunResult:
+            return _launch(used, run, worker, world_size, args, pg_timeout, worker_hash)
 
-        pool = used.pool
-        warm = pool.enabled() and pool.broken() is None
-        zygote_needed = warm and pool.size()["zygotes"] + pool.size()["starting"] == 0
-        return used.jobs.submit(
+        warm = used.pool.enabled() and used.pool.broken() is None
+        return used.run_queue.submit(
             (worker, world_size, args, worker_hash),
             work,
             timeout_s=timeout_s,
             worker_hash=worker_hash,
             progress=progress,
             cancel=cancel,
-            memory_mb=memory.launch_estimate_mb(world_size, warm, zygote_needed),
+            memory_mb=memory.launch_estimate_mb(world_size, warm),
+            zygote=warm,  # admission counts a new zygote when no idle one is left for it
         )
 
 
@@ -133,106 +131,112 @@ def _checked(worker: str, world_size: int, args: Sequence[str]) -> tuple[int, tu
     return world_size, args
 
 
-def _seconds(value: object, field: str) -> float:
+def _seconds(value: object, field: str, least: float = 0.0) -> float:
+    """A timeout in (0, MAX_TIMEOUT_S], at least `least` (the process group's: a second)."""
     seconds = positive(value, field)
-    if seconds > MAX_TIMEOUT_S:
-        raise InvalidInput(field, value, "in_range", f"0 < {field} <= {MAX_TIMEOUT_S:g}")
+    if not least <= seconds <= MAX_TIMEOUT_S:
+        low = f"{least:g} <=" if least else "0 <"
+        raise InvalidInput(field, value, "in_range", f"{low} {field} <= {MAX_TIMEOUT_S:g}")
     return seconds
 
 
 def _launch(
     runtime: Runtime,
-    job: Job,
+    run: QueuedRun,
     worker: str,
     world_size: int,
     args: tuple[str, ...],
     pg_timeout_s: float,
     worker_hash: str,
 ) -> RunResult:
-    """One job's processes, run in its `runners.jobs.Job` thread: start them (warm pool or
-    torchrun), watch them, say how they ended, and always clean up. `job.say` reaches every
+    """One run's processes, in its `runners.run_queue.QueuedRun` thread: start them (warm pool
+    or torchrun), watch them, say how they ended, and always clean up. `run.say` reaches every
     requester."""
-    run = _Run(runtime, job, worker, world_size, worker_hash)
-    if job.cancelled():  # everyone left before it began
-        return run.ended(Outcome.CANCELLED, "stopped on request before it started")
-    tmp = Path(tempfile.mkdtemp(prefix="pcl-run-"))
-    out_dir, log_dir = tmp / "out", tmp / "logs"
-    out_dir.mkdir()
-    log_dir.mkdir()
+    ending = _Ending(runtime, run, worker, world_size, worker_hash)
+    if run.cancelled():  # everyone left before it began
+        return ending.ended(Outcome.CANCELLED, "stopped on request before it started")
+    tmp = scratch.folder("run")  # removed below, or at exit, or by the next start (SIGKILL)
+    out_dir, log_dir, rank_tmp = tmp / "out", tmp / "logs", tmp / "tmp"
+    for made in (out_dir, log_dir, rank_tmp):
+        made.mkdir()
     token = uuid.uuid4().hex
-    env = child_environment({PG_TIMEOUT_ENV: repr(pg_timeout_s), TOKEN_ENV: token})
+    # The ranks' own temporary files (a trainer's output folder) go inside the run's folder:
+    # a rank killed before its clean-up (Cancel, a closed tab) leaves nothing elsewhere.
+    extra = {PG_TIMEOUT_ENV: repr(pg_timeout_s), TOKEN_ENV: token, "TMPDIR": str(rank_tmp)}
+    env = child_environment(extra)
     argv = [*args, "--out-dir", str(out_dir)]
     procs = None
     try:
-        started = _start(run, argv, log_dir, env)
+        started = _start(ending, argv, log_dir, env)
         if isinstance(started, RunResult):
             return started
         procs = started or Torchrun(worker, world_size, argv, tmp, env, token, runtime.memory)
-        ended, finished = _watch(procs, job, out_dir, world_size)
+        ended, finished = _watch(procs, run, out_dir, world_size)
         if isinstance(ended, Outcome):  # cancelled or timed out
             procs.stop()
-            return run.stopped(ended, finished)
+            return ending.stopped(ended, finished)
         if ended != 0:
-            return run.failed(procs.root_cause(log_dir, ended))
+            return ending.failed(procs.root_cause(log_dir, ended))
         ranks, message = _read_ranks(out_dir, world_size)
-        return run.failed(message) if message else run.finished(ranks)
+        return ending.failed(message) if message else ending.finished(ranks)
     finally:
-        # Also runs on any error in this thread; a requester that leaves cancels the job above.
+        # Also runs on any error in this thread; a requester that leaves cancels the run above.
         if procs is not None:
             procs.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        scratch.remove(tmp)
 
 
 @dataclass(frozen=True)
-class _Run:
-    """How one job's launch ends, said to every requester and returned as a RunResult."""
+class _Ending:
+    """How one run's launch ends, said to every requester and returned as a RunResult."""
 
     runtime: Runtime
-    job: Job
+    run: QueuedRun
     worker: str
     world_size: int
     worker_hash: str
 
     def seconds(self) -> float:
-        return time.monotonic() - self.job.start
+        return time.monotonic() - self.run.start
 
     def ended(self, outcome: Outcome, message: str) -> RunResult:
         return RunResult.ended(outcome, message, self.seconds(), self.worker_hash)
 
     def failed(self, message: str) -> RunResult:
-        self.job.say("failed", message, message=message)
+        self.run.say("failed", message, message=message)
         return self.ended(Outcome.FAILED, message)
 
     def finished(self, ranks: tuple[dict[str, Any], ...]) -> RunResult:
         seconds, world_size = self.seconds(), self.world_size
         text = f"all {world_size} ranks finished in {seconds:.1f} s"
-        self.job.say("finished", text, seconds=seconds)
+        self.run.say("finished", text, seconds=seconds)
         return RunResult.finished(ranks, seconds, self.worker_hash)
 
     def stopped(self, outcome: Outcome, finished: set[int]) -> RunResult:
         """Cancelled (every requester left) or timed out; the processes are already stopped."""
-        world_size, timeout_s = self.world_size, self.job.timeout_s
+        world_size, timeout_s = self.world_size, self.run.timeout_s
         if outcome is Outcome.CANCELLED:
             message = f"stopped on request; all {world_size} processes were ended"
-            self.job.say("cancelled", message, seconds=self.seconds())
+            self.run.say("cancelled", message, seconds=self.seconds())
             return self.ended(Outcome.CANCELLED, message)
         missing = [str(r) for r in range(world_size) if r not in finished]
         which = f"rank{'s' if len(missing) > 1 else ''} {', '.join(missing)} unfinished"
         message = f"timed out after {timeout_s:g} s ({which}); stopped all {world_size} processes"
-        self.job.say("timeout", message, seconds=self.seconds(), timeout_s=timeout_s)
+        self.run.say("timeout", message, seconds=self.seconds(), timeout_s=timeout_s)
         return self.ended(Outcome.TIMEOUT, message)
 
 
 def _start(
-    run: _Run, argv: list[str], log_dir: Path, env: dict[str, str]
+    ending: _Ending, argv: list[str], log_dir: Path, env: dict[str, str]
 ) -> WarmRanks | RunResult | None:
     """The ranks from the warm pool when it is on; None to start torchrun instead (the pool
     is off, or unavailable: said as a "pool_fallback" event); a RunResult when no zygote
     came free before the deadline or every requester left."""
-    job, worker, world_size, pool = run.job, run.worker, run.world_size, run.runtime.pool
+    run, worker, world_size = ending.run, ending.worker, ending.world_size
+    pool = ending.runtime.pool
     warm = pool.enabled()
     how = " from the warm pool" if warm else " under torchrun"
-    job.say(
+    run.say(
         "start",
         f"starting {world_size} processes of {worker}{how}",
         world_size=world_size,
@@ -243,20 +247,20 @@ def _start(
         return None
     request = LaunchRequest(worker, world_size, tuple(argv), str(log_dir), env)
     try:
-        started = pool.start_ranks(request, job.start + job.timeout_s, job.cancelled)
+        started = pool.start_ranks(request, run.start + run.timeout_s, run.cancelled)
     except PoolUnavailable as exc:  # the cold path still works: use it
         text = f"the warm pool is unavailable ({exc}); starting torchrun instead"
-        job.say("pool_fallback", text, reason=str(exc))
+        run.say("pool_fallback", text, reason=str(exc))
         return None
     if isinstance(started, str):  # no free zygote before the deadline, or cancelled
-        if job.cancelled():
-            return run.ended(Outcome.CANCELLED, "stopped on request before it started")
-        return run.failed(started)
+        if run.cancelled():
+            return ending.ended(Outcome.CANCELLED, "stopped on request before it started")
+        return ending.failed(started)
     return started
 
 
 def _watch(
-    procs: Processes, job: Job, out_dir: Path, world_size: int
+    procs: Processes, run: QueuedRun, out_dir: Path, world_size: int
 ) -> tuple[int | Outcome, set[int]]:
     """Poll until the processes exit (their exit code), every requester left
     (Outcome.CANCELLED) or time ran out (Outcome.TIMEOUT); report each rank as its output
@@ -269,12 +273,12 @@ def _watch(
                 finished.add(rank)
                 done = len(finished)
                 text = f"rank {rank} reported ({done}/{world_size})"
-                job.say("rank_done", text, rank=rank, done=done, world_size=world_size)
+                run.say("rank_done", text, rank=rank, done=done, world_size=world_size)
         if returncode is not None:
             return returncode, finished
-        if job.cancelled():  # every requester left: Stop, rerun, closed tab
+        if run.cancelled():  # every requester left: Stop, rerun, closed tab
             return Outcome.CANCELLED, finished
-        if time.monotonic() - job.start >= job.timeout_s:
+        if time.monotonic() - run.start >= run.timeout_s:
             return Outcome.TIMEOUT, finished
 
 

@@ -24,12 +24,21 @@ import time
 # its spare store and ranks) ~255 MB, ~450 MB once it has imported the installed training
 # frameworks too (the server's default, PCL_PRELOAD_FRAMEWORKS: measured 253 / 451 MB).
 WARM_RANK_MB, COLD_RANK_MB, COLD_AGENT_MB, ZYGOTE_MB = 100, 350, 200, 460
+# A reading of the tree's memory this recent is used as is: measuring takes ~20 ms, on the
+# path from a click to its run. Every run measures afresh when it ends (off that path).
+READING_MAX_AGE_S = 5.0
 
 
-def launch_estimate_mb(world_size: int, warm: bool, zygote_needed: bool = False) -> float:
-    """What one launch of `world_size` ranks is expected to add to the server's tree."""
+# What a two-rank run needs when no zygote is idle for it: a new zygote with its spares and
+# its ranks (the default concurrency is capped at how many of these the budget holds).
+RUN_FOOTPRINT_MB = ZYGOTE_MB + 2 * WARM_RANK_MB
+
+
+def launch_estimate_mb(world_size: int, warm: bool) -> float:
+    """What one launch of `world_size` ranks is expected to add to the server's tree (a warm
+    one's zygote, when it needs a new one, is counted by runners.admission)."""
     if warm:
-        return world_size * WARM_RANK_MB + (ZYGOTE_MB if zygote_needed else 0)
+        return world_size * WARM_RANK_MB
     return COLD_AGENT_MB + world_size * COLD_RANK_MB
 
 
@@ -125,6 +134,11 @@ class MemoryBudget:
         for root in roots:
             pids += [root, *descendants(root)]
         return list(dict.fromkeys(pids))
+
+    def lab_rss_mb(self) -> float:
+        """An upper bound of `lab_mb` read in microseconds: the tree's summed RSS (a page
+        shared by k processes counts k times in RSS, once in PSS, so RSS ≥ PSS always)."""
+        return tree_kb(self.lab_pids(), "rss") / 1024
 
     def lab_mb(self, max_age_s: float = 0.0) -> float:
         """What the lab's process tree holds, in MB (PSS): measured now (~20 ms for a server,

@@ -20,7 +20,7 @@ class Outcome(enum.Enum):
     FAILED = "failed"  # a rank's root cause, or outputs that do not fit together
     TIMEOUT = "timeout"  # the wall-clock limit ran out; every process was killed
     CANCELLED = "cancelled"  # stopped on request (Stop, rerun, closed tab)
-    BUSY = "busy"  # the line was full: nothing was launched
+    BUSY = "busy"  # the run queue or the memory budget was full: nothing was launched
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,4 +1,5 @@
-"""One runtime of the lab: its settings, memory budget, job line and warm pool, built together
+"""One runtime of the lab: its settings, memory budget, run queue and warm
+pool, built together
 and handed to every launch.
 
 The Streamlit server builds exactly one when it starts (pclab.ui.serving) and every page's
@@ -17,24 +18,30 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from types import TracebackType
 
-from pclab.runners.jobs import JobRegistry
 from pclab.runners.memory import MemoryBudget
+from pclab.runners.run_queue import RunQueue
 from pclab.runners.settings import Settings
 from pclab.runners.warm_pool import WarmPool
 
 
 class Runtime:
     """The lab's running state, one object: `settings`, `memory` (the budget of the tree's
-    memory), `jobs` (the line every launch joins) and `pool` (the warm pool's zygotes)."""
+    memory), `run_queue` (the queue every launch joins) and `pool` (the warm pool's zygotes)."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.memory = MemoryBudget(settings.memory_budget_mb)
-        self.jobs = JobRegistry(settings, self.memory)
         self.pool = WarmPool(settings, self.memory)
+        self.run_queue = RunQueue(settings, self.memory, self.pool)
+        self.pool.reserved_by_runs = self.run_queue.reserved_mb
+        self._stopped = threading.Event()
+        self._retirer = threading.Thread(
+            target=self._retire_expired, name="pcl-retire-zygotes", daemon=True
+        )
 
     @classmethod
     def start(cls, settings: Settings) -> Runtime:
@@ -42,13 +49,24 @@ class Runtime:
         (Its pool starts no zygote until asked: `pool.prestart`, or a launch.)"""
         runtime = cls(settings)
         atexit.register(runtime.shutdown)
+        if runtime.pool.enabled():
+            runtime._retirer.start()
         return runtime
 
+    def _retire_expired(self) -> None:
+        """Until shutdown: retire the zygotes idle past the pool's `idle_timeout_s` that no
+        run needs, checking every quarter of it (at most every 5 s)."""
+        while not self._stopped.wait(min(5.0, max(0.05, self.pool.idle_timeout_s / 4))):
+            self.run_queue.retire_expired()
+
     def shutdown(self) -> None:
-        """Cancel every job (its processes and temporary directory go), then stop every
+        """Cancel every run (its processes and temporary directory go), then stop every
         zygote. Safe to call twice."""
         atexit.unregister(self.shutdown)
-        self.jobs.shutdown()
+        self._stopped.set()
+        if self._retirer.is_alive():
+            self._retirer.join()
+        self.run_queue.shutdown()
         self.pool.shutdown()
 
     def __enter__(self) -> Runtime:
@@ -79,4 +97,4 @@ if __name__ == "__main__":
     with Runtime.start(Settings.from_env(os.environ)) as shown:
         print(shown.settings)
         print(f"memory: {shown.memory.lab_mb():.0f} of {shown.memory.budget_mb} MB")
-        print(f"jobs: {shown.jobs.in_flight()}, pool: {shown.pool.size()}")
+        print(f"run queue: {shown.run_queue.in_flight()}, pool: {shown.pool.size()}")

@@ -8,11 +8,16 @@ and P fresh interpreters, and each imports torch (about 1.5 s on a 2-core box) a
 as it builds a DDP model or an optimizer, torch._dynamo (about 2.3 s more). The pool pays
 those imports once per server, in a zygote process (`runners.zygote`, which forks the ranks).
 
-`runners.launcher` sends a launch here (`start_ranks`) inside the job `runners.jobs` gave it,
-so sharing, the line, the concurrency limit, timeouts and cancellation are exactly the cold
-path's. The guarantees of the pool itself:
+`runners.launcher` sends a launch here (`start_ranks`) inside the run `runners.run_queue`
+admitted, so sharing, the queue, the concurrency limit, timeouts and cancellation are exactly
+the cold path's. The guarantees of the pool itself:
 
-    bounded      at most `max_concurrent_runs` zygotes, each serving one launch at a time
+    bounded      at most `max_concurrent_runs` zygotes, each serving one launch at a time; a
+                 new zygote starts only for a run the run queue's admission counted it for
+                 (runners.admission: its ~460 MB, spares included, before it starts)
+    retired      an idle zygote goes when memory is needed for a run (admission) and when it
+                 has been idle for `idle_timeout_s` (ZYGOTE_IDLE_S; the runtime's retiring
+                 thread), down to the one the next click is served by
     restarted    a rank that dies is reported like under torchrun and the zygote goes on; a
                  zygote that dies (or misses a reply) is dropped and a new one is started
     no orphans   every rank and store dies with its zygote (PR_SET_PDEATHSIG); a zygote
@@ -35,16 +40,25 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pclab.paths import IMPORT_ROOT
 from pclab.runners.diagnosis import rank_root_cause
 from pclab.runners.environment import child_environment
-from pclab.runners.memory import ZYGOTE_MB, MemoryBudget
+from pclab.runners.memory import (
+    READING_MAX_AGE_S,
+    ZYGOTE_MB,
+    MemoryBudget,
+    descendants,
+    pss_kb,
+)
 from pclab.runners.protocol import READY, LaunchRequest, RanksExited, RanksStarted, decode_reply
 from pclab.runners.settings import Settings
 
 START_TIMEOUT_S = 180.0  # a zygote's imports take ~4 s on a quiet 2-core box
+ZYGOTE_IDLE_S = 60.0  # an idle zygote beyond the one kept warm is retired after this long
+GONE_WAIT_S = 1.0  # after a zygote is killed, how long to wait for its tree's memory to go
 STOP_WAIT_S = 5.0  # after killing a launch's ranks, how long to wait for the zygote's reply
 RETRY_S = 300.0  # after a zygote failed to start, launches go to torchrun for this long
 
@@ -61,6 +75,7 @@ class Zygote:
         env = child_environment()  # set before the zygote imports torch: every rank inherits it
         preload_args = [part for name in preload for part in ("--preload", name)]
         self._buffer = b""
+        self.idle_since = time.monotonic()  # set again each time it is given back idle
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pclab.runners.zygote", "--serve", *preload_args],
             cwd=IMPORT_ROOT,
@@ -115,38 +130,61 @@ class Zygote:
                 pass
 
     def close(self) -> None:
-        """Kill the zygote, reap it and close its pipes."""
+        """Kill the zygote, reap it and close its pipes; return once its spares and ranks
+        hold no memory any more (at most GONE_WAIT_S), so a reading after it counts none."""
+        tree = descendants(self.proc.pid)
         self.kill()
         self.proc.wait()
+        deadline = time.monotonic() + GONE_WAIT_S
+        while any(pss_kb(pid) for pid in tree) and time.monotonic() < deadline:
+            time.sleep(0.01)  # PR_SET_PDEATHSIG reaches them just after the zygote dies
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None:
                 stream.close()
+
+
+@dataclass(frozen=True)
+class PoolCounts:
+    """A pool's zygotes at one moment: ready and idle, ready and serving a launch, being
+    started (for a launch, or by `prestart` for none in particular)."""
+
+    idle: int
+    busy: int
+    starting: int
+    prestarting: int
 
 
 class ZygoteGone(Exception):
     """The zygote did not take a request (it died since it was last used)."""
 
 
+def send_launch(zygote: Zygote, request: LaunchRequest, deadline: float) -> RanksStarted:
+    """Hand `request` to `zygote` and read its answer: the pids of the ranks it forked.
+    Raises ZygoteGone when it takes no request or says anything else before the deadline."""
+    try:
+        zygote.send(request)
+    except OSError as exc:
+        raise ZygoteGone from exc
+    try:
+        reply = decode_reply(zygote.readline(deadline) or "{}")
+    except ValueError:
+        raise ZygoteGone from None  # it said something else, or nothing before the deadline
+    if not isinstance(reply, RanksStarted):
+        raise ZygoteGone
+    return reply
+
+
 class WarmRanks:
-    """One launch's ranks in a zygote: what `runners.launcher` polls, stops and asks why."""
+    """One launch's ranks in a zygote (`started`: its reply to `send_launch`): what
+    `runners.launcher` polls, stops and asks why."""
 
     def __init__(
-        self, pool: WarmPool, zygote: Zygote, request: LaunchRequest, deadline: float
+        self, pool: WarmPool, zygote: Zygote, world_size: int, started: RanksStarted
     ) -> None:
-        self.pool, self.zygote, self.world_size = pool, zygote, request.world_size
+        self.pool, self.zygote, self.world_size = pool, zygote, world_size
         self.codes: list[int] | None = None
         self.gone = self.released = False
-        try:
-            zygote.send(request)
-        except OSError as exc:
-            raise ZygoteGone from exc
-        try:
-            reply = decode_reply(zygote.readline(deadline) or "{}")
-        except ValueError:
-            raise ZygoteGone from None  # it said something else, or nothing before the deadline
-        if not isinstance(reply, RanksStarted):
-            raise ZygoteGone
-        self.pids: list[int] = [*reply.pids, reply.store]
+        self.pids: list[int] = [*started.pids, started.store]
 
     def poll(self) -> int | None:
         """None while ranks run; 0 once all exited 0; else the first failing rank's code."""
@@ -173,6 +211,12 @@ class WarmRanks:
         first = (failed[0][1], failed[0][2]) if failed else None
         return rank_root_cause(log_dir, first, "", returncode)
 
+    def _await_exit(self, deadline: float) -> None:
+        """Read the zygote's replies until it reports the ranks' exit codes, it is gone, or
+        the deadline (each `poll` waits up to 0.1 s for a line)."""
+        while self.codes is None and time.monotonic() < deadline:
+            self.poll()
+
     def stop(self) -> None:
         """Kill what still runs, collect the zygote's reply, and give the zygote back (once)."""
         if self.released:
@@ -184,9 +228,7 @@ class WarmRanks:
                     os.killpg(pid, signal.SIGKILL)  # each leads its own session
                 except OSError:
                     pass
-            deadline = time.monotonic() + STOP_WAIT_S
-            while self.poll() is None and time.monotonic() < deadline:
-                pass
+            self._await_exit(time.monotonic() + STOP_WAIT_S)
         self.pool.release(self.zygote, healthy=self.codes is not None and self.zygote.alive())
 
 
@@ -203,10 +245,15 @@ class WarmPool:
         self._idle: list[Zygote] = []
         self._all: set[Zygote] = set()
         self._starting = 0  # zygotes being started right now (counted against the bound)
+        self._prestarting = 0  # of those, the ones `prestart` started for no run in particular
         self._importing: set[Zygote] = set()  # of those, the ones whose process exists
         self._broken: tuple[float, str] | None = None  # when and why a zygote failed to start
         self._preload: tuple[str, ...] = ()  # project modules each new zygote imports ahead
         self._closed = False
+        self.idle_timeout_s = ZYGOTE_IDLE_S
+        # What the runs admitted hold in reserve (the runtime wires in the run queue's): a
+        # zygote `prestart` starts then never takes memory a run was promised.
+        self.reserved_by_runs: Callable[[], float] = lambda: 0.0
 
     def enabled(self) -> bool:
         """True when launches use the warm pool: PCL_WARM_POOL=1, or unset in the Streamlit
@@ -254,13 +301,14 @@ class WarmPool:
                     raise PoolUnavailable(str(exc)) from None
             if zygote is not None:
                 try:
-                    return WarmRanks(self, zygote, request, deadline)
+                    started = send_launch(zygote, request, deadline)
+                    return WarmRanks(self, zygote, request.world_size, started)
                 except ZygoteGone:
                     self.release(zygote, healthy=False)  # then take (or start) another
                     continue
             if cancelled() or time.monotonic() >= deadline:
                 return "the warm pool had no free process before the deadline"
-            time.sleep(0.05)  # another job is starting or using every zygote the bound allows
+            time.sleep(0.05)  # another run is starting or using every zygote the bound allows
 
     def _start(self) -> Zygote:
         """A new zygote, counted in the pool and by the memory budget (the caller has
@@ -300,6 +348,7 @@ class WarmPool:
         one."""
         with self._lock:
             if healthy and zygote in self._all:
+                zygote.idle_since = time.monotonic()
                 self._idle.append(zygote)
                 return
             self._all.discard(zygote)
@@ -317,36 +366,68 @@ class WarmPool:
         (or the first after a zygote died) then needs no start-up of its own. `preload` names
         the project modules every zygote started from now on imports ahead (about 20 ms a
         rank otherwise); None keeps the list it has. A zygote that would take the tree past
-        its memory budget is not started: a launch then needs one, and the job line's memory
-        check counts it."""
+        its memory budget is not started: a launch then needs one, and the run queue's
+        admission counts it."""
         with self._lock:
             if preload is not None:
                 self._preload = tuple(preload)
             if not self.enabled() or self._all or self._starting or self._broken_locked():
                 return
-        if self.memory.lab_mb(max_age_s=5.0) + ZYGOTE_MB > self.memory.budget_mb:
+        held = self.memory.lab_mb(READING_MAX_AGE_S) + self.reserved_by_runs()
+        if held + ZYGOTE_MB > self.memory.budget_mb:
             return
         with self._lock:
             if self._all or self._starting:
                 return
             self._starting += 1
+            self._prestarting += 1
 
         def warm() -> None:
             try:
                 zygote = self._start()
             except (RuntimeError, OSError):
                 return  # a launch will try again and report the reason
+            finally:
+                with self._lock:
+                    self._prestarting -= 1
             self.release(zygote, healthy=True)
 
         threading.Thread(target=warm, name="pcl-warm-pool", daemon=True).start()
 
     def zygote_pids(self) -> set[int]:
-        """The pids of the zygotes alive in this pool (for tests and the benchmark)."""
+        """The pids of the zygotes alive in this pool."""
         with self._lock:
             return {zygote.proc.pid for zygote in self._all}
 
+    def counts(self) -> PoolCounts:
+        """Its zygotes by state, read at once (what admission counts a run's zygote from)."""
+        with self._lock:
+            idle, ready = len(self._idle), len(self._all)
+            return PoolCounts(idle, ready - idle, self._starting, self._prestarting)
+
+    def unready_mb(self) -> float:
+        """Memory a zygote `prestart` is still starting will hold once it has imported (no
+        reading counts it yet, and no run reserved it)."""
+        with self._lock:
+            return self._prestarting * ZYGOTE_MB
+
+    def retire_idle(self, keep: int, idle_for_s: float = 0.0) -> int:
+        """Stop the idle zygotes idle for at least `idle_for_s`, beyond the `keep` most
+        recently used; returns how many went (their memory is gone when it returns)."""
+        now = time.monotonic()
+        with self._lock:
+            by_use = sorted(self._idle, key=lambda z: z.idle_since, reverse=True)
+            retired = [z for z in by_use[max(0, keep) :] if now - z.idle_since >= idle_for_s]
+            for zygote in retired:
+                self._idle.remove(zygote)
+                self._all.discard(zygote)
+        for zygote in retired:
+            self._close(zygote)
+        return len(retired)
+
     def size(self) -> dict[str, int]:
-        """How many zygotes exist, idle and starting (for tests and the benchmark)."""
+        """How many zygotes exist, idle and starting (the launcher reads it for its memory
+        estimate)."""
         with self._lock:
             return {"zygotes": len(self._all), "idle": len(self._idle), "starting": self._starting}
 

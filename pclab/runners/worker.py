@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from pclab.runners.protocol import RankOutput, payload_sha256  # noqa: F401 - re-exported
+from pclab.runners.settings import ENV_NAMES, Settings, parse
 
-PG_TIMEOUT_ENV = "PCL_PG_TIMEOUT_S"  # the process-group timeout a launch hands its ranks
+PG_TIMEOUT_ENV = ENV_NAMES["pg_timeout_s"]  # the process-group timeout a launch hands its ranks
 # A warm-pool rank's pipe to its zygote (set by runners.zygote): `finish_worker` says "0"
 # there before exiting, so the zygote's reply does not wait for the address space to go.
 EXIT_CODE_FD: list[int] = []
@@ -32,13 +33,14 @@ def init_worker(pg_timeout_s: float | None = None, backend: str | None = None) -
     Gloo on CPU, NCCL (one device per local rank) when CUDA is present; float64 by default.
     `backend` "gloo" or "nccl" chooses instead of CUDA's presence (the trainer check: Gloo
     unless --device cuda). `pg_timeout_s` defaults to the launcher's PCL_PG_TIMEOUT_S, else
-    60 s.
+    60 s (a hand-typed torchrun's value is checked as the server checks it: 1 to 3600 s).
     """
     import torch
     import torch.distributed as dist
 
     if pg_timeout_s is None:
-        pg_timeout_s = float(os.environ.get(PG_TIMEOUT_ENV, "60"))
+        written = os.environ.get(PG_TIMEOUT_ENV)
+        pg_timeout_s = Settings.pg_timeout_s if written is None else parse("pg_timeout_s", written)
     torch.set_default_dtype(torch.float64)
     torch.set_num_threads(1)
     if backend is None:

@@ -215,6 +215,9 @@ def _rank_main(assignment: RankAssignment, code_w: int) -> int:
     os.environ.update(request.env)  # the launcher's environment, as a cold launch gets it
     os.environ.update(_torchrun_env(rank, request.world_size, assignment.port, logs))
     import runpy
+    import tempfile
+
+    tempfile.tempdir = None  # read $TMPDIR again: the run's own folder, not the zygote's
 
     sys.argv = [request.worker, *request.args]
     try:

@@ -7,10 +7,13 @@ import streamlit as st
 from pclab.core import denominator, ledger, scenarios
 from pclab.ui import deeplink, downloads
 from pclab.ui.exercise import predict_number
-from pclab.ui.page import fmt, guard, header, show_code, t, table_row
+from pclab.ui.figures import fmt
+from pclab.ui.input_errors import guard, table_row
+from pclab.ui.language import t
+from pclab.ui.page_header import header
+from pclab.ui.show_code import show_code
 
-# A departing cell sets its text colour too: the table's own text is white in the dark
-# theme, and white on pale red is unreadable (this pair is 8.8:1 in both themes).
+# Text colour too: the dark theme's white on pale red is unreadable (this pair: 8.8:1).
 DEPARTS = "background-color: #fde2e1; color: #7a1712"
 header("denominator")
 left, right = st.columns(2)
@@ -83,13 +86,13 @@ with guard(columns):
         ]
     )
     st.subheader(t("denominator.composition_title"))
+    legend = alt.Legend(orient="bottom", labelLimit=0, columns=2)  # no label cut to "…"
+    bars = alt.Chart(composition).mark_bar()
     st.altair_chart(
-        alt.Chart(composition)
-        .mark_bar()
-        .encode(
+        bars.encode(
             y=alt.Y("microbatch:N", title=None),
             x=alt.X("positions:Q", title=t("denominator.col_positions")),
-            color=alt.Color("kind:N", title=None, legend=alt.Legend(orient="bottom")),
+            color=alt.Color("kind:N", title=None, legend=legend),
         ),
     )
 

@@ -8,7 +8,11 @@ from pclab.core import ledger
 from pclab.core.scenarios import LEDGER_SEED
 from pclab.ui import deeplink, downloads
 from pclab.ui.exercise import predict_number
-from pclab.ui.page import fmt, guard, header, show_code, t
+from pclab.ui.figures import fmt
+from pclab.ui.input_errors import guard
+from pclab.ui.language import t
+from pclab.ui.page_header import header
+from pclab.ui.show_code import show_code
 
 header("ledger")
 c1, c2, c3 = st.columns(3)

@@ -10,8 +10,12 @@ from pclab.core import framework, ledger
 from pclab.core.scenarios import FRAMEWORK_DEFAULT
 from pclab.ui import deeplink, downloads
 from pclab.ui.exercise import predict_number
+from pclab.ui.figures import fmt
 from pclab.ui.framework_views import protocol_steps
-from pclab.ui.page import coded_choice, fmt, guard, header, show_code, t
+from pclab.ui.input_errors import guard
+from pclab.ui.language import coded_choice, t
+from pclab.ui.page_header import header
+from pclab.ui.show_code import show_code
 
 header("framework")
 c1, c2 = st.columns(2)
@@ -131,9 +135,7 @@ with guard({field: t(f"framework.{label}") for field, label in names.items()}):
         downloads.table(
             raw.assign(**{headers[3]: shown}), "coefficients", data=raw, hide_index=True
         )
-
         protocol_steps(update, grid("n"), collective, divide_by_accum)
-
         with st.expander(t("framework.weights_title")):
             weights = grid("weight_sum")
             st.markdown(

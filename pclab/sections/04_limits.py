@@ -10,8 +10,11 @@ from streamlit.delta_generator import DeltaGenerator
 
 from pclab.core import gradcache, limits, limits_clip, trajectory
 from pclab.ui.exercise import predict_number
+from pclab.ui.input_errors import guard
+from pclab.ui.language import t
 from pclab.ui.limits_views import block, num
-from pclab.ui.page import guard, header, show_code, t
+from pclab.ui.page_header import header
+from pclab.ui.show_code import show_code
 
 DEMOS: dict[str, Callable[..., Any]] = {  # each returns its own result dataclass
     "window": limits.window_update,

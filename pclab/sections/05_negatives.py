@@ -9,7 +9,12 @@ import streamlit as st
 from pclab.core import infonce
 from pclab.ui import downloads
 from pclab.ui.exercise import predict_number
-from pclab.ui.page import fmt, guard, header, show_code, t
+from pclab.ui.figures import fmt
+from pclab.ui.input_errors import guard
+from pclab.ui.language import t
+from pclab.ui.page_header import header
+from pclab.ui.show_code import show_code
+from pclab.ui.trainer_coupled import link_to_coupled_check
 
 header("negatives")
 st.markdown(t("negatives.setup"))
@@ -140,4 +145,5 @@ with guard():
     st.altair_chart(lines + rule, key="neg_chart")
     st.info(t("negatives.scope"), icon=":material/info:")
 
+link_to_coupled_check()  # issue 28: the check, on the reader's own trainer
 show_code(infonce.contrastive, infonce.tau_sweep)

@@ -9,9 +9,14 @@ from pclab.core import infonce
 from pclab.experiments.negatives import report as negatives_report
 from pclab.ui import deeplink, downloads
 from pclab.ui.exercise import predict_number
+from pclab.ui.figures import fmt
+from pclab.ui.input_errors import guard
+from pclab.ui.language import t
 from pclab.ui.negatives_views import run_check
-from pclab.ui.page import fmt, guard, header, show_code, t
+from pclab.ui.page_header import header
 from pclab.ui.run_panel import run_panel
+from pclab.ui.show_code import show_code
+from pclab.ui.trainer_coupled import link_to_coupled_check
 
 SEED = infonce.SEED
 number = st.column_config.NumberColumn
@@ -129,4 +134,5 @@ if result is not None:
     with guard():
         run_check(result.report)
 
+link_to_coupled_check()  # issue 28: the check, on the reader's own trainer
 show_code(infonce.encoder_grads, negatives_report.check_run)

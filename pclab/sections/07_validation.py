@@ -10,8 +10,11 @@ from pclab.experiments.transformer.lm import data
 from pclab.ui import deeplink, downloads
 from pclab.ui.coverage_views import count_input, matrix_table, names, num, sampler_epoch_view
 from pclab.ui.exercise import predict_number
-from pclab.ui.page import guard, header, show_code, t
+from pclab.ui.input_errors import guard
+from pclab.ui.language import t
+from pclab.ui.page_header import header
 from pclab.ui.run_panel import run_panel
+from pclab.ui.show_code import show_code
 
 text_column = st.column_config.TextColumn
 

@@ -9,9 +9,13 @@ import streamlit as st
 from pclab.core import clipping
 from pclab.ui.clipping_run_view import run_table
 from pclab.ui.exercise import predict_number
-from pclab.ui.page import coded_choice, fmt, guard, header, show_code, t
+from pclab.ui.figures import fmt
+from pclab.ui.input_errors import guard
+from pclab.ui.language import coded_choice, t
+from pclab.ui.page_header import header
 from pclab.ui.rank_table import rank_label, rank_table
 from pclab.ui.run_panel import run_panel
+from pclab.ui.show_code import show_code
 
 LR = 0.1
 RUN_PARAMS = {"inject_overflow": 1, "nonfinite": "inf"}  # the same launch as page 09's default

@@ -9,9 +9,13 @@ from pclab.core import clipping
 from pclab.ui import i18n
 from pclab.ui.clipping_run_view import run_table
 from pclab.ui.exercise import predict_choice
-from pclab.ui.page import coded_choice, fmt, guard, header, lang, show_code, t
+from pclab.ui.figures import fmt
+from pclab.ui.input_errors import guard
+from pclab.ui.language import coded_choice, lang, t
+from pclab.ui.page_header import header
 from pclab.ui.rank_table import rank_label, rank_table
 from pclab.ui.run_panel import run_panel
+from pclab.ui.show_code import show_code
 
 LR = 0.1
 URL: Final = "query-params"  # numbers travel in the link as they are
@@ -24,11 +28,8 @@ DECISIONS = ("all_skip", "all_step", "split")
 
 
 def given(x: float) -> str:  # an injected inf or NaN is an input: named, not "undefined"
-    return (
-        fmt(x)
-        if math.isfinite(x)
-        else t(f"clipping.injections.{'nan' if math.isnan(x) else 'inf'}")
-    )
+    kind = "nan" if math.isnan(x) else "inf"
+    return fmt(x) if math.isfinite(x) else t(f"clipping.injections.{kind}")
 
 
 header("step")

@@ -15,18 +15,23 @@ from pclab.core import update_weights
 from pclab.experiments.trainer_check import scenarios
 from pclab.ui import deeplink
 from pclab.ui import hf_trainer_views as hf_views
+from pclab.ui import trainer_coupled as coupled
 from pclab.ui import trainer_verdict as verdict
 from pclab.ui import trainer_views as views
 from pclab.ui.exercise import predict_choice
-from pclab.ui.page import guard, header, show_code, t
+from pclab.ui.input_errors import guard
+from pclab.ui.language import t
+from pclab.ui.page_header import header
 from pclab.ui.run_panel import run_panel
+from pclab.ui.show_code import show_code
 
 header("check")
 names = {code: t(f"check.example.{code}") for code in views.EXAMPLES}  # this render's language
+names |= coupled.names()  # issue 28: the coupled examples, after the token ones
 example = deeplink.choice(
     st.selectbox,
     t("check.controls.example"),
-    tuple(views.EXAMPLES),
+    tuple(names),
     key="chk_example",
     default="correct_manual",
     format_func=names.__getitem__,
@@ -49,6 +54,10 @@ accum = right.segmented_control(
     key="chk_accum",
     bind="query-params",
 )
+
+if example in coupled.COUPLED_EXAMPLES:  # issue 28: a coupled trainer has a view of its own
+    coupled.section(example, world_size, accum)
+    st.stop()
 
 with guard():
     path = views.bundled_path(example)

@@ -9,8 +9,11 @@ from pclab.ui import deeplink
 from pclab.ui.branch_table import VERDICTS, verdict
 from pclab.ui.branch_table import table as branch_table
 from pclab.ui.exercise import predict_choice
-from pclab.ui.page import guard, header, show_code, t
+from pclab.ui.input_errors import guard
+from pclab.ui.language import t
+from pclab.ui.page_header import header
 from pclab.ui.run_panel import run_panel
+from pclab.ui.show_code import show_code
 from pclab.ui.transformer_views import labelled, md, run_results
 
 

@@ -13,7 +13,9 @@ import streamlit as st
 from pclab.core import update_weights
 from pclab.experiments.trainer_check import frameworks
 from pclab.ui import framework_rows as rows
-from pclab.ui.page import header, show_code, t
+from pclab.ui.language import t
+from pclab.ui.page_header import header
+from pclab.ui.show_code import show_code
 
 header("frameworks", share=False)
 st.markdown(t("frameworks.how", world_size=frameworks.WORLD_SIZE, accum=frameworks.ACCUM))

@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from pclab.ui.page import header, t
+from pclab.ui.language import t
+from pclab.ui.page_header import header
 from pclab.ui.pages import WORKSHOP
 from pclab.ui.trainer_examples import EXAMPLES
 

@@ -3,8 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from pclab.ui import downloads
-from pclab.ui.page import header, t
+from pclab.ui import downloads, i18n
+from pclab.ui.language import lang, t
+from pclab.ui.page_header import header
 
 header("sources", share=False)
 
@@ -41,9 +42,16 @@ SOURCES = [
     ),
 ]
 
+
+def pages_of(pages: str) -> str:
+    """The pages a source is used on, listed the reader's way ("02、03、实验" in Chinese)."""
+    names = [t("sources.experiment") if p == "experiment" else p for p in pages.split(", ")]
+    return i18n.join(lang(), names)
+
+
 for key, url, pages in SOURCES:
     with st.container(border=True):
-        used_on = t("sources.used_on", pages=pages.replace("experiment", t("sources.experiment")))
+        used_on = t("sources.used_on", pages=pages_of(pages))
         st.markdown(f"**[{t(f'sources.items.{key}.name')}]({url})** · {used_on}")
         st.markdown(t(f"sources.items.{key}.establishes"))
 
@@ -53,7 +61,7 @@ frame = pd.DataFrame(
             "source": t(f"sources.items.{key}.name"),
             "address": url,
             "establishes": t(f"sources.items.{key}.establishes"),
-            "pages": pages.replace("experiment", t("sources.experiment")),
+            "pages": pages_of(pages),
         }
         for key, url, pages in SOURCES
     ]

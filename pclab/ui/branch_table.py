@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from pclab.ui import downloads
-from pclab.ui.page import fmt, t
+from pclab.ui.figures import fmt
+from pclab.ui.language import t
 
 VERDICTS = {True: "same", False: "different", None: "undefined"}  # expected_correct -> verdict code
 

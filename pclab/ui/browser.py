@@ -13,7 +13,7 @@ from the instructor's laptop. So:
   Streamlit's frontend writes it (and its "Press Enter to apply" hint) in English, so the
   script rewrites those messages as they appear.
 
-No Streamlit page state here: the texts come from the caller (ui.page), already translated.
+No Streamlit page state here: the texts come from the caller (ui.page_header), already translated.
 """
 
 from __future__ import annotations
@@ -27,6 +27,36 @@ NARROW_PX = 1100
 # The labels' underline on the Full Transformer page: 3.3:1 on a white page, 5.7:1 on
 # Streamlit's dark one (WCAG's 3:1 for a graphic that carries meaning, in both themes).
 LABEL_MARK = "#d9730d"
+# Streamlit's dark theme draws a selected segment and the active tab in its red (3.6:1 on the
+# segment's dark red, 3.9:1 on the page) and code line numbers at 40 % (3.3:1): this pink
+# reads at 8:1 on both (and on the page for a slider's value, 3.9:1 before), the numbers at
+# 70 % at 7:1; the code's blue (4.0:1) and grey (4.2:1) get lighter shades (WCAG's 4.5:1).
+DARK_ACCENT_TEXT = "#ff9aa2"
+# In the light theme the segment's red is 4.48:1 and the code's colours 2.2-3.6:1 on its grey:
+# GitHub's light palette, each at least 4.6:1 on #f7f7f6.
+LIGHT_ACCENT_TEXT = "#a4262c"
+LIGHT_TOKENS = {
+    "#1a7f37": ("string", "boolean", "triple-quoted-string"),
+    "#0550ae": ("keyword", "builtin", "parameter", "variable", "class-name", "function"),
+    "#57606a": ("punctuation", "comment"),
+    "#953800": ("operator", "decorator"),
+    "#0a6b5e": ("number",),
+}
+DARK_TOKENS = {  # the dark theme's blue (4.0:1) and grey (4.2:1), lighter
+    "#6cb6ff": ("keyword", "builtin", "parameter", "variable", "class-name", "function"),
+    "#a8adbd": ("punctuation", "comment"),
+}
+
+
+def _token_colours(colours: dict[str, tuple[str, ...]]) -> str:
+    return "\n".join(
+        f'  [data-testid="stCode"] .token.{name} {{ color: {colour}; }}'
+        for colour, names in colours.items()
+        for name in names
+    )
+
+
+LIGHT_CODE, DARK_CODE = _token_colours(LIGHT_TOKENS), _token_colours(DARK_TOKENS)
 
 # Wrap before squeezing: a column narrower than this moves to the next row (Streamlit's
 # horizontal blocks already wrap; its columns only lack a minimum width). Metrics get a
@@ -55,9 +85,26 @@ button.pcl-share {{
   white-space: normal; overflow-wrap: break-word; word-break: normal;
 }}
 [data-testid="stVegaLiteChart"] {{ max-width: 100%; overflow-x: auto; }}
+[data-testid="stCode"] pre, [data-testid="stCode"] pre code {{
+  white-space: pre-wrap !important; overflow-wrap: anywhere;  /* the highlighter's inline pre */
+}}
+[data-testid="stTable"] th {{ word-break: keep-all; }}
 .pcl-share-fallback input {{
   width: 100%; font: inherit; padding: 0.35rem 0.5rem; border-radius: 0.4rem;
   border: 1px solid rgba(128, 128, 128, 0.6); background: transparent; color: inherit;
+}}
+@media (prefers-color-scheme: light) {{
+  [data-testid="stButtonGroup"] button[aria-checked="true"] * {{ color: {LIGHT_ACCENT_TEXT}; }}
+  [data-testid="stTab"][aria-selected="true"] * {{ color: {LIGHT_ACCENT_TEXT}; }}
+  [data-testid="stCode"] .linenumber {{ color: rgba(47, 45, 43, 0.75) !important; }}
+{LIGHT_CODE}
+}}
+@media (prefers-color-scheme: dark) {{
+  [data-testid="stButtonGroup"] button[aria-checked="true"] * {{ color: {DARK_ACCENT_TEXT}; }}
+  [data-testid="stTab"][aria-selected="true"] * {{ color: {DARK_ACCENT_TEXT}; }}
+  [data-testid="stCode"] .linenumber {{ color: rgba(237, 235, 232, 0.7) !important; }}
+  [data-testid="stSliderThumbValue"] * {{ color: {DARK_ACCENT_TEXT}; }}
+{DARK_CODE}
 }}
 @media (max-width: {NARROW_PX}px) {{
   [data-testid="stMetricValue"] {{ font-size: 1.6rem; }}
@@ -157,7 +204,11 @@ document.querySelectorAll("button.pcl-share:not([data-bound])").forEach((button)
     box.dataset.state = copied ? "copied" : "manual";
   };
   button.addEventListener("click", () => {
-    const link = window.location.href;
+    // A live room's presenter key and a participant's seat stay private (ui/room_panel.py)
+    const url = new URL(window.location.href);
+    url.searchParams.delete("host");
+    url.searchParams.delete("seat");
+    const link = url.toString();
     if (!window.isSecureContext || !navigator.clipboard) { showField(link); return; }
     navigator.clipboard.writeText(link).then(
       () => { button.textContent = texts.copied; box.hidden = true; },

@@ -9,7 +9,8 @@ import streamlit as st
 
 from pclab.runners.results import RunResult
 from pclab.ui import downloads
-from pclab.ui.page import fmt, t
+from pclab.ui.figures import fmt
+from pclab.ui.language import t
 from pclab.ui.rank_table import rank_label
 
 FIGURES = ("norm", "coefficient", "core_norm", "core_coefficient")

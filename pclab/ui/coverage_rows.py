@@ -3,7 +3,7 @@ status in words and its measured gaps as numbers (the page shows them inside the
 
 from __future__ import annotations
 
-from pclab.ui.page import t
+from pclab.ui.language import t
 
 
 def coverage_rows(matrix, missing: str = "not_run") -> list[dict]:

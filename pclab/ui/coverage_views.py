@@ -11,7 +11,8 @@ import streamlit as st
 from pclab.core import coverage, sampler
 from pclab.ui import downloads, i18n
 from pclab.ui.coverage_rows import coverage_rows
-from pclab.ui.page import fmt, lang, t
+from pclab.ui.figures import fmt
+from pclab.ui.language import lang, t
 
 text_column = st.column_config.TextColumn
 
@@ -50,7 +51,8 @@ def matrix_table(matrix: coverage.CoverageMatrix, name: str, missing: str = "not
     config = {c: text_column(label) for c, label in labels.items()}
     data = pd.DataFrame(coverage_rows(matrix, missing))  # one record per cell, numbers as numbers
     table = pd.DataFrame(rows)
-    downloads.table(table, name, data=data, hide_index=True, column_config=config, key=name)
+    # static: its cells wrap, so the last column is not cut at a projector's width
+    downloads.table(table, name, data=data, static=True, column_config=config)
 
 
 def sampler_epoch_view(e: sampler.SamplerEpoch) -> None:

@@ -18,7 +18,10 @@ import streamlit as st
 VISIT_KEY, LINK_KEY, FOUND_KEY = "deeplink_visit", "deeplink_link", "deeplink_unusable"
 REFUSED_KEY = "deeplink_tables_refused"  # tables whose link value did not fit, this visit
 HELD_KEY = "deeplink_held"  # those values, for a choice whose option code they are (once)
-DROPPED_KEY = "deeplink_dropped"  # parameters removed as numbers beyond float64, this visit
+DROPPED_KEY = "deeplink_dropped"  # parameters removed as unreadable (empty, beyond float64)
+LAST_KEY = "deeplink_last"  # each page's parameters as its last run left them, this session
+SHARED_PARAMS = ("lang", "workshop")  # every page's: they say nothing of a page's own inputs
+LABELS_KEY = "deeplink_labels"  # each choice's label as last drawn (a language switch changes it)
 
 
 def _initial(key: str, options: Sequence[str], default: str) -> str:
@@ -31,7 +34,7 @@ def _initial(key: str, options: Sequence[str], default: str) -> str:
     wanted = st.query_params.get(key)
     held = st.session_state.get(HELD_KEY, {})
     if wanted is None and key in held:
-        # "inf" and "nan" are option codes too (page 09's injection): `drop_extremes` took
+        # "inf" and "nan" are option codes too (page 09's injection): `drop_unreadable` took
         # them out of the URL as numbers before any widget ran, and held them for a choice
         wanted = held.pop(key)
     if wanted is None or wanted not in options:
@@ -65,13 +68,22 @@ def choice(
     default depends on the reader's browser, so a link must always say which it means.
     """
     start = _initial(key, options, default)
+    drawn = st.session_state.setdefault(LABELS_KEY, {})
+    start_label = format_func(start)
+    relabelled = key in st.session_state and drawn.get(key, start_label) != start_label
+    if relabelled:
+        # The reader switched language: the browser holds the old label as the widget's value
+        # (a selectbox's value travels as its label), which the new labels cannot read back,
+        # and it would keep showing it. Setting the state sends the choice with the new labels.
+        st.session_state[key] = start
     if widget.__name__ == "segmented_control":
-        kwargs["default"] = start
+        kwargs["default"] = None if relabelled else start
     else:
-        kwargs["index"] = list(options).index(start)
+        kwargs["index"] = 0 if relabelled else list(options).index(start)
     value = widget(label, options, key=key, format_func=format_func, **kwargs)
     if value is None:  # a segmented control can be cleared: fall back to the default
         value = default
+    drawn[key] = format_func(value) if value in options else None
     _to_url(key, value, None if always_in_url else default)
     return value
 
@@ -137,11 +149,28 @@ def table_to_url(key: str, edited, preset, columns: Sequence[str]) -> None:
 # Streamlit drops a bound widget's URL value it cannot use (garbled, not an option) and clamps
 # one out of range; `choice()` and `table()` fall back to the default. Each would be silent,
 # so the page's first run compares what the link asked for with what the widgets now hold.
+def _remember(page: str, arriving: bool) -> None:
+    """Keep the page's parameters as this run starts (the URL the last run left), and give
+    them back to a bare return to the page: the browser's Back, or the sidebar, arrives with
+    the language only (Streamlit drops a page's parameters when another page opens), and every
+    input and the kept result of a Run would fall back to their defaults. Only on arrival: a
+    reader who sets the defaults again (they leave the URL) keeps them."""
+    last = st.session_state.setdefault(LAST_KEY, {})
+    if arriving and set(st.query_params) <= set(SHARED_PARAMS) and last.get(page):
+        for key, value in last[page].items():
+            if key not in SHARED_PARAMS:
+                st.query_params[key] = value
+    last[page] = {k: st.query_params.get(k) for k in st.query_params}
+
+
 def start_visit(page: str) -> bool:
     """Called before any widget: on the first run of a visit to `page`, keep the link's
-    parameters as they arrived. Returns True on that first run."""
+    parameters as they arrived (a bare return gets the page's last ones back). Returns True on
+    that first run."""
     if st.session_state.get(VISIT_KEY) == page:
+        _remember(page, arriving=False)
         return False
+    _remember(page, arriving=True)
     st.session_state[VISIT_KEY] = page
     st.session_state[LINK_KEY] = {k: st.query_params.get(k) for k in st.query_params}
     st.session_state[FOUND_KEY] = []
@@ -159,14 +188,23 @@ def _beyond_float64(raw: str) -> bool:
         return False  # not a number at all: a choice's code or a table, checked where used
 
 
-def drop_extremes() -> None:
-    """Remove from the URL, before any widget reads it, each value that is a number beyond
-    float64: the widget then starts from its default, and `unusable()` names the link's value
-    in the page's notice (the visit's link was kept by `start_visit`)."""
-    extremes = [k for k in st.query_params if _beyond_float64(st.query_params.get(k) or "")]
-    if not extremes:
+def _empty(raw: str) -> bool:
+    """`?chk_world_size=`: Streamlit reads an empty value as a cleared widget and hands the
+    page None, even from a control that requires a value (a page then multiplies None)."""
+    return not raw.strip()
+
+
+def drop_unreadable() -> None:
+    """Remove from the URL, before any widget reads it, each value no widget of the lab can
+    use: an empty one, or a number beyond float64. The widget then starts from its default,
+    and `unusable()` names the link's value in the page's notice (the visit's link was kept
+    by `start_visit`)."""
+    raws = {key: st.query_params.get(key) or "" for key in st.query_params}
+    extremes = [key for key, raw in raws.items() if _beyond_float64(raw)]
+    unreadable = [*extremes, *(key for key, raw in raws.items() if _empty(raw))]
+    if not unreadable:
         return
-    held = {key: st.query_params.get(key) for key in extremes}
+    held = {key: raws[key] for key in extremes}  # an empty value is no option's code
     # st.query_params refuses to delete a widget's bound parameter, and bound widgets are
     # seeded from the URL as the run found it: so the session's own query parameters drop
     # the value and re-take that copy (as Streamlit does after a page change, to drop another
@@ -174,10 +212,10 @@ def drop_extremes() -> None:
     from streamlit.runtime.state import get_session_state
 
     with get_session_state().query_params() as params:
-        for key in extremes:
+        for key in unreadable:
             params.remove_param(key)
         params.set_initial_query_params_from_current()
-    st.session_state[DROPPED_KEY] = [*st.session_state.get(DROPPED_KEY, ()), *extremes]
+    st.session_state[DROPPED_KEY] = [*st.session_state.get(DROPPED_KEY, ()), *unreadable]
     st.session_state[HELD_KEY] = {**st.session_state.get(HELD_KEY, {}), **held}
 
 

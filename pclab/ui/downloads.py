@@ -26,7 +26,7 @@ from streamlit.elements.lib.column_config_utils import ColumnConfigMappingInput
 
 from pclab import paths
 from pclab.runners.results import RunResult
-from pclab.ui.page import t
+from pclab.ui.language import t
 
 
 def _server_folders() -> list[tuple[str, str]]:
@@ -144,10 +144,12 @@ def table(
 
 def run_record(result: RunResult, params: dict[str, object], experiment: str) -> dict[str, Any]:
     """The JSON record of one real run (a `runners.launcher.RunResult`): paths relative to the
-    lab's root, never the server's absolute folders."""
+    lab's root, never the server's absolute folders. "parameters": what the ranks ran (every
+    declared field, checked: the report's), else the page's `params`."""
+    report = result.report if isinstance(result.report, dict) else {}
     record = {
         "experiment": experiment,
-        "parameters": params,
+        "parameters": report.get("parameters", params),
         "ok": result.ok,
         "message": result.message,
         "seconds": round(result.seconds, 3),

@@ -15,7 +15,11 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
-from pclab.ui.page import WORKSHOP_KEY, fmt, link_notice, t
+from pclab.ui import room_view
+from pclab.ui.figures import fmt
+from pclab.ui.language import t
+from pclab.ui.link_notice import link_notice
+from pclab.ui.page_header import WORKSHOP_KEY
 
 
 def _forget_old_guess(key: str, answer: object, scenario: object) -> str:
@@ -46,6 +50,15 @@ def _layout(question: str):
     return box, left, right
 
 
+def _reveal_button(column, key: str) -> None:
+    """Reveal; in a live room only the presenter's reveals (for everyone)."""
+    waits = room_view.waits_for_presenter()
+    help_text = t("room.reveal_by_presenter") if waits else None
+    column.button(
+        t("exercise.reveal"), key=f"{key}_reveal", width="stretch", disabled=waits, help=help_text
+    )
+
+
 def _verdict(box, revealed: bool, explain: str) -> bool:
     if revealed:
         box.caption(explain)
@@ -69,12 +82,18 @@ def predict_number(
     `scenario`: the page's inputs, so changing any of them hides the figures again.
     """
     current = _forget_old_guess(key, answer, scenario)
+    closed = room_view.before_guess(key, current)  # in a live room: revealed for the room
     box, left, right = _layout(question)
     guess = left.number_input(
-        t("exercise.your_prediction"), value=None, format="%.6f", key=f"{key}_guess"
+        t("exercise.your_prediction"),
+        value=None,
+        format="%.6f",
+        key=f"{key}_guess",
+        disabled=closed,
     )
-    right.button(t("exercise.reveal"), key=f"{key}_reveal", width="stretch")
+    _reveal_button(right, key)
     revealed, graded = _revealed(key, current, guess)
+    room_view.follow(box, key, current, guess, answer, closed=closed)
     if revealed and graded != guess:
         box.info(t("exercise.regrade", answer=fmt(answer)))
     elif revealed:
@@ -101,6 +120,7 @@ def predict_choice(
 ) -> bool:
     """Ask for a decision (skip or step, pass or fail); returns True when figures may show."""
     current = _forget_old_guess(key, answer, scenario)
+    closed = room_view.before_guess(key, current)  # in a live room: revealed for the room
     box, left, right = _layout(question)
     guess = left.radio(
         t("exercise.your_prediction"),
@@ -109,9 +129,12 @@ def predict_choice(
         format_func=format_func,
         key=f"{key}_guess",
         horizontal=True,
+        disabled=closed,
     )
-    right.button(t("exercise.reveal"), key=f"{key}_reveal", width="stretch")
+    _reveal_button(right, key)
     revealed, graded = _revealed(key, current, guess)
+    labels = {option: format_func(option) for option in options}
+    room_view.follow(box, key, current, guess, answer, closed=closed, labels=labels)
     if revealed and graded != guess:
         box.info(t("exercise.regrade", answer=format_func(answer)))
     elif revealed:

@@ -22,15 +22,15 @@ import streamlit as st
 
 from pclab.experiments.trainer_check import frameworks
 from pclab.experiments.trainer_check.hf_recorded import installed_version
-from pclab.ui import downloads, i18n
+from pclab.ui import downloads, first_run, i18n
 from pclab.ui import trainer_views as views
-from pclab.ui.page import lang, plain, t
+from pclab.ui.language import lang, t
+from pclab.ui.plain_text import plain
 from pclab.ui.run_panel import run_panel
 
 # setting code -> the upstream issues and pull requests README "Frameworks, measured" names for
 # its finding, as (owner/repository, number): data, made into links by `issue_url` alone.
 ISSUES = {
-    "accelerate_accumulate": (("huggingface/transformers", 34191),),
     "accelerate_guide_as_written": (("huggingface/accelerate", 4303),),
     "lightning_accumulate": (
         ("Lightning-AI/pytorch-lightning", 20350),
@@ -200,7 +200,7 @@ def _grid(code: str, record: dict) -> None:
     if record["weights"] is None:
         st.caption(t("frameworks.no_grid"))
         return
-    counts = " / ".join(", ".join(map(str, row)) for row in record["counts"])
+    counts = " / ".join(i18n.join(lang(), map(str, row)) for row in record["counts"])
     group = t("frameworks.grid", counts=counts)
     views.heat_map(views.weight_rows(record["counts"], record["weights"], group), [group], code)
 
@@ -217,6 +217,9 @@ def row(setting: frameworks.Setting, recorded: dict) -> dict:
         left, right = st.columns([3, 2])
         top = left.container()
         reason = why_not_here(setting)
+        if not reason and (ops := first_run.to_compile(setting.package)):
+            ops_text = i18n.join(lang(), [f"`{op}`" for op in ops])
+            left.warning(t("frameworks.first_compile", ops=ops_text), icon=":material/timer:")
         with left:
             live = None if reason else live_record(setting, _run(setting))
         shown = live or recorded

@@ -8,7 +8,8 @@ import streamlit as st
 from pclab.core import ledger
 from pclab.core.framework import FrameworkUpdate
 from pclab.ui import i18n
-from pclab.ui.page import fmt, lang, t
+from pclab.ui.figures import fmt
+from pclab.ui.language import lang, t
 
 
 def protocol_steps(update: FrameworkUpdate, counts, collective: str, divide_by_accum: bool) -> None:

@@ -15,9 +15,10 @@ import streamlit as st
 from pclab.experiments.trainer_check import hf_recorded
 from pclab.ui import downloads, i18n
 from pclab.ui import trainer_views as views
-from pclab.ui.page import lang, t
+from pclab.ui.language import lang, t
 
 ADVICE = ("global_token", "replica_mean")  # measured schemes with advice of their own
+SAME_SETTING_AS = {"hf_trainer_no_first_label": "hf_trainer"}  # a file that imports another's
 
 
 def installed() -> str:
@@ -36,14 +37,24 @@ def _weights(weights) -> str:
 
 
 def setting(example: str) -> str:
-    value = hf_recorded.SETTINGS[example]
+    """The example's `average_tokens_across_devices`, as code (ValueError for a non-HF one)."""
+    recorded = SAME_SETTING_AS.get(example, example)
+    if recorded not in hf_recorded.SETTINGS:
+        raise ValueError(f"example {example!r} is none of {views.HF_EXAMPLES}")
+    value = hf_recorded.SETTINGS[recorded]
     return f"`average_tokens_across_devices={value}`"
+
+
+def advised(check: dict) -> str | None:
+    """The measured scheme the setting's sentence already says how to fix (None: none)."""
+    scheme = _scenario(check, "uneven")["scheme"]
+    return scheme if scheme in ADVICE else None
 
 
 def advice(example: str, check: dict) -> str:
     """One sentence on what to set, chosen by the scheme the check measured (not assumed)."""
     uneven, empty = _scenario(check, "uneven"), _scenario(check, "empty_rank")
-    scheme = uneven["scheme"] if uneven["scheme"] in ADVICE else "other"
+    scheme = advised(check) or "other"
     return t(
         f"check.hf.advice.{scheme}",
         setting=setting(example),
@@ -61,7 +72,7 @@ def _table(check: dict, verdict=views.verdict_badge) -> pd.DataFrame:
             "verdict": verdict(s),
             "scheme": views.scheme_text(s),
         }
-        for s in check["scenarios"]
+        for s in views.named(check)
     )
 
 

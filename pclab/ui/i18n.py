@@ -20,8 +20,8 @@ LOCALES = Path(__file__).resolve().parent.parent / "locales"
 # How each language joins what code assembles: items of a list, clauses of a sentence, and a
 # head with what follows it ("uneven counts: ..."). Chinese uses its own full-width marks.
 PUNCTUATION = {
-    "en": {"list": ", ", "clauses": "; ", "head": ": "},
-    "zh": {"list": "、", "clauses": "，", "head": "："},
+    "en": {"list": ", ", "clauses": "; ", "head": ": ", "sentences": " "},
+    "zh": {"list": "、", "clauses": "，", "head": "：", "sentences": ""},
 }
 CJK = "\u3400-\u4dbf\u4e00-\u9fff"
 # A Latin letter or digit touching a Chinese character (bold markers ** in between count as
@@ -59,7 +59,7 @@ def space_latin(text: str) -> str:
 
 def join(lang: str, items, how: str = "list") -> str:
     """Items joined the way `lang` writes them: how = "list" (a, b, c / 甲、乙、丙), "clauses"
-    (a; b / 甲，乙) or "head" (head: rest / 标题：正文)."""
+    (a; b / 甲，乙), "head" (head: rest / 标题：正文) or "sentences" (A. B. / 甲。乙。)."""
     if how not in PUNCTUATION[lang]:
         raise ValueError(f"how={how!r} is invalid: expected one of {', '.join(PUNCTUATION[lang])}")
     joined = PUNCTUATION[lang][how].join(str(item) for item in items)

@@ -9,7 +9,8 @@ from streamlit.elements.lib.column_types import ColumnConfig
 
 from pclab.experiments.negatives import report as negatives_report
 from pclab.ui import downloads, i18n
-from pclab.ui.page import fmt, lang, t
+from pclab.ui.figures import fmt
+from pclab.ui.language import lang, t
 
 number = st.column_config.NumberColumn
 

@@ -10,7 +10,8 @@ import pandas as pd
 import streamlit as st
 
 from pclab.ui import downloads
-from pclab.ui.page import fmt, t
+from pclab.ui.figures import fmt
+from pclab.ui.language import t
 
 
 def rank_label(rank: int) -> str:

@@ -4,7 +4,7 @@
     if result is not None:
         ...draw result.report...
 
-A press runs the experiment (ui.runs: st.status, the cache, the job line) and keeps
+A press runs the experiment (ui.runs: st.status, the cache, the run queue) and keeps
 (params, RunResult) in st.session_state["<key>_result"], so the result survives reruns. The
 panel returns that result only while it finished and was made with the page's current
 parameters; it says so when the inputs changed since, and when a run was interrupted (Stop,
@@ -19,7 +19,7 @@ import streamlit as st
 
 from pclab.runners.results import RunResult
 from pclab.ui import downloads
-from pclab.ui.page import t
+from pclab.ui.language import t
 
 
 def run_panel(

@@ -23,7 +23,7 @@ Stop, a rerun or a closed session surfaces as an exception in the script thread:
 launcher then stops the run (unless another visitor's identical request still waits for it)
 and removes every process and temporary file before the exception goes on.
 
-Every run goes through the server's one runtime (ui.serving: its job line, memory budget and
+Every run goes through the server's one runtime (ui.serving: its run queue, memory budget and
 warm pool). When the warm pool cannot start, runs fall back to torchrun (runners.launcher's
 "pool_fallback" event); the page says so once per session.
 """
@@ -38,13 +38,14 @@ from typing import Literal
 import streamlit as st
 from streamlit.elements.lib.mutable_status_container import StatusContainer
 
-from pclab.core.validation import InvalidInput
 from pclab.experiments import registry
 from pclab.experiments.base import Experiment, Params, params_record
+from pclab.experiments.transformer.lm.artifacts import ArtifactError
 from pclab.runners.code_hash import worker_code_hash
 from pclab.runners.results import Outcome, ProgressEvent, RunResult
 from pclab.ui import serving
-from pclab.ui.page import error_message, t
+from pclab.ui.input_errors import error_message
+from pclab.ui.language import t
 
 HEARTBEAT_S = 1.0  # how often a running page makes a Streamlit call (where Stop surfaces)
 SHOW_AFTER_S = 0.4  # a run still going after this gets a live st.status (it costs 50 ms)
@@ -98,12 +99,11 @@ def run_with_status(label: str, experiment: str | Experiment, **raw: object) -> 
     try:
         params = experiment.params(**raw)
     except (ValueError, TypeError) as exc:
-        # A refused input names its rule; anything else (a damaged artifact) is said as is.
-        plain = isinstance(exc, ValueError) and not isinstance(exc, InvalidInput)
-        st.error(
-            t("runs.cannot_start", message=exc) if plain else error_message(exc),
-            icon=":material/error:",
-        )
+        # A refused input names its rule; a damaged artifact of the lab's stops the run itself.
+        message = error_message(exc)
+        if isinstance(exc, ArtifactError):
+            message = t("runs.cannot_start", message=message)
+        st.error(message, icon=":material/error:")
         return None
     runner_id, worker_hash, params_key = cache_key(experiment, params)
     try:
@@ -149,7 +149,8 @@ class _Live:
     """A run's progress on the page. A run that answers within SHOW_AFTER_S draws one
     finished line (an expander holding its progress lines); a longer one gets a live
     `st.status` (created then: it costs Streamlit's 50 ms sleep), whose label ticks every
-    HEARTBEAT_S. Every call happens in the script thread (jobs.submit forwards events there)."""
+    HEARTBEAT_S. Every call happens in the script thread (run_queue.submit forwards events
+    there)."""
 
     def __init__(self, label: str) -> None:
         self.label = label

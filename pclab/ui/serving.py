@@ -2,7 +2,7 @@
 harness does not: the warm pool.
 
 app.py calls `start()` on every script run (cheap after the first). The first call builds the
-server's one `Runtime` (pclab.runners.runtime: settings, memory budget, job line, warm pool)
+server's one `Runtime` (pclab.runners.runtime: settings, memory budget, run queue, warm pool)
 from the PCL_* settings; a malformed one stops the server there, naming the variable. Every
 page's run goes through `runtime()` (ui.runs), so visitors share one line and one pool. In a
 real server (`streamlit run app.py`) the settings left unset take the server's defaults
@@ -16,15 +16,13 @@ unless told otherwise; `pclab run <experiment>` builds a runtime per run.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import os
-import shutil
 import sys
-import tempfile
 
 import streamlit as st
 
+from pclab.runners import scratch
 from pclab.runners.runtime import Runtime
 from pclab.runners.settings import Settings
 
@@ -81,46 +79,17 @@ def _framework_modules() -> tuple[str, ...]:
     return frameworks.preload_modules()
 
 
-CACHE_PREFIX = "pcl-torch-cache-"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
-
-
-def remove_stale_caches(temp: str | None = None) -> list[str]:
-    """Remove this user's torch cache directories left by servers that died without cleaning
-    up (SIGKILL, a power cut): each is named after its server's process id. Returns them."""
-    temp = temp or tempfile.gettempdir()
-    removed = []
-    for entry in os.scandir(temp):
-        pid = entry.name.removeprefix(CACHE_PREFIX).split("-", 1)[0]
-        if not (entry.name.startswith(CACHE_PREFIX) and pid.isdigit()):
-            continue
-        if (
-            entry.is_dir(follow_symlinks=False)
-            and entry.stat(follow_symlinks=False).st_uid == os.geteuid()
-        ):
-            if not _alive(int(pid)):
-                shutil.rmtree(entry.path, ignore_errors=True)
-                removed.append(entry.path)
-    return removed
+CACHE_KIND = "torch-cache"
+CACHE_PREFIX = f"{scratch.PREFIX}{CACHE_KIND}-"
 
 
 def _own_torch_cache() -> None:
     """`import torch._dynamo` (in a zygote, a rank, page 04) creates $TMPDIR/torchinductor_<user>
     and leaves it there. The server's processes use a directory of the server's own instead,
-    removed when it exits; one a killed server could not remove is removed by the next server
-    to start: a host's temporary directory keeps nothing of the lab's."""
-    remove_stale_caches()
+    removed when it exits. Every lab folder a killed server (or run) left is removed first
+    (runners.scratch): a host's temporary directory keeps nothing of the lab's."""
+    scratch.remove_stale()
     if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
         return
-    cache = tempfile.mkdtemp(prefix=f"{CACHE_PREFIX}{os.getpid()}-")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache  # the zygotes and torchrun inherit it
-    atexit.register(shutil.rmtree, cache, True)
+    cache = scratch.folder(CACHE_KIND)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)  # the zygotes and torchrun inherit it

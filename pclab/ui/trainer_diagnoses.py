@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pclab.ui import i18n
 from pclab.ui import trainer_views as views
-from pclab.ui.page import lang, t
+from pclab.ui.language import lang, t
 
 # with P = K = 1 these schemes are all the global token mean (diagnoses.no_evidence_run)
 UNSPLIT = ("replica_mean", "microbatch_mean", "double_scaled")
@@ -92,6 +92,14 @@ def text(d: dict, check: dict) -> str:
     return t(key, **values(d, check))
 
 
+def _about_a_failure(d: dict, check: dict) -> bool:
+    """False for a scenario's "no evidence" under a failed verdict: it is about a scenario
+    that matched (the table's notes say so), not about why the check failed."""
+    per_scenario = d.get("code") == "no_evidence" and d.get("scenario") is not None
+    return not (per_scenario and check.get("status") == "different")
+
+
 def explained(check: dict) -> list[str]:
-    """Every diagnosis of a check, translated, in the report's order."""
-    return [text(d, check) for d in check.get("diagnoses", ())]
+    """The check's diagnoses, translated, in the report's order (under a failed verdict, the
+    ones about why it failed)."""
+    return [text(d, check) for d in check.get("diagnoses", ()) if _about_a_failure(d, check)]

@@ -30,4 +30,19 @@ V2_EXAMPLES = {  # option code -> the optional v2 attribute it shows
     "correct_float32": "DTYPE",
     "own_microbatches": "make_microbatch",
 }
-SELF_CONTAINED = ("hf_trainer", "own_microbatches")  # their model is in the file itself
+# issue 28: coupled trainers (batch_loss / embed), on their own view (ui.trainer_coupled)
+COUPLED_EXAMPLES = {  # option code (= file stem) -> the scheme (core.coupled_schemes) it applies
+    "gradcache": "global_batch",
+    "gather_with_grad": "global_batch",  # at K = 1
+    "naive_accumulation": "microbatch_pool",
+    "naive_accumulation_gather": "microstep_pool",
+    "remote_detached": "remote_detached",
+    "scaled_by_world_size": "scaled",
+    "batchnorm_ddp": "rank_pool",  # at K = 1 (microbatch_pool at K > 1)
+}
+COUPLED_MODEL = "tiny_embedder"  # the model the embedding examples import
+SELF_CONTAINED = (
+    "hf_trainer",
+    "own_microbatches",
+    "batchnorm_ddp",
+)  # their model is in the file itself

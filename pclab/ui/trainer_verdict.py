@@ -11,6 +11,8 @@ update). The Hugging Face examples say it in Trainer's own terms: the setting to
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import streamlit as st
 
@@ -18,7 +20,8 @@ from pclab.ui import downloads, i18n
 from pclab.ui import hf_trainer_views as hf_views
 from pclab.ui import trainer_diagnoses as diagnoses
 from pclab.ui import trainer_views as views
-from pclab.ui.page import fmt, lang, t
+from pclab.ui.figures import fmt
+from pclab.ui.language import lang, t
 from pclab.ui.pages import PAGES
 
 TEACHES = {  # cause -> the page (pclab.ui.pages key) that teaches its fix
@@ -59,17 +62,13 @@ def _failure_cause(scenario: dict) -> str:
 
 
 def causes(check: dict) -> dict[str, list[str]]:
-    """Each cause of a failure -> the scenarios (their names in the reader's language).
-
-    A scenario whose counts fit several schemes (an empty rank at K = 2: the mean of replica
-    means and a double ÷K give the same weights) goes with the scheme another scenario
-    measured without a tie, so one slip reads as one line."""
-    failed = [(s, _failure_cause(s)) for s in check["scenarios"] if s["verdict"] == "different"]
-    sure = {why for s, why in failed if len(s["matching_schemes"]) <= 1}
+    """Each cause of a failure -> the scenarios (their names in the reader's language), from
+    the scheme each row names (views.named: a tie goes with the trainer's measured scheme),
+    so one slip reads as one line and a fix line never contradicts its row."""
     found: dict[str, list[str]] = {}
-    for s, why in failed:
-        why = next((x for x in s["matching_schemes"] if x in sure and why not in sure), why)
-        found.setdefault(why, []).append(views.say("scenario", s["name"]))
+    for s in views.named(check):
+        if s["verdict"] == "different":
+            found.setdefault(_failure_cause(s), []).append(views.say("scenario", s["name"]))
     return found
 
 
@@ -83,14 +82,31 @@ def fixes(check: dict, example: str) -> None:
     found = causes(check)
     if found:
         st.markdown(t("check.results.what_to_change"))
+    said = None  # the cause Trainer's setting already says how to fix: one line per scheme
     if example in views.HF_EXAMPLES:
         st.markdown(hf_views.advice(example, check))
+        said = hf_views.advised(check)
     for why, scenarios in found.items():
-        where = i18n.join(lang(), scenarios)
-        st.markdown(t(f"check.fix.{why}", scenarios=where))
+        if why != said:
+            st.markdown(t(f"check.fix.{why}", scenarios=i18n.join(lang(), scenarios)))
         page = _page(TEACHES[why])
         label = t("check.fix.link", page=t(page.title_key))
         st.page_link(page.file, label=label, icon=":material/school:")
+
+
+TENSOR = (  # the report's tensor names (probe.State) -> their words in the reader's language
+    (re.compile(r"parameter (?P<name>\S+)"), "check.results.tensor_parameter"),
+    (re.compile(r"optimizer (?P<key>\S+) of (?P<name>\S+)"), "check.results.tensor_optimizer"),
+)
+
+
+def tensor_name(name: str) -> str:
+    """A tensor of the report ("parameter 0.weight", "optimizer exp_avg of 0.weight") in the
+    reader's language; a name of another shape as it is."""
+    for pattern, key in TENSOR:
+        if m := pattern.fullmatch(name):
+            return t(key, **m.groupdict())
+    return name
 
 
 def _divergence(d: dict | None) -> str:
@@ -98,7 +114,7 @@ def _divergence(d: dict | None) -> str:
         return t("check.results.none")
     if d["rank"] is None:  # every rank matched the reference alone, but not each other
         return t("check.results.ranks_differ")
-    where = t("check.results.divergence", rank=d["rank"], tensor=d["tensor"])
+    where = t("check.results.divergence", rank=d["rank"], tensor=tensor_name(d["tensor"]))
     if d["why"] == "differs":
         return where
     return i18n.join(lang(), [where, views.say("divergence_why", d["why"])], "clauses")
@@ -127,6 +143,16 @@ def notes(s: dict) -> list[str]:
     return out
 
 
+FIGURES = ("max_abs_diff", "residual")  # cells that must read whole: a number, "undefined"
+
+
+def unbroken(cell: str) -> str:
+    """A figure kept on one line in a wrapping table cell: a non-breaking hyphen in its
+    exponent and word joiners between its characters ("1.4e-15" was cut to "1.4e-" and
+    "15", "未定义" to "未定" and "义" at 800 px). For the page only: downloads keep "-"."""
+    return "\u2060".join(cell.replace("-", "\u2011"))
+
+
 def verdict_frame(check: dict, verdict=views.verdict_badge) -> pd.DataFrame:
     """One row per scenario, every cell text in the reader's language (the verdict on its
     colour; `verdict=views.verdict_text` for the download's plain words)."""
@@ -138,9 +164,9 @@ def verdict_frame(check: dict, verdict=views.verdict_badge) -> pd.DataFrame:
             "scheme": views.scheme_text(s),
             "residual": fmt(None) if s["residual"] is None else f"{s['residual']:.1e}",
             "first_divergence": _divergence(s["first_divergence"]),
-            "notes": " ".join(notes(s)),
+            "notes": i18n.join(lang(), notes(s), "sentences"),
         }
-        for s in check["scenarios"]
+        for s in views.named(check)
     )
 
 
@@ -185,6 +211,8 @@ def run_results(report: dict, example: str) -> None:
         return
     fixes(check, example)
     frame = verdict_frame(check)
+    for column in FIGURES:
+        frame[column] = frame[column].map(unbroken)
     config = {c: t(f"check.results.{c}") for c in frame.columns}
     plain = verdict_frame(check, views.verdict_text)
     downloads.table(frame, "trainer-check", data=plain, static=True, column_config=config)

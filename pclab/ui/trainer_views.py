@@ -19,13 +19,20 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 import streamlit as st
+from streamlit import dataframe_util
 
 from pclab.core import update_weights
 from pclab.experiments.trainer_check import frameworks
 from pclab.paths import EXAMPLES_DIR
 from pclab.ui import i18n
-from pclab.ui.page import lang, t
-from pclab.ui.trainer_examples import EXAMPLES, HF_EXAMPLES, SELF_CONTAINED, V2_EXAMPLES
+from pclab.ui.language import lang, t
+from pclab.ui.trainer_examples import (
+    COUPLED_EXAMPLES,
+    EXAMPLES,
+    HF_EXAMPLES,
+    SELF_CONTAINED,
+    V2_EXAMPLES,
+)
 
 MODEL_FILE = EXAMPLES_DIR / "tiny_lm.py"  # the model every other example imports
 HF_MODEL_FILE = EXAMPLES_DIR / "hf_trainer.py"  # the Trainer adapter the other HF files import
@@ -61,8 +68,8 @@ def test_my_trainer_is_the_same_update():
 def bundled_path(code: str) -> Path:
     """The absolute path of a bundled example trainer or framework adapter (the "Frameworks,
     measured" page), from its option code alone."""
-    if code not in EXAMPLES and code not in frameworks.ADAPTERS:
-        known = ", ".join(dict.fromkeys([*EXAMPLES, *frameworks.ADAPTERS]))
+    if code not in EXAMPLES and code not in frameworks.ADAPTERS and code not in COUPLED_EXAMPLES:
+        known = ", ".join(dict.fromkeys([*EXAMPLES, *COUPLED_EXAMPLES, *frameworks.ADAPTERS]))
         raise ValueError(f"example={code!r} is not a bundled example: one of {known}")
     return EXAMPLES_DIR / f"{code}.py"
 
@@ -220,13 +227,21 @@ def _heat_map_spec(rows_json: str, order: tuple[str, ...], language: str) -> dic
             columns=3,
         )
     )
-    return chart.to_dict()
+    spec = chart.to_dict()
+    # Each dataset as Arrow bytes, once: st.vega_lite_chart otherwise converts the spec's
+    # data to Arrow on every draw (17 ms a grid, half of the Frameworks page's rerun), and
+    # passes bytes through as they are (what st.altair_chart's own conversion hands it).
+    spec["datasets"] = {
+        name: dataframe_util.convert_anything_to_arrow_bytes(values)
+        for name, values in spec.get("datasets", {}).items()
+    }
+    return spec
 
 
 def predicted_maps(counts) -> None:
     """The weight x N grid each named scheme predicts for `counts` (core.update_weights)."""
     schemes = update_weights.NAMED_SCHEMES
-    names = [t(f"check.scheme_short.{s}") for s in schemes]
+    names = [scheme_name(s) for s in schemes]
     rows = [
         row
         for scheme, name in zip(schemes, names, strict=True)
@@ -244,6 +259,20 @@ def verdict_text(s: dict) -> str:
 def verdict_badge(s: dict) -> str:
     """The verdict as a table cell: its words on its colour (Markdown badge, both themes)."""
     return f":{VERDICT_COLOURS[s['verdict']]}-badge[{verdict_text(s)}]"
+
+
+def named(check: dict) -> list[dict]:
+    """The check's scenarios, each naming one scheme: its measured one, or, where its counts
+    fit several (an empty rank at K = 2: the mean of local means and a double ÷K give the
+    same weights; equal counts: every scheme), the one another scenario measured without a
+    tie, so a row's scheme, its notes and its fix line all name the trainer's scheme."""
+    sure = {s["scheme"] for s in check["scenarios"] if len(s["matching_schemes"]) == 1}
+    out = []
+    for s in check["scenarios"]:
+        tied = [x for x in s["matching_schemes"] if x in sure]
+        shown = s["scheme"] if s["scheme"] in sure or not tied else tied[0]
+        out.append(s | {"scheme": shown})
+    return out
 
 
 def scheme_text(s: dict) -> str:

@@ -13,8 +13,8 @@ import streamlit as st
 from pclab.runners.results import RunResult
 from pclab.ui import i18n
 from pclab.ui.branch_table import table as branch_table
-from pclab.ui.page import lang, t
-from pclab.ui.page import plain as md  # noqa: F401 - experiment.py's name for it
+from pclab.ui.language import lang, t
+from pclab.ui.plain_text import plain as md  # noqa: F401 - experiment.py's name for it
 
 MEASURED = ("max_abs_diff", "passed", "first", "hashes")
 

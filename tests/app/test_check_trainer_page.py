@@ -27,7 +27,7 @@ from pclab.experiments.trainer_check import EXPERIMENT, frameworks
 from pclab.experiments.trainer_check.report import build_report
 from pclab.experiments.trainer_check.scenarios import scenario_counts
 from pclab.runners.results import RunResult
-from pclab.ui import i18n
+from pclab.ui import i18n, trainer_examples
 from pclab.ui import trainer_views as views
 from pclab.ui.trainer_verdict import TEACHES
 from tests.app.sections_helper import open_section
@@ -137,6 +137,9 @@ def verdicts(at, lang: str = "en"):
     headers = {i18n.text(lang, f"check.results.{c}"): c for c in COLUMNS}
     assert list(table.columns) == list(headers)
     table = table.rename(columns=headers).reset_index(drop=True)
+    for column in ("max_abs_diff", "residual"):  # figures kept whole on the page, read back
+        assert table[column].map(lambda c: "-" not in c).all()
+        table[column] = table[column].map(lambda c: c.replace("\u2060", "").replace("\u2011", "-"))
     cells = {
         f":{colour}-badge[{i18n.text(lang, f'check.verdict.{code}')}]": code
         for code, colour in BADGES.items()
@@ -151,7 +154,9 @@ def test_renders_in_both_languages_without_starting_anything(lang, launches):
     at = open_section(PAGE, lang)
     assert at.title[0].value == i18n.text(lang, "check.title")
     box = at.selectbox(key="chk_example")
-    assert box.options == [i18n.text(lang, f"check.example.{c}") for c in views.EXAMPLES]
+    token = [i18n.text(lang, f"check.example.{c}") for c in views.EXAMPLES]
+    coupled = [i18n.text(lang, f"coupled.example.{c}") for c in trainer_examples.COUPLED_EXAMPLES]
+    assert box.options == token + coupled  # the coupled examples after the token ones
     assert at.code[0].value == views.bundled_path("correct_manual").read_text().rstrip()
     assert len(at.get("vega_lite_chart")) == 1  # each scheme's prediction, before any run
     assert at.button(key="chk_run") is not None and not at.table
@@ -232,14 +237,17 @@ def test_a_recorded_real_run_reads_as_verdicts_notes_and_a_heat_map(launches, la
     assert list(table["verdict"]) == ["different"] * 3 + ["no_evidence", "same_update"]
     assert table["scheme"].iloc[0] == say("schemes.microbatch_mean")
     assert table["scheme"].iloc[-1] == say("check.results.scheme_undefined")
-    first = say("check.results.divergence", rank=0, tensor="parameter 0.weight")
+    tensor = say("check.results.tensor_parameter", name="0.weight")  # in the reader's words
+    first = say("check.results.divergence", rank=0, tensor=tensor)
     assert table["first_divergence"].iloc[0] == first
     assert table["first_divergence"].iloc[3] == say("check.results.none")
     assert say("check.note.control") in table["notes"].iloc[3]  # no evidence: the note holds
-    ties = [say(f"schemes.{x}") for x in ("replica_mean", "microbatch_mean")]
+    # the control fits every scheme: its row names the trainer's (measured without a tie
+    # elsewhere), never "global token mean" beside a wrong trainer; the rest are its ties
+    ties = [say(f"schemes.{x}") for x in ("global_token", "replica_mean")]
     tie_note = say("check.note.ties", schemes=i18n.join(lang, ties))
     assert table["notes"].iloc[3].startswith(tie_note)  # ties read in the notes, in full
-    assert table["scheme"].iloc[3] == say("schemes.global_token")
+    assert table["scheme"].iloc[3] == say("schemes.microbatch_mean")
     assert table["max_abs_diff"].iloc[0] == "3.89e-03"
     scenarios = i18n.join(
         lang, [say(f"check.scenario.{n}") for n in ("uneven", "empty_microbatch", "empty_rank")]
@@ -330,6 +338,7 @@ def test_bundled_path_builds_only_example_files():
     # model are bundled too; those the page does not list yet are not its examples
     table = {*frameworks.ADAPTERS, frameworks.MODEL_MODULE} - set(views.EXAMPLES)
     on_disk = {p.stem for p in views.EXAMPLES_DIR.glob("*.py")} - {"tiny_lm"} - table
+    on_disk -= {*trainer_examples.COUPLED_EXAMPLES, trainer_examples.COUPLED_MODEL}  # own view
     assert set(views.EXAMPLES) == on_disk
     for code in views.EXAMPLES:
         path = views.bundled_path(code)

@@ -25,6 +25,14 @@ def test_run_record_holds_parameters_hashes_and_versions():
     json.dumps(record)  # serialisable as it stands
 
 
+def test_run_record_parameters_are_what_the_ranks_ran():
+    """A declared field (here one the page never passed) reaches the record from the ranks."""
+    ran = {"world_size": 2, "tau": 1.0, "wq": 1.0, "wd": 1.0}
+    result = RunResult.finished(({"sha256": "a" * 64},), 1.0, "c" * 64)
+    record = run_record(result.with_report({"parameters": ran}), {"tau": 1.0}, "negatives")
+    assert record["parameters"] == ran
+
+
 def test_every_ledger_table_offers_csv_and_json():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()

@@ -18,7 +18,7 @@ import pytest
 from pclab.experiments.trainer_check import frameworks
 from pclab.ui import framework_rows, i18n
 from pclab.ui import trainer_views as views
-from pclab.ui.page import plain
+from pclab.ui.plain_text import plain
 from tests.app.sections_helper import open_section
 from tests.app.test_check_trainer_page import chart_frames, hand_made_ranks, launches  # noqa: F401
 

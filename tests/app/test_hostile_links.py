@@ -9,7 +9,10 @@ one parameter) is given, in turn:
   browser test (tests/e2e/test_hostile_links.py) checks the same on the rendered page;
 - numbers beyond float64 or beyond reason: inf, -inf, NaN, 1e309, 5000 digits, a parameter
   repeated 2000 times, a table of 100 000 cells. No exception element, no generic error, the
-  page's title, and the link notice naming the key.
+  page's title, and the link notice naming the key;
+- an empty value (`?chk_world_size=`): dropped with the notice, the page as without it (its
+  buttons, its errors, the widget's value);
+- bidi overrides and other format characters: the notice holds none of them.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 from pclab.ui import i18n
-from pclab.ui.page import WORD_JOINER
 from pclab.ui.pages import PAGES
+from pclab.ui.plain_text import WORD_JOINER
 
 ROOT = Path(__file__).resolve().parents[2]
 WIDGETS = ("number_input", "slider", "selectbox", "segmented_control", "radio", "toggle")
@@ -51,7 +54,13 @@ LIVE = {
     "code span": re.compile(r"(?<!\\)`"),
     "web address": re.compile(r"(?<![\\/])www\.|https?(?<!\\):"),
 }
-GENERIC = ("cannot_use", "not_a_number")  # errors that say only "can't be used" and why in English
+GENERIC = ("cannot_use", "not_a_number", "unusable")
+PYTHON_WORDS = (
+    "NoneType",
+    "unsupported operand",
+    "Traceback",
+    "object is not",
+)  # errors that name no field
 EXTREMES = ("inf", "-inf", "NaN", "1e309", "-1e309", "9" * 5000, "-" + "9" * 5000)
 pytestmark = pytest.mark.timeout(900)
 
@@ -96,11 +105,11 @@ def notice(at: AppTest) -> str:
 
 def assert_page_stands(at: AppTest, page: str, context: str) -> None:
     assert not at.exception, f"{context}: {at.exception}"
+    said = [str(e.value) for kind in ("error", "warning") for e in at.get(kind)]
+    assert not [s for s in said if any(w in s for w in PYTHON_WORDS)], f"{context}: {said}"
     title = i18n.text("en", f"{next(p.key for p in PAGES if p.file == page)}.title")
     assert [t.value for t in at.title][:1] == [title], context
-    generic = [
-        i18n.text("en", k).split("{")[0] for k in ("errors.cannot_use", "errors.not_a_number")
-    ]
+    generic = [i18n.text("en", f"errors.{k}").split("{")[0] for k in GENERIC]
     assert not [e.value for e in at.error if e.value.startswith(tuple(generic))], context
 
 
@@ -184,3 +193,86 @@ def test_counts_beyond_float64_get_a_translated_refusal():
         assert any(wanted in e and i18n.text(lang, "framework.col_count") in e for e in errors), (
             errors
         )
+
+
+@cache
+def as_without_a_link(page: str) -> tuple[object, ...]:
+    """What a page holds opened without a link: its buttons, its errors, its keys' values."""
+    return shape(fresh(page, {}), bound_keys(page))
+
+
+def shape(at: AppTest, keys: tuple[str, ...]) -> tuple[object, ...]:
+    values = tuple(repr(at.session_state[k]) if k in at.session_state else None for k in keys)
+    return tuple(sorted(b.key or b.label for b in at.button)), [e.value for e in at.error], values
+
+
+@pytest.mark.parametrize("page, key", PAGE_KEYS)
+def test_an_empty_value_in_a_link_is_dropped_with_the_notice(page, key):
+    """`/check-trainer?chk_world_size=` handed the page None ("This input is not a number:
+    unsupported operand type(s) for *: 'NoneType' and 'int'") and took its Run button away:
+    now the value is dropped before any widget reads it, the notice names it, and the page is
+    the one a link without it opens (buttons, errors, the widget's value)."""
+    at = fresh(page, {key: ""})
+    assert_page_stands(at, page, f"{page} {key}=")
+    assert f"{key}= → " in notice(at), f"{page} {key}=: {notice(at)!r}"
+    assert shape(at, bound_keys(page)) == as_without_a_link(page), f"{page} {key}="
+
+
+def test_an_empty_world_size_then_run_launches_with_the_default(monkeypatch):
+    """`/parameters?par_world_size=` then Run said "world_size = empty cell": now the run is
+    asked for the default, 2 (a stand-in experiment records it; real launches: tests/runners/)."""
+    from pclab.experiments import registry
+    from pclab.runners.results import Outcome, RunResult
+    from pclab.ui import runs
+
+    real = registry.get("negatives")
+    asked = []
+
+    class Recording:  # validated by the real Params, hashed as the real worker
+        name, worker, params = real.name, real.worker, real.params
+
+        def run(self, params, progress=None, **_):
+            asked.append(params.world_size)
+            return RunResult.ended(Outcome.FAILED, "stand-in", 0.1, "x")
+
+    real_get = registry.get
+    monkeypatch.setattr(
+        registry, "get", lambda name: Recording() if name == "negatives" else real_get(name)
+    )
+    runs.clear()
+    page = "pclab/sections/06_parameters.py"
+    at = fresh(page, {"par_world_size": ""})
+    at.button(key="par_run").click().run()
+    assert_page_stands(at, page, "par_world_size= then Run")
+    assert asked == [2]
+    runs.clear()
+
+
+# Bidi embeddings, overrides and isolates, the zero-width characters and word joiners, and the
+# byte order mark: Unicode's format characters (category Cf) a link can carry.
+FORMAT_CHARACTERS = (
+    *map(chr, range(0x202A, 0x202F)),
+    *map(chr, range(0x2066, 0x206A)),
+    *map(chr, range(0x200B, 0x2010)),
+    *map(chr, range(0x2060, 0x2065)),
+    "\ufeff",
+)
+
+
+@pytest.mark.parametrize(
+    "page, key",
+    [
+        ("pclab/sections/check_trainer.py", "chk_example"),
+        ("pclab/sections/02_ledger.py", "ledger_scheme"),
+    ],
+)
+def test_a_bidi_override_in_a_link_cannot_turn_the_notice_around(page, key):
+    """`?chk_example=%E2%80%AEnoitcudorp%20ot%20efas` made the app's own warning read
+    "→ safe to production" with the rest reversed: the notice now shows the letters as the
+    link spelt them, left to right, and no format character reaches any text element."""
+    for mark in FORMAT_CHARACTERS:
+        at = fresh(page, {key: f"{mark}noitcudorp ot efas{mark}"})
+        assert_page_stands(at, page, f"{key} U+{ord(mark):04X}")
+        assert f"{key}=noitcudorp ot efas → " in notice(at), (hex(ord(mark)), notice(at))
+        shown = "".join(texts(at)).replace(WORD_JOINER, "")
+        assert mark == WORD_JOINER or mark not in shown, hex(ord(mark))

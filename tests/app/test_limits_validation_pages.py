@@ -64,10 +64,24 @@ def test_limits_bad_combination_is_a_translated_message():
     assert "按 microbatch 分池：最大梯度差" in metrics(at)  # the negatives block still renders
 
 
+def matrices(at, lang: str = "en") -> list:
+    """The coverage matrices: static tables (their cells wrap, nothing cut at 800 px), read
+    back with the columns' codes."""
+    from pclab.ui import i18n
+
+    codes = {i18n.text(lang, "validation.matrix.row"): "row"}
+    prefix = "validation.column."
+    codes |= {
+        v: k.removeprefix(prefix) for k, v in i18n.catalogue(lang).items() if k.startswith(prefix)
+    }
+    return [t.value.rename(columns=codes).reset_index(drop=True) for t in at.table]
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_validation_matrix_is_filled_from_the_checks(lang):
     at = open_page(VALIDATION, lang)
-    matrix, details, torchrun, ranks = (d.value for d in at.dataframe)
+    details, ranks = (d.value for d in at.dataframe)
+    matrix, torchrun = matrices(at, lang)
     assert matrix.shape == (6, 5) and torchrun.shape == (6, 5)
     cells = matrix.drop(columns="row").to_numpy().ravel()
     assert all(c.startswith(("✓", "⚠")) for c in cells)
@@ -105,7 +119,7 @@ def test_real_two_process_run_fills_the_torchrun_cells():
     at.button(key="val_torchrun").click()
     at.run(timeout=500)
     assert not at.exception
-    torchrun = at.dataframe[2].value.set_index("row")
+    torchrun = matrices(at)[1].set_index("row")
     filled = torchrun[["loss", "parameters"]].loc[["accumulation window", "unequal lengths"]]
     assert filled.map(lambda c: c.startswith("✓")).all().all()
     assert (torchrun["global_norm"] == "no number from this run").all()
@@ -166,12 +180,13 @@ def test_limits_clip_exercise_gates_only_its_block_in_workshop_mode():
 
 def test_validation_sampler_exercise_in_workshop_mode():
     at = open_page(VALIDATION, workshop=True)
-    assert len(at.metric) == 0 and len(at.dataframe) == 3  # the matrices show, the sampler waits
+    assert len(at.metric) == 0 and len(at.table) == 2  # the matrices show, the sampler waits
+    assert len(at.dataframe) == 1
     at.number_input(key="val_ex_guess").set_value(3).run()
     assert len(at.metric) == 0  # typing a guess reveals nothing
     at.button(key="val_ex_reveal").click().run()
     assert any(w.value == "Core computes 2; your prediction is off by +1." for w in at.warning)
-    assert metrics(at)["Repeated entries (padding)"] == "2" and len(at.dataframe) == 4
+    assert metrics(at)["Repeated entries (padding)"] == "2" and len(at.dataframe) == 2
     at.toggle(key="val_drop_last").set_value(True).run()  # drop_last cuts instead of padding
     assert len(at.metric) == 0
     at.number_input(key="val_ex_guess").set_value(0).run()

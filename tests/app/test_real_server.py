@@ -1,6 +1,9 @@
 """The real server (`streamlit run app.py`), as a host starts it and as a visitor opens it:
 a malformed PCL_* setting stops it with one line, and a server killed with SIGKILL leaves
-nothing in the temporary directory once the next one has started.
+nothing in the temporary directory once the next one has started. `pclab serve` refuses a
+malformed setting before anything listens, and sweeps a dead server's folders before it
+serves. (Which folders are stale, and a run's folders under a closed tab, SIGTERM and SIGKILL:
+tests/runners/test_scratch.py, tests/e2e/test_leftovers.py.)
 
 A visit is one Streamlit session opened over the server's websocket (what a browser tab
 does first), so these tests need no browser. Streamlit runs app.py for the first time when
@@ -11,7 +14,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -21,6 +26,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from bench import ROOT
 from bench.cold_start import free_port, start_server, stop_server, wait_healthy
 from pclab.runners.settings import ENV_NAMES
 from pclab.ui.serving import CACHE_PREFIX
@@ -34,6 +40,7 @@ MALFORMED = {
     "PCL_MAX_WAITING_RUNS": "-4",
     "PCL_PG_TIMEOUT_S": "inf",
     "PCL_MEMORY_BUDGET_MB": "abc",
+    "PCL_ROOM_DB": "/no/such/folder/rooms.sqlite3",
 }
 
 
@@ -115,18 +122,60 @@ def test_a_killed_servers_temporary_files_do_not_outlive_the_next_start(tmp_path
     assert list(temp.iterdir()) == [], sorted(p.name for p in temp.iterdir())
 
 
-def test_the_server_of_another_live_process_is_left_alone(tmp_path):
-    """A cache folder named after a live process (another server on the host) is not stale."""
-    from pclab.ui.serving import remove_stale_caches
+# ------------------------------------------- pclab serve: the settings checked before serving
 
-    live = tmp_path / f"{CACHE_PREFIX}{os.getpid()}-abc"
-    live.mkdir()
-    dead = tmp_path / f"{CACHE_PREFIX}{_dead_pid()}-abc"
-    dead.mkdir()
-    unrelated = tmp_path / "pcl-torch-cache-notapid"
-    unrelated.mkdir()
-    assert remove_stale_caches(str(tmp_path)) == [str(dead)]
-    assert live.exists() and unrelated.exists() and not dead.exists()
+
+def _serve(port: int, env: dict, log, cwd: Path) -> subprocess.Popen:
+    """`pclab serve` (as `python -m pclab serve`) from `cwd`, with streamlit's options."""
+    options = ["--server.port", str(port), "--server.address", "127.0.0.1"]
+    return subprocess.Popen(
+        [sys.executable, "-m", "pclab", "serve", *options],
+        cwd=cwd,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_pclab_serve_refuses_a_malformed_setting_before_listening(name, tmp_path):
+    """The refusal comes before any port is open: a host's health check never says "ok"."""
+    port, log = free_port(), tmp_path / "serve.log"
+    with log.open("wb") as out:
+        server = _serve(port, {name: MALFORMED[name]}, out, tmp_path)
+        code = server.wait(timeout=60)
+    text = log.read_text(errors="replace")
+    assert code == 2, text
+    assert text.splitlines() == [
+        f"pclab serve: error: {name}={MALFORMED[name]!r} can't be used: write "
+        + text.split("can't be used: write ", 1)[1].strip()
+    ]
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_pclab_serve_sweeps_then_serves_the_lab(tmp_path):
+    """From another folder: a dead server's folders are gone before the server answers, and
+    the process serving is the one started (exec), with the lab's app and settings."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    stale = temp / f"pcl-run-{_dead_pid()}-abc"
+    (stale / "tmp" / "pcl-hf-trainer-x").mkdir(parents=True)
+    port, log = free_port(), tmp_path / "serve.log"
+    with log.open("wb") as out:
+        server = _serve(port, {"TMPDIR": str(temp)}, out, tmp_path)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        assert wait_healthy(server, url, timeout_s=120), log.read_text(errors="replace")
+        assert not stale.exists()
+        with open(f"/proc/{server.pid}/cmdline", "rb") as f:
+            assert b"streamlit\0run\0app.py" in f.read()
+        assert visit(url)
+    finally:
+        stop_server(server)
+    assert list(temp.iterdir()) == [], sorted(p.name for p in temp.iterdir())
 
 
 def _dead_pid() -> int:

@@ -7,7 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pclab.ui import downloads, i18n
-from pclab.ui.page import plain
+from pclab.ui.plain_text import plain
 from tests.app.sections_helper import ROOT, open_section
 
 LEDGER = "pclab/sections/02_ledger.py"

@@ -334,7 +334,10 @@ def test_negatives_split(batch_size, accum_steps, tau, seed):
     clean(gradcache.negatives_split, batch_size, accum_steps, tau, seed)
 
 
-@FUZZ
+# 100 examples, not 500: every one of these is valid and builds an encoder (~0.05 s quiet,
+# 28 s for 500 at load 8 and 131 s at load 20 - past the module's 120 s hang limit), and seven
+# batch sizes over one subnormal range are covered well before that.
+@settings(FUZZ, max_examples=100)
 @given(batch_size=st.integers(2, 8), tau=st.floats(min_value=5e-324, max_value=1e-306))
 @example(batch_size=2, tau=5e-324)
 def test_negatives_split_tiny_tau(batch_size, tau):

@@ -1,8 +1,11 @@
 """Links a stranger could share, opened in real Chromium: a Markdown link, an image, a colour
 directive or HTML in a URL parameter shows as the literal text it is (in the page's notice
 of values it could not use), creates no link, image or styled text, and makes the browser
-fetch nothing; a number beyond float64 leaves the page standing with its notice.
-(tests/app/test_hostile_links.py covers every bound key of every page through AppTest.)"""
+fetch nothing; a number beyond float64 leaves the page standing with its notice. No load of
+any registered page, in either language, requests anything from a host but the lab's (the
+favicon is the lab's own file, inlined; the Material icons come from the font Streamlit
+serves). (tests/app/test_hostile_links.py covers every bound key of every page through
+AppTest.)"""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from pclab.ui.page import WORD_JOINER
+from pclab.ui.pages import HOME, PAGES
+from pclab.ui.plain_text import WORD_JOINER
 from tests.e2e.conftest import wait_for_app
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -32,10 +36,44 @@ LINKS = {
 }
 
 
+def _record_hosts(page) -> list[str]:
+    """Every network request the tab makes from now on, as scheme://host:port (a data: or
+    blob: URL fetches nothing and is not recorded)."""
+    fetched: list[str] = []
+
+    def seen(request) -> None:
+        url = urlsplit(request.url)
+        if url.scheme not in ("data", "blob"):
+            fetched.append(f"{url.scheme}://{url.netloc}")
+
+    page.on("request", seen)
+    return fetched
+
+
+def _favicon(page) -> str:
+    return page.evaluate("() => document.querySelector(\"link[rel='shortcut icon']\").href")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_no_page_load_requests_another_host(app_url, page, lang):
+    """Each registered page opened fresh (a visitor's first load, then its reruns): every
+    request goes to the lab's own host and port, the favicon included."""
+    lab = urlsplit(app_url)
+    own = {f"http://{lab.netloc}", f"ws://{lab.netloc}"}
+    fetched = _record_hosts(page)
+    for registered in PAGES:
+        path = "" if registered is HOME else registered.url
+        page.goto(f"{app_url}/{path}?lang={lang}")
+        wait_for_app(page)
+        icon = _favicon(page)
+        assert icon.startswith("data:image/svg+xml") or icon.startswith(app_url), (path, icon)
+    assert set(fetched) <= own, sorted(set(fetched) - own)
+    assert fetched, "no request was seen at all: the listener is not working"
+
+
 @pytest.mark.parametrize("link", LINKS)
 def test_markup_in_a_link_is_shown_as_text(app_url, page, link):
-    fetched: list[str] = []
-    page.on("request", lambda request: fetched.append(urlsplit(request.url).hostname or ""))
+    fetched = _record_hosts(page)
     for payload in LINKS[link]:
         page.goto(f"{app_url}/{link}{quote(payload)}")
         wait_for_app(page)
@@ -47,7 +85,8 @@ def test_markup_in_a_link_is_shown_as_text(app_url, page, link):
             assert alert.locator(made).count() == 0, f"{link}{payload}: a {made} element"
         assert page.locator('a[href*="evil.example"], img[src*="evil.example"]').count() == 0
         assert page.locator('[data-testid="stException"]').count() == 0
-    assert "evil.example" not in fetched, sorted(set(fetched))  # no fetch from another host
+    others = {host for host in fetched if urlsplit(host).netloc != urlsplit(app_url).netloc}
+    assert not others, sorted(others)  # no fetch from another host
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,12 @@
 reached through the sidebar as an instructor does it.
 
 After each click the sidebar must close again (it would otherwise keep half the width), the
-main column must have the window's width, and nothing may be cut: the tables, the heat maps
-and the metrics fit (their scrollWidth within their clientWidth, their right edge inside the
-main column). On "Check a trainer" a real check of a wrong trainer runs: its failed verdict
-is an error banner with a line on what to change and a link to the page that teaches it, and
-the link works. On the Full Transformer page the labelled tokens are marked with >= 3:1
-contrast against the page, in the dark and in the light theme.
+main column must have the window's width, and nothing may be cut: the tables (static and
+interactive), code blocks, selects, heat maps and metrics fit (their scrollWidth within their
+clientWidth, their right edge inside the main column). On "Check a trainer" a real check of a
+wrong trainer runs: its failed verdict is an error banner with a line on what to change and a
+link to the page that teaches it, and the link works. On the Full Transformer page the
+labelled tokens are marked with >= 3:1 contrast against the page, in both themes.
 
     python -m pytest tests/e2e/test_projector_walk.py -q
 """
@@ -35,7 +35,9 @@ CLIPPED = """() => {
   const selectors = ['[data-testid=stTable]', '[data-testid=stTable] table',
     '[data-testid=stVegaLiteChart]', '[data-testid=stVegaLiteChart] canvas',
     '[data-testid=stVegaLiteChart] svg', '[data-testid=stMetric]',
-    '[data-testid=stMetric] *', '[data-testid=stAlert]', '[data-testid=stPageLink]'];
+    '[data-testid=stMetric] *', '[data-testid=stAlert]', '[data-testid=stPageLink]',
+    '[data-testid=stDataFrame] .dvn-scroller', '[data-testid=stCode] pre',
+    '[data-testid=stSelectbox] input'];
   const found = [];
   for (const selector of selectors) {
     for (const el of main.querySelectorAll(selector)) {

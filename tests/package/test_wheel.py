@@ -22,7 +22,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "trainers"
-APP_LIBRARIES = {"streamlit", "altair", "pandas"}
+APP_LIBRARIES = {"streamlit", "altair", "pandas", "segno"}
 NOT_TOP_LEVEL = {"core", "runners", "experiments", "ui", "sections", "bench", "tests"}
 
 TIMEOUT_S = 900

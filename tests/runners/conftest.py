@@ -1,7 +1,7 @@
 """Fixtures for the real-torchrun tests: the session's one cold launch of each experiment
 (negatives, clipping, Transformer; the warm-pool tests compare against them too), a
 per-test process mark for finding leftovers in /proc, and runtimes of a test's own (each
-test builds the settings, job line, memory budget and pool it needs: no module globals)."""
+test builds the settings, run queue, memory budget and pool it needs: no module globals)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def negatives_cli(tmp_path_factory) -> SimpleNamespace:
 
 @pytest.fixture(scope="session")
 def real_run():
-    """The session's one launch of the clipping job (both scenarios, overflow on rank 1), and
+    """The session's one launch of the clipping experiment (both scenarios, overflow on rank 1), and
     anything it left behind."""
     mark = uuid.uuid4().hex
     old = os.environ.get(MARK_ENV)

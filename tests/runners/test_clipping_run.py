@@ -157,6 +157,7 @@ def test_cli_prints_the_report_as_json(real_run, monkeypatch, capsys):
 
     class Recorded:  # the session's real run, handed back for whatever the CLI asks
         name, timeout_s = "clipping", 180.0
+        params = runner.EXPERIMENT.params  # Params.checked: the CLI reads its options from it
 
         def run(self, params, **kwargs):
             seen.update(inject_overflow=params.inject_overflow, nonfinite=params.nonfinite)

@@ -112,7 +112,7 @@ def test_sessions_reading_sources_at_once_never_trip_the_ast_constructor(tmp_pat
 
     from pclab.runners import code_hash
 
-    body = (ROOT / "pclab" / "runners" / "jobs.py").read_text() * 3
+    body = (ROOT / "pclab" / "runners" / "run_queue.py").read_text() * 3
     files = []
     for i in range(8 * 10):  # fresh files: every call parses, none is served from the cache
         path = tmp_path / f"m{i}.py"
@@ -140,3 +140,84 @@ def test_sessions_reading_sources_at_once_never_trip_the_ast_constructor(tmp_pat
     finally:
         gc.callbacks.remove(switch)
     assert errors == []
+
+
+HASH_ALONE = """
+import json, sys
+from pclab.experiments.registry import EXPERIMENTS
+from pclab.runners.code_hash import worker_code_hash
+workers = [*EXPERIMENTS.values(), "bench.noop_worker"]
+hashes = {worker: worker_code_hash(worker) for worker in workers}
+print(json.dumps({"torch": sorted(n for n in sys.modules if n.split(".")[0] == "torch"),
+                  "hashes": hashes}))
+"""
+
+
+def test_hashing_every_worker_never_imports_torch():
+    """The command line, the server and the pool hash a worker before every launch: reading
+    its sources must not import them (importlib.util.find_spec on `pkg.mod.name` imports
+    `pkg.mod`, and with the experiments' modules torch: 1.4 s of `pclab run`)."""
+    done = subprocess.run(
+        [sys.executable, "-c", HASH_ALONE], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["torch"] == []
+    assert seen["hashes"]["pclab.experiments.transformer"] == worker_code_hash(
+        "pclab.experiments.transformer"
+    )
+
+
+def _package(root: Path, core_text: str) -> None:
+    (root / "hashpkg").mkdir(exist_ok=True)
+    (root / "hashpkg" / "__init__.py").write_text("")
+    (root / "hashpkg" / "worker.py").write_text("def main():\n    from .core import f\n")
+    (root / "hashpkg" / "core.py").write_text(core_text)
+
+
+def test_the_memoised_hash_follows_an_edit_in_the_same_process(tmp_path, monkeypatch):
+    """The per-process memo is keyed on the files' stamps: a second call costs a stat per
+    file, and an edit of an imported module (even one of the same size) changes the hash."""
+    import os
+
+    _package(tmp_path, "X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    files = source_files("hashpkg.worker")
+    assert set(files) == {"hashpkg", "hashpkg.worker", "hashpkg.core"}
+    first = worker_code_hash("hashpkg.worker")
+    assert worker_code_hash("hashpkg.worker") == first
+    core = tmp_path / "hashpkg" / "core.py"
+    stamp = core.stat().st_mtime_ns
+    core.write_text("X = 2\n")  # same size
+    os.utime(core, ns=(stamp + 1_000_000, stamp + 1_000_000))
+    second = worker_code_hash("hashpkg.worker")
+    assert second != first
+    (tmp_path / "hashpkg" / "extra.py").write_text("Y = 1\n")
+    worker = tmp_path / "hashpkg" / "worker.py"
+    worker.write_text(worker.read_text() + "    from . import extra\n")
+    assert "hashpkg.extra" in source_files("hashpkg.worker")
+    assert worker_code_hash("hashpkg.worker") not in (first, second)
+
+
+NAMESPACE_WORKER = """
+import json
+from pclab.runners.code_hash import source_files
+print(json.dumps(sorted(source_files("tests.runners.workers.sleeps"))))
+"""
+
+
+def test_a_worker_below_a_namespace_package_is_hashed_in_a_fresh_interpreter():
+    """tests/runners has no __init__.py: the path finder reads a namespace parent's path from
+    sys.modules, where nothing imported it (KeyError in every launch of a test worker, until
+    a folder without __init__.py was taken to hold no source of its own)."""
+    done = subprocess.run(
+        [sys.executable, "-c", NAMESPACE_WORKER],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    modules = set(json.loads(done.stdout))
+    assert "tests.runners.workers.sleeps" in modules
+    assert "pclab.runners.worker" in modules  # what the worker imports from the package

@@ -10,8 +10,8 @@
     tampered artifact        the experiment page shows the error and stays usable
 
 After every fault: no process of the launch (found by an inherited environment mark),
-no un-reaped child, no temporary directory, no job left in the test's own runtime. (The job
-line's own bookkeeping, with fake jobs that start no process: tests/runners/test_jobs.py.)
+no un-reaped child, no temporary directory, no run left in the test's own runtime. (The run
+queue's own bookkeeping, with fake runs that start no process: tests/runners/test_run_queue.py.)
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from streamlit.testing.v1 import AppTest
 
 from pclab.runners import launcher
 from pclab.runners.processes import GRACE_S, TOKEN_ENV
-from pclab.ui.page import plain
+from pclab.ui.plain_text import plain
 
 SLEEPS = "tests.runners.workers.sleeps"
 LOOP = "tests.runners.workers.collective_loop"
@@ -55,7 +55,7 @@ def assert_nothing_left(mark, before, tmp, runtime):
     assert marked(mark) == [], "a process of the launch is still running"
     assert set(children()) - before == set(), "a child process was left (or not reaped)"
     assert list(tmp.glob("pcl-run-*")) == [], "a launch's temporary directory was left"
-    assert runtime.jobs.in_flight() == {"waiting": 0, "running": 0, "requesters": 0}
+    assert runtime.run_queue.in_flight() == {"waiting": 0, "running": 0, "requesters": 0}
 
 
 def cmdline(pid: int) -> bytes:
@@ -134,7 +134,7 @@ def test_killed_rank_is_named_with_its_signal(process_mark, private_tmp, runtime
     assert result.message == "rank 1: killed by SIGKILL"
     FIGURES["kill: seconds from SIGKILL to a clean result"] = round(time.monotonic() - killed[0], 1)
     assert_nothing_left(process_mark, before, private_tmp, runtime)
-    assert runtime.jobs.stats["launched"] == 1
+    assert runtime.run_queue.stats["launched"] == 1
 
 
 @pytest.mark.slow
@@ -159,7 +159,7 @@ def test_hung_rank_times_out_once_for_two_identical_requests(process_mark, priva
         and "1" in result.message.split("(")[1]
     )
     assert elapsed < 10 + 3 * GRACE_S + 2
-    assert runtime.jobs.stats["launched"] == 1 and runtime.jobs.stats["shared"] == 1
+    assert runtime.run_queue.stats["launched"] == 1 and runtime.run_queue.stats["shared"] == 1
     FIGURES["hang: seconds from request to a clean timeout (limit 10 s)"] = round(elapsed, 1)
     assert_nothing_left(process_mark, before, private_tmp, runtime)
 
@@ -210,7 +210,7 @@ def test_twelve_requests_at_once(process_mark, private_tmp, new_runtime):
     assert [e.event for i, evs in enumerate(events) if not results[i].ok for e in evs] == [
         "busy"
     ] * len(busy)
-    counts = runtime.jobs.stats
+    counts = runtime.run_queue.stats
     assert counts["launched"] == 2 and counts["busy"] == len(busy)
     assert counts["shared"] == sum(r.ok for r in results) - 2
     FIGURES["12 requests: launches"] = counts["launched"]
@@ -250,7 +250,7 @@ def test_stop_flag_ends_the_run_and_leaves_nothing(process_mark, private_tmp, ru
     assert out["result"].code == "cancelled" and not out["result"].ok
     assert events[-1].event == "cancelled"
     assert cleanup < 2 * GRACE_S + 1
-    assert runtime.jobs.stats["cancelled"] == 1
+    assert runtime.run_queue.stats["cancelled"] == 1
     FIGURES["stop flag: seconds until no process is left"] = round(cleanup, 2)
     assert_nothing_left(process_mark, before, private_tmp, runtime)
 
@@ -356,7 +356,9 @@ def test_tampered_artifact_shows_an_error_and_the_page_recovers(tmp_path, monkey
         at.button(key="exp_run").click().run()  # the run refuses before launching anything
         assert not at.exception, at.exception
         assert any(
-            e.value.startswith("This run cannot start: artifacts/tokenizer.json") for e in at.error
+            e.value.startswith("This run cannot start: The lab's own file")
+            and plain("artifacts/tokenizer.json") in e.value
+            for e in at.error
         )
         assert (
             "exp_run_result" in at.session_state and at.session_state["exp_run_result"][1] is None

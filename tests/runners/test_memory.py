@@ -1,6 +1,6 @@
 """The memory budget (runners/memory.py): what a runtime counts as the lab's tree (this process
 and the roots it watches, with their descendants, by PSS), checked against memory a child
-process is known to hold; and the job line's use of it - a run that would go past the budget
+process is known to hold; and the run queue's use of it - a run that would go past the budget
 waits while another runs, or is refused at once when nothing runs (nothing is killed)."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_a_recent_reading_is_reused_and_an_old_one_is_not(monkeypatch):
 
 
 def _finished(seconds: float):
-    def work(job):
+    def work(run):
         time.sleep(seconds)
         return RunResult.finished(({"rank": 0},), seconds, "f" * 64)
 
@@ -80,33 +80,41 @@ def test_over_budget_with_nothing_running_is_refused_at_once(new_runtime):
     )
     assert time.monotonic() - began < 5
     assert result.outcome is Outcome.BUSY and "memory budget" in result.message
-    assert runtime.jobs.stats["launched"] == 0  # nothing was started
+    assert runtime.run_queue.stats["launched"] == 0  # nothing was started
     (busy,) = events
     assert busy.event == "busy" and busy.values["reason"] == "memory"
     assert busy.values["budget_mb"] == 64 and busy.values["used_mb"] > 0
 
 
-def test_a_job_waits_for_memory_while_another_runs_then_starts(new_runtime):
-    """Two free slots, room for one job's estimate: the second waits in line ("memory")
+def test_a_run_waits_for_memory_while_another_runs_then_starts(new_runtime):
+    """Two free slots, room for one run's estimate: the second waits in the queue ("memory")
     until the first ends, then runs; neither is refused."""
     budget = math.ceil(MemoryBudget(2500).lab_mb()) + 300
-    line = new_runtime(memory_budget_mb=budget, max_concurrent_runs=2).jobs
+    run_queue = new_runtime(memory_budget_mb=budget, max_concurrent_runs=2).run_queue
     ended, events, results = {}, [], {}
 
+    def first_work(run):
+        result = _finished(1.5)(run)
+        ended["first"] = time.monotonic()  # its work's end: its requester may hear it later
+        return result
+
+    def second_work(run):
+        ended["second began"] = time.monotonic()
+        return _finished(0.1)(run)
+
     def first():
-        results["first"] = line.submit(
-            ("mem-test", 1), _finished(1.5), timeout_s=60, worker_hash="f" * 64, memory_mb=200
+        results["first"] = run_queue.submit(
+            ("mem-test", 1), first_work, timeout_s=60, worker_hash="f" * 64, memory_mb=200
         )
-        ended["first"] = time.monotonic()
 
     thread = threading.Thread(target=first)
     thread.start()
     deadline = time.monotonic() + 5
-    while line.in_flight()["running"] == 0 and time.monotonic() < deadline:
+    while run_queue.in_flight()["running"] == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
-    second = line.submit(
+    second = run_queue.submit(
         ("mem-test", 2),
-        _finished(0.1),
+        second_work,
         timeout_s=60,
         worker_hash="f" * 64,
         memory_mb=200,
@@ -116,5 +124,5 @@ def test_a_job_waits_for_memory_while_another_runs_then_starts(new_runtime):
     assert results["first"].ok and second.ok
     memory_events = [e for e in events if e.event == "memory"]
     assert len(memory_events) == 1 and memory_events[0].values["budget_mb"] == budget
-    assert time.monotonic() - ended["first"] >= 0.1  # it ran after the first had ended
-    assert line.stats["launched"] == 2 and line.stats["busy"] == 0
+    assert ended["second began"] >= ended["first"]  # it ran after the first had ended
+    assert run_queue.stats["launched"] == 2 and run_queue.stats["busy"] == 0

@@ -51,7 +51,7 @@ runtime.shutdown()
 out["shut_down"] = state()
 from pclab.runners import launcher
 result = launcher.launch("bench.noop_worker", 2, timeout_s=120)  # no runtime given
-deadline = time.monotonic() + 5  # the job's thread ends just after its answer
+deadline = time.monotonic() + 5  # the run's thread ends just after its answer
 while threading.active_count() > out["before"]["threads"] and time.monotonic() < deadline:
     time.sleep(0.05)
 out["launched"] = {**state(), "ok": result.ok}
@@ -92,11 +92,11 @@ def test_a_runtime_registers_its_exit_handler_when_built_and_removes_it_at_shutd
 
 
 def _held_until(gate: threading.Event):
-    """A fake job that finishes when `gate` is set, or ends cancelled when asked to."""
+    """A fake run that finishes when `gate` is set, or ends cancelled when asked to."""
 
-    def work(job):
+    def work(run):
         while not gate.wait(0.02):
-            if job.cancelled():
+            if run.cancelled():
                 return RunResult.ended(Outcome.CANCELLED, "stopped", 0.0, "f")
         return RunResult.finished(({"rank": 0},), 0.0, "f")
 
@@ -109,7 +109,7 @@ def test_two_runtimes_share_nothing(new_runtime):
     first, second = new_runtime(), new_runtime()
 
     def request(runtime, name):
-        results[name] = runtime.jobs.submit(
+        results[name] = runtime.run_queue.submit(
             "same", _held_until(gate), timeout_s=30, worker_hash="f"
         )
 
@@ -124,26 +124,26 @@ def test_two_runtimes_share_nothing(new_runtime):
         thread.join(10)
     assert results["first"].ok and results["second"].ok
     assert results["first"] is not results["second"]
-    assert first.jobs.stats["launched"] == second.jobs.stats["launched"] == 1
-    assert first.jobs.stats["shared"] == second.jobs.stats["shared"] == 0
+    assert first.run_queue.stats["launched"] == second.run_queue.stats["launched"] == 1
+    assert first.run_queue.stats["shared"] == second.run_queue.stats["shared"] == 0
 
 
 def test_shutdown_cancels_what_runs(new_runtime):
     runtime, gate, out = new_runtime(), threading.Event(), {}
 
     def request():
-        out["result"] = runtime.jobs.submit(
+        out["result"] = runtime.run_queue.submit(
             "held", _held_until(gate), timeout_s=30, worker_hash="f"
         )
 
     thread = threading.Thread(target=request)
     thread.start()
-    while runtime.jobs.in_flight()["running"] == 0:
+    while runtime.run_queue.in_flight()["running"] == 0:
         thread.join(0.01)
     runtime.shutdown()
     thread.join(10)
     assert out["result"].code == "cancelled"
-    assert runtime.jobs.in_flight() == {"waiting": 0, "running": 0, "requesters": 0}
+    assert runtime.run_queue.in_flight() == {"waiting": 0, "running": 0, "requesters": 0}
 
 
 def test_a_given_runtime_is_used_as_it_is_and_a_missing_one_is_fresh(runtime, monkeypatch):

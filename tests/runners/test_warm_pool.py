@@ -71,7 +71,7 @@ def rank_pids_when_reported(world_size: int):
 
 
 def test_noop_job_runs_on_two_real_ranks_through_the_launcher(warm):
-    before = warm.jobs.stats["launched"]
+    before = warm.run_queue.stats["launched"]
     events = []
     result = launcher.launch(
         "bench.noop_worker", 2, timeout_s=120, progress=events.append, runtime=warm
@@ -80,7 +80,7 @@ def test_noop_job_runs_on_two_real_ranks_through_the_launcher(warm):
     assert [r["rank"] for r in result.ranks] == [0, 1]
     assert {r["world_size"] for r in result.ranks} == {2}
     assert [e.event for e in events][0] == "start" and events[-1].event == "finished"
-    assert warm.jobs.stats["launched"] == before + 1  # counted by the line like a cold launch
+    assert warm.run_queue.stats["launched"] == before + 1  # counted by the line like a cold launch
     assert warm.pool.size()["zygotes"] == 1
 
 

@@ -19,7 +19,7 @@ torch.amp.GradScaler + torch.nn.utils.clip_grad_norm_, and the same model sharde
 (`fully_shard` over a CPU device mesh), clipped by clip_grad_norm_ on its DTensor gradients.
 torch's clip_grad_norm_ divides by (n + 1e-6); the comparison allows exactly that much.
 
-    pclab run clipping --json [--inject-overflow RANK] [--nonfinite inf|nan]
+    pclab run clipping --json [options]      # `pclab run clipping --help` lists them
     torchrun --standalone --nproc-per-node 2 -m pclab.experiments.clipping --out-dir /tmp/clip \
         --inject-overflow 1
 """

@@ -1,13 +1,12 @@
 """`pclab run clipping`: the coordinated,
 clipped step on two real processes, printed as a table or as JSON.
 
-    pclab run clipping --json [--inject-overflow RANK] [--nonfinite inf|nan]
+    pclab run clipping --json [options]      # `pclab run clipping --help` lists them
 """
 
 from __future__ import annotations
 
 from pclab.experiments.clipping import EXPERIMENT
-from pclab.experiments.clipping.params import Params
 from pclab.experiments.command import run_command
 
 
@@ -30,7 +29,6 @@ def main(argv: list[str] | None = None) -> int:
     """`pclab run clipping`: 0 ok, 1 failed run or disagreement, 2 bad arguments."""
     return run_command(
         EXPERIMENT,
-        Params,
         argv,
         doc=__doc__,
         human=print_table,

@@ -21,10 +21,6 @@ def _overflow_rank(value: object, field: str) -> int | None:
     return rank
 
 
-def _nonfinite(value: object, field: str) -> str:
-    return v.choice(value, field, tuple(clipping.INJECTIONS))
-
-
 def _world_size(value: object, field: str) -> int:
     if value != WORLD_SIZE:  # the seed's layout has two ranks
         raise v.InvalidInput(field, value, "one_of", str(WORLD_SIZE))
@@ -36,10 +32,13 @@ class Params(Declared):
     inject_overflow: int | None = param(
         None, "the rank whose gradient overflows, 0 or 1", _overflow_rank, parse=int, metavar="RANK"
     )
-    nonfinite: str = param("inf", "what overflows: inf or nan", _nonfinite)
+    """Adds a second scenario in which this rank's shard is non-finite: every rank must skip."""
+    nonfinite: str = param("inf", "what overflows", choices=tuple(clipping.INJECTIONS))
+    """The value written into the overflowing shard (with --inject-overflow only)."""
     world_size: int = param(
         WORLD_SIZE, "processes (the seed's two)", _world_size, option=False, worker=False
     )
+    """Fixed at two: the seed's layout has one shard per rank and a replicated one."""
 
 
 def scenario_grads(inject_rank: int | None, nonfinite: str = "inf") -> tuple[dict[str, float], ...]:

@@ -9,16 +9,15 @@ from __future__ import annotations
 import math
 
 from pclab.core import clipping
+from pclab.experiments.base import rank_main
 from pclab.experiments.clipping.params import (
     LR,
     MAX_NORM,
     MOMENTUM,
     SCALE,
-    WORLD_SIZE,
     Params,
     scenario_grads,
 )
-from pclab.runners.worker import finish_worker, init_worker, write_rank_output
 
 
 def json_number(x: float) -> float | str:
@@ -167,41 +166,31 @@ def _fsdp2(held: dict[str, float], owners: dict[str, int], rank_holders: dict[st
     }
 
 
-def main(argv: list[str] | None = None) -> None:
-    """torchrun entry point: every scenario on this rank, rank<RANK>.json in --out-dir."""
+def compute(params: Params, rank: int, world_size: int) -> dict:
+    """Every scenario on this rank (world_size is WORLD_SIZE: `Params` checks it)."""
     import torch
-    import torch.distributed as dist
-    from torch.distributed.elastic.multiprocessing.errors import record
 
-    @record  # a raising rank leaves torchrun an error file: the launcher's root cause
-    def main() -> None:
-        params, out_dir = Params.from_worker_args(argv)
-        rank, world_size = init_worker()
-        if world_size != WORLD_SIZE:
-            raise ValueError(f"world_size={world_size} is invalid: expected {WORLD_SIZE}")
-        scenarios: dict[str, int | None] = {"finite": None}  # name -> the rank injected on
-        if params.inject_overflow is not None:
-            scenarios["overflow"] = params.inject_overflow
-        results = {}
-        for name, inject_rank in scenarios.items():
-            rank_grads = scenario_grads(inject_rank, params.nonfinite)
-            owners = clipping.clip_report(rank_grads, MAX_NORM, SCALE).owners
-            holders = {j: sum(j in g for g in rank_grads) for j in owners}
-            results[name] = {
-                "protocol": _protocol(rank_grads[rank], owners, rank),
-                "reference": _reference(rank_grads, owners),
-                "fsdp2": _fsdp2(rank_grads[rank], owners, holders),
-            }
-        payload = {
-            "rank": rank,
-            "world_size": world_size,
-            "backend": dist.get_backend(),
-            "torch": torch.__version__,
-            "inject_overflow": params.inject_overflow,
-            "nonfinite": params.nonfinite,
-            "scenarios": results,
+    scenarios: dict[str, int | None] = {"finite": None}  # name -> the rank injected on
+    if params.inject_overflow is not None:
+        scenarios["overflow"] = params.inject_overflow
+    results = {}
+    for name, inject_rank in scenarios.items():
+        rank_grads = scenario_grads(inject_rank, params.nonfinite)
+        owners = clipping.clip_report(rank_grads, MAX_NORM, SCALE).owners
+        holders = {j: sum(j in g for g in rank_grads) for j in owners}
+        results[name] = {
+            "protocol": _protocol(rank_grads[rank], owners, rank),
+            "reference": _reference(rank_grads, owners),
+            "fsdp2": _fsdp2(rank_grads[rank], owners, holders),
         }
-        write_rank_output(out_dir, rank, payload)
-        finish_worker()
+    return {
+        "torch": torch.__version__,
+        "inject_overflow": params.inject_overflow,
+        "nonfinite": params.nonfinite,
+        "scenarios": results,
+    }
 
-    main()
+
+def main(argv: list[str] | None = None) -> None:
+    """torchrun entry point: rank<RANK>.json in --out-dir (experiments.base.rank_main)."""
+    rank_main(Params, compute, argv)

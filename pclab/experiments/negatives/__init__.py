@@ -15,7 +15,7 @@ One launch runs every scheme of `SCHEMES` (how a rank sees the other ranks' docu
 then DDP's mean and one SGD step (lr 0.1). Rank 0 also computes the single-process
 reference: plain autograd on the whole batch, d L / d(wq, wd).
 
-    pclab run negatives --json [--world-size P] [--tau T]     # P in 2..8
+    pclab run negatives --json [options]     # `pclab run negatives --help` lists them
     torchrun --standalone --nproc-per-node 4 -m pclab.experiments.negatives --out-dir /tmp/neg
 """
 

@@ -1,14 +1,13 @@
 """`pclab run negatives`: InfoNCE with
 gathered negatives on P real processes, printed as a table or as JSON.
 
-    pclab run negatives --json [--world-size P] [--tau T]     # P in 2..8
+    pclab run negatives --json [options]     # `pclab run negatives --help` lists them
 """
 
 from __future__ import annotations
 
 from pclab.experiments.command import run_command
 from pclab.experiments.negatives import EXPERIMENT
-from pclab.experiments.negatives.params import Params
 
 
 def print_table(report: dict) -> None:
@@ -24,4 +23,4 @@ def print_table(report: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """`pclab run negatives`: 0 ok, 1 failed run, 2 bad arguments (one line each)."""
-    return run_command(EXPERIMENT, Params, argv, doc=__doc__, human=print_table)
+    return run_command(EXPERIMENT, argv, doc=__doc__, human=print_table)

@@ -21,11 +21,20 @@ def _world_size(value: object, field: str) -> int:
 @dataclass(frozen=True)
 class Params(Declared):
     world_size: int = param(
-        2, f"processes P, {MIN_WORLD_SIZE}..{MAX_WORLD_SIZE}", _world_size, parse=int, worker=False
+        2,
+        f"processes P, {MIN_WORLD_SIZE}..{MAX_WORLD_SIZE}",
+        _world_size,
+        parse=int,
+        worker=False,
+        metavar="P",
     )
-    tau: float = param(1.0, "temperature tau > 0", v.positive, parse=float)
+    """How many ranks, each owning one (a_r, b_r) pair; torchrun's nproc on a rank."""
+    tau: float = param(1.0, "temperature tau > 0", v.positive, parse=float, metavar="T")
+    """Every similarity q_i d_j is divided by it: smaller sharpens the softmax."""
     wq: float = param(1.0, "the query encoder's shared weight", v.finite, parse=float)
+    """q_r = wq a_r on every rank: the one scalar DDP averages for the queries."""
     wd: float = param(1.0, "the document encoder's shared weight", v.finite, parse=float)
+    """d_r = wd b_r: the scalar whose gradient the gather sends back to each document's owner."""
 
 
 def default_pairs(world_size: int) -> tuple[tuple[float, ...], tuple[float, ...]]:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import warnings
 
+from pclab.experiments.base import rank_main
 from pclab.experiments.negatives.params import LR, Params, default_pairs
-from pclab.runners.worker import finish_worker, init_worker, worker_device, write_rank_output
+from pclab.runners.worker import worker_device
 
 SCHEMES = ("gather", "detach", "local", "full_loss_each_rank")
 
@@ -115,32 +116,21 @@ def _run_scheme(scheme: str, a_r: float, b_r: float, params, rank: int, world_si
     }
 
 
+def compute(params: Params, rank: int, world_size: int) -> dict:
+    """One pair per rank, every scheme, and (every rank) the single-process reference."""
+    a, b = default_pairs(world_size)
+    return {
+        "a": a,
+        "b": b,
+        "tau": params.tau,
+        "wq": params.wq,
+        "wd": params.wd,
+        "lr": LR,
+        "schemes": {s: _run_scheme(s, a[rank], b[rank], params, rank, world_size) for s in SCHEMES},
+        "reference": _reference(a, b, params.wq, params.wd, params.tau, LR),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
-    """torchrun entry point: one pair per rank, every scheme, rank<RANK>.json in --out-dir."""
-    import torch.distributed as dist
-    from torch.distributed.elastic.multiprocessing.errors import record
-
-    @record  # a raising rank leaves torchrun an error file: the launcher's root cause
-    def main() -> None:
-        params, out_dir = Params.from_worker_args(argv)
-        rank, world_size = init_worker()
-        a, b = default_pairs(world_size)
-        payload = {
-            "rank": rank,
-            "world_size": world_size,
-            "backend": dist.get_backend(),
-            "a": a,
-            "b": b,
-            "tau": params.tau,
-            "wq": params.wq,
-            "wd": params.wd,
-            "lr": LR,
-            "schemes": {
-                s: _run_scheme(s, a[rank], b[rank], params, rank, world_size) for s in SCHEMES
-            },
-            "reference": _reference(a, b, params.wq, params.wd, params.tau, LR),
-        }
-        write_rank_output(out_dir, rank, payload)
-        finish_worker()
-
-    main()
+    """torchrun entry point: rank<RANK>.json in --out-dir (experiments.base.rank_main)."""
+    rank_main(Params, compute, argv)

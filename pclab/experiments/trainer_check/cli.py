@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from pclab.experiments.trainer_check import EXPERIMENT, diagnoses
+from pclab.experiments.trainer_check.coupled_scenarios import checked_counts
 from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.report import exit_code
 from pclab.experiments.trainer_check.summary import render
@@ -84,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     except TrainerFileError as exc:
         return _unusable(params.trainers[0], exc, args.json)
     grid = params.counts if params.counts is not None else params.counts_labels
+    if trainer.mode == "coupled" and params.counts is not None:  # issue 28: items, >= 1
+        checked_or_exit(parser, partial(checked_counts, params.counts), args.timeout)
     largest = max((n for row in grid or () for n in row), default=0)
     if largest > trainer.capacity:
         parser.error(f"counts={largest} is more than a microbatch holds ({trainer.capacity})")

@@ -246,7 +246,7 @@ def check_adapters(
     settings: list[Setting], runtime: Runtime | None = None
 ) -> dict[str, dict[str, Any]]:
     """One launch for these adapters (as `pclab check A.py B.py` would): adapter -> check.
-    `runtime`: the job line and pool to launch through (default: a cold one of its own)."""
+    `runtime`: the run queue and pool to launch through (default: a cold one of its own)."""
     from pclab.experiments.trainer_check import EXPERIMENT
     from pclab.experiments.trainer_check.params import Params
 

@@ -74,10 +74,6 @@ def _is_grid(value: object) -> TypeGuard[Grid]:
     return isinstance(value, tuple) and all(isinstance(row, tuple) for row in value)
 
 
-def _device(value: object, field: str) -> str:
-    return v.choice(value, field, DEVICES)
-
-
 @dataclass(frozen=True)
 class Params(Declared):
     trainers: tuple[str, ...] = param(
@@ -88,6 +84,7 @@ class Params(Declared):
         option=False,
         many=True,
     )
+    """The files checked, each against the single-process reference (the command's positional)."""
     world_size: int = param(
         None,
         "ranks P, 1..8 (default 2, or what --counts says)",
@@ -95,6 +92,7 @@ class Params(Declared):
         parse=int,
         worker=False,
     )
+    """How many ranks run the user's train_step; torchrun's nproc on a rank."""
     accum_steps: int = param(
         None,
         "microsteps K, 1..8 (default 2, or what --counts says)",
@@ -102,6 +100,7 @@ class Params(Declared):
         name="accum",
         parse=int,
     )
+    """Microbatches each rank accumulates before its one optimizer step."""
     counts: tuple[tuple[int, ...], ...] | None = param(
         None,
         'one pattern of terms instead of the five scenarios, e.g. "3,8;8,16": ranks split '
@@ -118,6 +117,7 @@ class Params(Declared):
         _counts,
         text=_counts_text,
     )
+    """Valid labels n_rk per rank and microstep, for a case the five scenarios miss."""
     tolerance: float = param(
         DEFAULT_TOLERANCE,
         "largest |user - reference| on any parameter or optimizer-state tensor (raised per "
@@ -125,13 +125,13 @@ class Params(Declared):
         v.non_negative,
         parse=float,
     )
+    """Past it a tensor differs: the report names the first one and the microstep."""
     device: str = param(
         "cpu",
-        "cpu: Gloo, model and microbatches on the CPU; cuda: NCCL, each rank on its local "
-        "GPU (not run on a GPU here)",
-        _device,
-        metavar="{cpu,cuda}",
+        "where each rank runs: cpu (Gloo) or cuda (NCCL, each rank on its local GPU)",
+        choices=DEVICES,
     )
+    """The model and the microbatches move there too. The lab's own tests run cpu only."""
     trainer_sha256: tuple[str, ...] = ()  # the files' contents: a cached result follows edits
 
     @classmethod

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from pclab.core import update_weights
+from pclab.experiments.trainer_check.coupled_report import build_check as coupled_check
 from pclab.experiments.trainer_check.diagnoses import (
     Diagnosis,
     counts_not_terms,
@@ -261,6 +262,9 @@ def build_report(ranks: tuple[dict[str, Any], ...]) -> dict[str, Any]:
             raise ValueError("ranks ran different scenarios")
         dtype = check.get("dtype", "float64")
         per_scenario = [[r["checks"][i]["scenarios"][j] for r in ranks] for j in range(len(names))]
+        if check.get("mode") == "coupled":  # issue 28: its own scenarios and solve
+            checks.append(coupled_check(check, per_scenario, first))  # type: ignore[arg-type]
+            continue
         shifts = any(
             "counts" in ranks_j[0] and ranks_j[0]["counts"] != ranks_j[0].get("label_positions")
             for ranks_j in per_scenario

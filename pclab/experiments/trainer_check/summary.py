@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pclab.experiments.trainer_check.coupled_summary import render as coupled_render
+
 NOTES = {
     "no_step": "train_step left the parameters unchanged: did it call optimizer.step()?",
     "ranks_differ": "the ranks hold different parameters or optimizer state after the step",
@@ -34,6 +36,8 @@ def _number(x: float | None) -> str:
 def render(check: dict[str, Any], only_failing: bool = False) -> str:
     """The summary of one trainer's check (`only_failing`: the scenarios that differ and
     the diagnoses, what a failing CI run needs to read first)."""
+    if check.get("mode") == "coupled":  # issue 28: schemes, not weights
+        return coupled_render(check, (HEADLINE, VERDICT), only_failing)
     status = check.get("status", "same_update" if check["passed"] else "different")
     shape = f"P={check['world_size']} K={check['accum_steps']} tolerance={check['tolerance']:g}"
     extras = [f"dtype={check['dtype']}"] if check.get("dtype", "float64") != "float64" else []

@@ -26,6 +26,10 @@ The contract (README, "Check your own trainer"):
                                          new update from a fresh model): reset what a
                                          framework keeps per process
 
+A file that defines batch_loss (or embed and embedding_loss without token_losses) is a
+coupled trainer, its loss of one item depending on the others: coupled_contract says which
+functions it needs, and `Trainer.mode` is "coupled" (read here, once).
+
 FIRST_POSITION_LABELLED = False is for causal LMs, whose loss shifts the labels: position t
 predicts the label at t + 1, so a label at position 0 is never a term. With it, every counted
 label the check hands over is a term, so a trainer that counts labels before the shift and one
@@ -43,6 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import pclab.experiments.trainer_check.coupled_contract as coupled_contract
 
 REQUIRED_FUNCTIONS = ("build_model", "token_losses", "train_step")
 SIGNATURES = {  # every function of the contract, as the check calls it
@@ -86,6 +92,7 @@ class Trainer:
     first_position_labelled: bool = True
     dtype: str = "float64"
     max_grad_norm: float | None = None
+    mode: str = "token"  # coupled_contract.MODES: "coupled" for a file with batch_loss
     global_batch: bool = False  # GLOBAL_BATCH: train_step is handed every rank's microbatches
 
     def has(self, name: str) -> bool:
@@ -99,7 +106,9 @@ class Trainer:
 
     @property
     def capacity(self) -> int:
-        """Label positions of one microbatch: the most any n_rk can be."""
+        """Label positions of one microbatch: the most any n_rk can be (coupled: items)."""
+        if self.mode == "coupled":
+            return coupled_contract.MAX_ITEMS
         return self.labelled_columns * self.batch_size
 
     def call(self, name: str, *args: object) -> Any:
@@ -143,10 +152,13 @@ def load(path: str | Path) -> Trainer:
         raise TrainerFileError(f"{path.name}:{exc.lineno}: SyntaxError: {exc.msg}") from None
     except Exception as exc:  # noqa: BLE001 - an import error, a failing top-level line
         raise TrainerFileError(f"cannot import {where(exc, path, 'the file')}") from None
+    coupled = coupled_contract.is_coupled(module)  # the mode, read from the file
+    if coupled and (lacks := coupled_contract.problems(module)):
+        raise TrainerFileError(f"{path.name}: {'; '.join(lacks)}")
     missing = [f for f in REQUIRED_FUNCTIONS if not callable(getattr(module, f, None))]
-    if missing:
+    if missing and not coupled:
         raise TrainerFileError(f"{path.name}: missing {', '.join(f'{m}()' for m in missing)}")
-    _check_signatures(path, module)
+    _check_signatures(path, module, coupled_contract.SIGNATURES if coupled else SIGNATURES)
     own_batches = callable(getattr(module, "make_microbatch", None))
     defaults = {
         "VOCAB_SIZE": 1 if own_batches else None,
@@ -187,18 +199,22 @@ def load(path: str | Path) -> Trainer:
         first,
         dtype,
         None if max_norm is None else float(max_norm),
+        "coupled" if coupled else "token",
         global_batch,
     )
 
 
-def expected_signature(name: str) -> str:
-    return f"{name}({', '.join(SIGNATURES[name])})"
+def expected_signature(name: str, signatures: dict[str, tuple[str, ...]] = SIGNATURES) -> str:
+    return f"{name}({', '.join(signatures[name])})"
 
 
-def _check_signatures(path: Path, module: ModuleType) -> None:
-    """Every contract function the file defines can be called as the check calls it:
-    TrainerFileError(code="signature") showing the expected signature, before any process."""
-    for name, args in SIGNATURES.items():
+def _check_signatures(
+    path: Path, module: ModuleType, signatures: dict[str, tuple[str, ...]]
+) -> None:
+    """Every contract function the file defines can be called as the check calls it (the
+    file's mode's `signatures`): TrainerFileError(code="signature") showing the expected
+    signature, before any process."""
+    for name, args in signatures.items():
         function = getattr(module, name, None)
         if function is None:
             continue
@@ -212,6 +228,7 @@ def _check_signatures(path: Path, module: ModuleType) -> None:
             signature.bind(*args)
         except TypeError:
             raise TrainerFileError(
-                f"{path.name}: {name}{signature} cannot be called as {expected_signature(name)}",
+                f"{path.name}: {name}{signature} cannot be called as "
+                f"{expected_signature(name, signatures)}",
                 "signature",
             ) from None

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pclab.core import update_weights
-from pclab.experiments.trainer_check import diagnoses, guard, probe, trainer_file
+from pclab.experiments.trainer_check import coupled_worker, diagnoses, guard, probe, trainer_file
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.probe import Batch, State
@@ -337,6 +337,13 @@ def check_trainer(
     counts, "terms" (labels placed off position 0 where they fit) or "labels" (anywhere)."""
     first_unit, run = units
     trainer = trainer_file.load(path)
+    if trainer.mode == "coupled":  # issue 28: batch_loss, the coupled mode's own path
+        steps = coupled_worker.RankSteps(
+            user_update, compare_updates, sgd_delta, rank_spread, scenario_tolerance
+        )
+        return coupled_worker.check_trainer(
+            trainer, accum, counts, tolerance, rank, world, device, steps
+        )
     if counts is None:
         grids, skipped = scenario_counts(world, accum, trainer.capacity)
     else:
@@ -400,7 +407,7 @@ def main(argv: list[str] | None = None) -> None:
             raise ValueError(f"--counts has {len(counts)} ranks but the world size is {world}")
         checks: list[dict[str, Any]] = []
         for p in params.trainers:
-            first = sum(c["units"] for c in checks)
+            first = sum(c.get("units", 0) for c in checks)  # a coupled check runs no units
             checks.append(
                 check_trainer(
                     *(p, accum, counts, tolerance, rank, world, params.device),

@@ -16,7 +16,7 @@ step. Every rank runs the DDP branches and makes and reports every update; each
 single-process branch's gradient is computed on one rank and broadcast to the others, and
 each branch's gradient is stepped by both optimizers (experiments/transformer/worker.py).
 
-    pclab run transformer --json [--labels 40,7,0,23] [--world-size 2] [--optimizer both]
+    pclab run transformer --json [options]   # `pclab run transformer --help` lists them
     torchrun --standalone --nproc-per-node 2 -m pclab.experiments.transformer --out-dir /tmp/tf
 
 Exit codes: 0 ok, 1 failed run (one line on stderr), 2 bad arguments (one line on stderr).

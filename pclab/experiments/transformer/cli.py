@@ -1,7 +1,7 @@
 """`pclab run transformer`: accumulation vs
 real DDP processes vs the full batch on the trained Transformer, as a table or as JSON.
 
-    pclab run transformer --json [--labels 40,7,0,23] [--world-size 2] [--optimizer both]
+    pclab run transformer --json [options]   # `pclab run transformer --help` lists them
 
 Exit codes: 0 ok, 1 failed run (one line on stderr), 2 bad arguments (one line on stderr).
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 from pclab.experiments.command import run_command
 from pclab.experiments.transformer import EXPERIMENT
 from pclab.experiments.transformer.lm.artifacts import ArtifactError
-from pclab.experiments.transformer.params import Params
 
 
 def _print_table(report: dict) -> None:
@@ -29,6 +28,4 @@ def _print_table(report: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """`pclab run transformer`: 0 ok, 1 failed run or damaged artifacts, 2 bad arguments."""
-    return run_command(
-        EXPERIMENT, Params, argv, doc=__doc__, human=_print_table, broken=(ArtifactError,)
-    )
+    return run_command(EXPERIMENT, argv, doc=__doc__, human=_print_table, broken=(ArtifactError,))

@@ -32,19 +32,23 @@ def _world_size(value: object, field: str) -> int:
     return world_size
 
 
-def _optimizer(value: object, field: str) -> str:
-    return v.choice(value, field, tuple(OPTIMIZER_CHOICES))
-
-
 @dataclass(frozen=True)
 class Params(Declared):
     labels: tuple[int, ...] = param(
-        data.DEFAULT_LABELS, "labelled tokens per window", _labels, text=joined(",")
+        data.DEFAULT_LABELS,
+        "labelled tokens per window",
+        _labels,
+        text=joined(","),
+        metavar="N0,N1,N2,N3",
     )
+    """The final n_w positions of each of the four windows carry a label ("40,7,0,23"); their
+    sum is N, the global count every correct rule divides by."""
     world_size: int = param(
-        2, f"processes P, one of {WORLD_SIZES}", _world_size, parse=int, worker=False
+        2, f"processes P, one of {WORLD_SIZES}", _world_size, parse=int, worker=False, metavar="P"
     )
-    optimizer: str = param("both", "sgd, adamw or both", _optimizer)
+    """Each rank holds 4 / P whole windows; torchrun's nproc on a rank."""
+    optimizer: str = param("both", "the optimizer(s) stepped", choices=tuple(OPTIMIZER_CHOICES))
+    """SGD from fresh state, AdamW from the restored step-800 state, or each branch with both."""
 
 
 def control_labels(world_size: int) -> tuple[int, ...]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from pclab.experiments.base import rank_main
 from pclab.experiments.transformer.lm import data
 from pclab.experiments.transformer.params import (
     BRANCHES,
@@ -17,7 +18,6 @@ from pclab.experiments.transformer.params import (
     Params,
     control_labels,
 )
-from pclab.runners.worker import finish_worker, init_worker, write_rank_output
 
 
 def _single_process_gradients(start, windows, configs, rank: int, world: int) -> dict:
@@ -110,51 +110,43 @@ def _zero_labels(start, windows, rank: int, world: int) -> dict:
     return out
 
 
+def compute(params: Params, rank: int, world: int) -> dict:
+    """Every branch on this rank, for the chosen labels, the control and N = 0."""
+    import torch
+
+    from pclab.experiments.transformer.lm.branches import Start
+
+    torch.use_deterministic_algorithms(True)
+    windows = data.experiment_windows()
+    start = Start.from_artifacts()
+    optimizers = OPTIMIZER_CHOICES[params.optimizer]
+    configs = {"main": params.labels, "control": control_labels(world)}
+    single = _single_process_gradients(start, windows, configs, rank, world)
+    runs = {
+        config: _run_config(
+            start,
+            windows,
+            labels,
+            optimizers,
+            rank,
+            world,
+            {name: gradient for (c, name), gradient in single.items() if c == config},
+        )
+        for config, labels in configs.items()
+    }
+    return {
+        "labels": list(params.labels),
+        "optimizers": list(optimizers),
+        "main": runs["main"],
+        "control_labels": list(configs["control"]),
+        "control": runs["control"],
+        "zero_labels": _zero_labels(start, windows, rank, world),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
-    """torchrun entry point: every branch on this rank, rank<RANK>.json in --out-dir."""
+    """torchrun entry point: rank<RANK>.json in --out-dir (experiments.base.rank_main)."""
     # The experiment is CPU float64 over Gloo by design (the seed's claim); hiding CUDA before
     # torch loads keeps init_worker from choosing NCCL on a machine that has a GPU.
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.elastic.multiprocessing.errors import record
-
-    @record  # a raising rank leaves torchrun an error file: the launcher's root cause
-    def main() -> None:
-        rank, world = init_worker()
-        torch.use_deterministic_algorithms(True)
-        params, out_dir = Params.from_worker_args(argv, world_size=world)
-        from pclab.experiments.transformer.lm.branches import Start
-
-        windows = data.experiment_windows()
-        start = Start.from_artifacts()
-        optimizers = OPTIMIZER_CHOICES[params.optimizer]
-        configs = {"main": params.labels, "control": control_labels(world)}
-        single = _single_process_gradients(start, windows, configs, rank, world)
-        runs = {
-            config: _run_config(
-                start,
-                windows,
-                labels,
-                optimizers,
-                rank,
-                world,
-                {name: gradient for (c, name), gradient in single.items() if c == config},
-            )
-            for config, labels in configs.items()
-        }
-        payload = {
-            "rank": rank,
-            "world_size": world,
-            "backend": dist.get_backend(),
-            "labels": list(params.labels),
-            "optimizers": list(optimizers),
-            "main": runs["main"],
-            "control_labels": list(configs["control"]),
-            "control": runs["control"],
-            "zero_labels": _zero_labels(start, windows, rank, world),
-        }
-        write_rank_output(out_dir, rank, payload)
-        finish_worker()
-
-    main()
+    rank_main(Params, compute, argv)

@@ -1,7 +1,8 @@
 """A stand-in experiment for the ui.runs tests: the Experiment interface without a launch.
 
 It records every call, so a test can tell a cache hit from a fresh run. `position` makes it
-report a place in line first; `busy` makes it answer like a launcher whose line is full."""
+report a place in the run queue first; `busy` makes it answer like a launcher whose run queue
+is full."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ class Params:
     fail: bool = False
     busy: bool = False
     position: int = 0
-    seconds: float = 0.0  # > 0: the run takes this long, through runners.jobs (heartbeats)
+    seconds: float = 0.0  # > 0: the run takes this long, through runners.run_queue (heartbeats)
     fallback: bool = False  # the launcher's "warm pool unavailable" event first
     memory: bool = False  # refused for the memory budget
 
@@ -62,7 +63,7 @@ class FakeExperiment:
         if params.fallback and progress is not None:
             progress(ProgressEvent.of("pool_fallback", "no pool", reason="a test said so"))
         if params.seconds:
-            return self._through_jobs(params, progress, cancel, runtime)
+            return self._through_run_queue(params, progress, cancel, runtime)
         if params.busy:
             message = "busy: 1 running and 8 waiting; try again shortly"
             if progress is not None:
@@ -70,7 +71,11 @@ class FakeExperiment:
             return RunResult.ended(Outcome.BUSY, message, 0.0, "f" * 64)
         if progress is not None:
             if params.position:
-                progress(ProgressEvent.of("queued", "in line", position=params.position, running=1))
+                progress(
+                    ProgressEvent.of(
+                        "queued", "in the run queue", position=params.position, running=1
+                    )
+                )
             size = params.world_size
             progress(ProgressEvent.of("start", "starting", world_size=size, worker=self.worker))
             progress(ProgressEvent.of("rank_done", "rank 0", rank=0, done=1, world_size=size))
@@ -83,15 +88,15 @@ class FakeExperiment:
         report = {"world_size": params.world_size}
         return RunResult.finished(ranks, 0.25, "f" * 64).with_report(report)
 
-    def _through_jobs(self, params: Params, progress, cancel, runtime) -> RunResult:
-        """A run that takes `params.seconds`, submitted to the runtime's real job line: its
+    def _through_run_queue(self, params: Params, progress, cancel, runtime) -> RunResult:
+        """A run that takes `params.seconds`, submitted to the runtime's real run queue: its
         requester polls, forwards events and calls the page's heartbeat as a launch would."""
         import time
 
         from pclab.runners.runtime import given_or_fresh
 
-        def work(job):
-            job.say("start", "starting", world_size=params.world_size, worker=self.worker)
+        def work(run):
+            run.say("start", "starting", world_size=params.world_size, worker=self.worker)
             time.sleep(params.seconds)
             ranks = tuple({"rank": r} for r in range(params.world_size))
             result = RunResult.finished(ranks, params.seconds, "f" * 64)
@@ -99,7 +104,7 @@ class FakeExperiment:
 
         key = ("fake", params)
         with given_or_fresh(runtime) as used:
-            return used.jobs.submit(
+            return used.run_queue.submit(
                 key, work, timeout_s=30, worker_hash="f" * 64, progress=progress, cancel=cancel
             )
 

@@ -32,7 +32,12 @@ MOMENTS = ("exp_avg", "exp_avg_sq")
 
 
 class ArtifactError(ValueError):
-    """A committed artifact is missing, malformed or does not match its manifest hash."""
+    """A committed artifact is missing, malformed or does not match its manifest hash.
+    `file` names it (relative to the package), so a page can say which in its own words."""
+
+    def __init__(self, file: str, message: str) -> None:
+        super().__init__(message)
+        self.file = file
 
 
 def sha256(payload: bytes) -> str:
@@ -46,12 +51,13 @@ def manifest(root: Path = ROOT) -> dict:
         parsed = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ArtifactError(
-            f"{MANIFEST} is missing: run `python -m pclab.experiments.transformer.pretrain`"
+            MANIFEST,
+            f"{MANIFEST} is missing: run `python -m pclab.experiments.transformer.pretrain`",
         ) from None
     except ValueError as exc:
-        raise ArtifactError(f"{MANIFEST} is not valid JSON: {exc}") from None
+        raise ArtifactError(MANIFEST, f"{MANIFEST} is not valid JSON: {exc}") from None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("files"), dict):
-        raise ArtifactError(f"{MANIFEST} has no 'files' table")
+        raise ArtifactError(MANIFEST, f"{MANIFEST} has no 'files' table")
     return parsed
 
 
@@ -59,16 +65,17 @@ def verified_bytes(name: str, root: Path = ROOT) -> bytes:
     """The bytes of `name` (a repository path listed in the manifest), hash-checked."""
     entry = manifest(root)["files"].get(name)
     if not isinstance(entry, dict) or "sha256" not in entry:
-        raise ArtifactError(f"{name} is not listed in {MANIFEST}")
+        raise ArtifactError(name, f"{name} is not listed in {MANIFEST}")
     try:
         payload = (root / name).read_bytes()
     except FileNotFoundError:
-        raise ArtifactError(f"{name} is missing") from None
+        raise ArtifactError(name, f"{name} is missing") from None
     actual = sha256(payload)
     if actual != entry["sha256"]:
         raise ArtifactError(
+            name,
             f"{name} does not match {MANIFEST}: sha256 {actual[:12]}… ({len(payload)} bytes), "
-            f"expected {entry['sha256'][:12]}… ({entry.get('bytes', '?')} bytes)"
+            f"expected {entry['sha256'][:12]}… ({entry.get('bytes', '?')} bytes)",
         )
     return payload
 
@@ -85,7 +92,7 @@ def _tensors(name: str, root: Path = ROOT) -> dict:
     try:
         return load(verified_bytes(name, root))
     except SafetensorError as exc:
-        raise ArtifactError(f"{name} is not a readable safetensors file: {exc}") from None
+        raise ArtifactError(name, f"{name} is not a readable safetensors file: {exc}") from None
 
 
 def weights(model, root: Path = ROOT) -> None:
@@ -93,11 +100,13 @@ def weights(model, root: Path = ROOT) -> None:
     tensors = _tensors(WEIGHTS, root)
     expected = dict(model.named_parameters())
     if set(tensors) != set(expected):
-        raise ArtifactError(f"{WEIGHTS} holds {sorted(set(tensors) ^ set(expected))} unexpectedly")
+        raise ArtifactError(
+            WEIGHTS, f"{WEIGHTS} holds {sorted(set(tensors) ^ set(expected))} unexpectedly"
+        )
     for name, p in expected.items():
         if tensors[name].shape != p.shape or tensors[name].dtype != p.dtype:
             raise ArtifactError(
-                f"{WEIGHTS}: {name} is {tuple(tensors[name].shape)} {tensors[name].dtype}"
+                WEIGHTS, f"{WEIGHTS}: {name} is {tuple(tensors[name].shape)} {tensors[name].dtype}"
             )
     model.load_state_dict(tensors, strict=True)
 
@@ -132,7 +141,7 @@ def adamw(model, tensors: dict | None = None, root: Path = ROOT):
     expected = {f"{n}.{key}" for n in names for key in (*MOMENTS, "step")}
     if set(tensors) != expected:
         raise ArtifactError(
-            f"{ADAMW_STATE} holds {sorted(set(tensors) ^ expected)[:4]} unexpectedly"
+            ADAMW_STATE, f"{ADAMW_STATE} holds {sorted(set(tensors) ^ expected)[:4]} unexpectedly"
         )
     optimizer = torch.optim.AdamW(model.parameters(), foreach=False, **adamw_hyperparameters(root))
     state_dict = optimizer.state_dict()

@@ -1,0 +1,235 @@
+"""The trainer check's report in the coupled mode: per scenario, did the step give the same
+update as the global-batch objective on every rank, and which objective did it optimise
+(`scheme`, core.coupled_schemes). One trainer's JSON entry, as the token mode's plus:
+
+    mode              "coupled"
+    scenarios[].sizes             P x K items per microbatch
+    scenarios[].scheme            global_batch, rank_pool, microbatch_pool, microstep_pool,
+                                  remote_detached, query_path_only, scaled, other (None: the
+                                  global-batch gradient is 0)
+    scenarios[].matching_schemes  every candidate this scenario cannot tell from it
+    scenarios[].scale_groups      scaled: [{factor, parameters}], one per distinct factor
+    scenarios[].residual          the named explanation's misfit (other: the best fit's)
+    scenarios[].fits              each candidate's least-squares factor and residual
+    scenarios[].left_out          candidates the file's callables could not compute, and why
+
+Diagnoses (codes; the token mode's where they apply):
+    objective_invalid    batch_loss / embed / embedding_loss returned no finite scalar or no
+                         (queries, documents) pair: unusable, exit 2
+    candidate_left_out   embedding_loss refused more documents than queries (a symmetric
+                         CLIP loss): remote_detached and query_path_only cannot be named
+    no_evidence          P x K = 1, or a wrong scheme gives this scenario's update too
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pclab.experiments.trainer_check.diagnoses as diagnoses
+from pclab.core.coupled_objectives import identical_objectives
+from pclab.experiments.trainer_check.diagnoses import Diagnosis
+
+SCHEME_EXPLANATIONS = {  # scheme -> one line: what the trainer's step optimised
+    "global_batch": "the objective over every item of every rank and microstep: the same update",
+    "rank_pool": "each rank's objective over its own items only, averaged over ranks (no "
+    "gather: DDP, or plain BatchNorm statistics per rank)",
+    "microbatch_pool": "each microbatch's own objective, averaged (accumulation without a "
+    "gather: the negatives or statistics of one microbatch only)",
+    "microstep_pool": "each microstep's objective over that microstep's items of every rank "
+    "(a gather per microstep: accumulation does not enlarge the pool; GradCache does)",
+    "remote_detached": "each rank's loss over its own queries, with the other ranks' "
+    "documents carrying no gradient (all_gather without putting the gradient back)",
+    "query_path_only": "no document carries gradient, the rank's own included (a gather "
+    "without gradient, local_loss=True)",
+    "scaled": "the global-batch gradient times a factor: a x P compensation, or a gather "
+    "whose backward sums the ranks' gradients",
+    "other": "none of the named objectives, nor one of them scaled",
+}
+FIXES = {  # scheme -> the fix, naming the lab's pages that show it
+    "rank_pool": "share the pool: gather every rank's items with their gradient, or "
+    "SyncBatchNorm for batch statistics (pages 05 and 06)",
+    "microbatch_pool": "accumulation does not enlarge the pool: cache the embeddings and take "
+    "the loss over the whole step, as GradCache does (pages 04 and 05)",
+    "microstep_pool": "a gather per microstep pools one microstep: cache the embeddings of "
+    "every microstep and take one loss over them all, as GradCache does (page 04)",
+    "remote_detached": "gather the documents with a gather whose backward returns each "
+    "rank's gradient to its owner (pages 05 and 06)",
+    "query_path_only": "let the documents carry gradient: your own rows, and the remote ones "
+    "through a gradient-carrying gather (pages 05 and 06)",
+    "scaled": "drop the extra factor: a gradient-carrying gather already returns every "
+    "rank's share (page 06); with a detached gather fix the gather, not the scale",
+    "other": "compare with the closest candidate below; the named objectives are on pages 04 to 06",
+}
+
+
+def objective_invalid(message: str) -> Diagnosis:
+    return _diagnosis("objective_invalid", f"the coupled objective cannot be computed: {message}")
+
+
+def _compared(per_rank: list[dict[str, Any]], tolerance: float) -> dict[str, Any]:
+    """The ranks' comparisons with the reference, together: passed, worst gap, first
+    divergence, whether the ranks agree."""
+    tolerance = max(s.get("tolerance", tolerance) for s in per_rank)
+    diffs = [s["max_abs_diff"] for s in per_rank]
+    agree = all(s["spread"] is not None and s["spread"] <= tolerance for s in per_rank)
+    divergence = next(
+        (
+            {"rank": r, **s["first_divergence"]}
+            for r, s in enumerate(per_rank)
+            if s["first_divergence"]
+        ),
+        None,
+    )
+    if divergence is None and not agree:
+        spread = max((s["spread"] for s in per_rank if s["spread"] is not None), default=None)
+        divergence = {"rank": None, "tensor": None, "abs_diff": spread, "why": "ranks differ"}
+    worst = None if None in diffs else max(diffs)
+    return {
+        "passed": divergence is None and worst is not None and worst <= tolerance and agree,
+        "max_abs_diff": worst,
+        "first_divergence": divergence,
+        "ranks_agree": agree,
+        "tolerance": tolerance,
+    }
+
+
+def scenario(
+    per_rank: list[dict[str, Any]], tolerance: float, p: int, k: int, dtype: str
+) -> dict[str, Any]:
+    """One scenario's result from every rank's evidence (rank 0 carries the solve)."""
+    solved = per_rank[0]
+    compared = _compared(per_rank, tolerance)
+    scheme = solved.get("scheme")
+    identical = next((g for g in identical_objectives(p, k) if "global_batch" in g), ())
+    untold = [s for s in solved.get("untold", []) if s not in identical]
+    evidence = p * k > 1 and scheme is not None and not untold
+    passed = compared["passed"]
+    if passed and dtype != "float64" and scheme != "global_batch":
+        passed = False  # below the precision a wrong objective can hide; its solve cannot
+    notes = []
+    if all(s["unchanged"] for s in per_rank) and solved["reference_changed"]:
+        notes.append("no_step")
+    if not compared["ranks_agree"]:
+        notes.append("ranks_differ")
+    if solved.get("not_finite"):
+        notes.append("not_finite")
+    verdict = "different" if not passed else "same_update" if evidence else "no_evidence"
+    return {
+        "name": solved["name"],
+        "sizes": solved["sizes"],
+        **compared,
+        "passed": passed,
+        "scheme": scheme,
+        "explanation": SCHEME_EXPLANATIONS.get(scheme or "", "the global-batch gradient is 0"),
+        "matching_schemes": solved.get("matching_schemes", []),
+        "coinciding": solved.get("coinciding", []),
+        "untold": untold,
+        "scale": solved.get("scale"),
+        "scale_groups": solved.get("scale_groups", []),
+        "residual": solved.get("residual"),
+        "fits": solved.get("fits", {}),
+        "candidates": solved.get("candidates", []),
+        "left_out": solved.get("left_out", {}),
+        "notes": notes,
+        "verdict": verdict,
+        "floor": solved.get("floor"),
+        "clip_coefficient": solved.get("clip_coefficient"),
+    }
+
+
+def _diagnosis(code: str, message: str, scenario: str | None = None, **details: Any) -> Diagnosis:
+    return {"code": code, "message": message, "scenario": scenario, **details}
+
+
+def _scenario_diagnoses(
+    s: dict[str, Any], per_rank: list[dict[str, Any]], dtype: str
+) -> list[Diagnosis]:
+    found: list[Diagnosis] = []
+    recast = next((r["dtype_after"] for r in per_rank if r.get("dtype_after")), None)
+    if recast:
+        found.append(diagnoses.dtype_after(s["name"], recast[0], recast[1], dtype))
+    extra = next(
+        (r["extra_state"] for r in per_rank if (r.get("extra_state") or {}).get("keys")), None
+    )
+    if extra:
+        keys, parameters = extra["keys"], extra["parameters"]
+        found.append(diagnoses.extra_optimizer_state(s["name"], keys, parameters, 1))
+    if s["verdict"] == "no_evidence":
+        names = ", ".join(s["untold"]) or "every candidate (nothing is split)"
+        message = (
+            f"{s['name']}: {names} gives this scenario's update too, so matching the "
+            "global batch here is no evidence"
+        )
+        found.append(_diagnosis("no_evidence", message, s["name"], untold=s["untold"]))
+    return found
+
+
+def _run_diagnoses(
+    scenarios: list[dict[str, Any]], per_scenario: list[list[dict[str, Any]]]
+) -> list[Diagnosis]:
+    """Across scenarios: an optimizer never stepped; candidates the callables cannot compute."""
+    found: list[Diagnosis] = []
+    idle = [
+        (s["name"], ranks)
+        for s, ranks in zip(scenarios, per_scenario)
+        if ranks[0]["reference_changed"] and all(r.get("stepped") == 0 for r in ranks)
+    ]
+    if idle:
+        changed = any(not r["unchanged"] for _, ranks in idle for r in ranks)
+        found.append(diagnoses.optimizer_not_stepped([n for n, _ in idle], changed))
+    left: dict[str, str] = next((s["left_out"] for s in scenarios if s["left_out"]), {})
+    if left:
+        message = (
+            f"{', '.join(left)} left out: {next(iter(left.values())).rstrip('.')}. "
+            "embedding_loss must "
+            "accept more documents than queries (rows past the queries are extra negatives) "
+            "for the check to name a gradient path"
+        )
+        found.append(_diagnosis("candidate_left_out", message, schemes=list(left)))
+    return found
+
+
+def build_check(
+    check: dict[str, Any], per_scenario: list[list[dict[str, Any]]], first: dict[str, Any]
+) -> dict[str, Any]:
+    """One coupled trainer's report from its entry on rank 0 (`check`), every scenario's ranks
+    (`per_scenario`) and the run's shape (`first`: rank 0's payload)."""
+    p, k, dtype = first["world_size"], first["accum_steps"], check.get("dtype", "float64")
+    scenarios = [scenario(ranks, first["tolerance"], p, k, dtype) for ranks in per_scenario]
+    found: list[Diagnosis] = list(check["diagnoses"])
+    unusable = bool(found)
+    for s, ranks in zip(scenarios, per_scenario):
+        found += _scenario_diagnoses(s, ranks, dtype)
+    found += _run_diagnoses(scenarios, per_scenario)
+    status = _status(scenarios, unusable)
+    if status == "no_evidence":
+        why = (
+            "with P = 1 and K = 1 nothing is split"
+            if p * k == 1
+            else "no scenario tells the global batch from every other objective"
+        )
+        rerun = "Run with more ranks or microsteps (--world-size 2 --accum 2, the default)"
+        found.append(_diagnosis("no_evidence", f"no evidence: {why}. {rerun}"))
+    return {
+        "trainer": check["trainer"],
+        "mode": "coupled",
+        "world_size": p,
+        "accum_steps": k,
+        "tolerance": first["tolerance"],
+        "passed": status == "same_update",
+        "status": status,
+        "scenarios": scenarios,
+        "skipped_scenarios": check.get("skipped", []),
+        "dtype": dtype,
+        "max_grad_norm": check.get("max_grad_norm"),
+        "device": check.get("device", "cpu"),
+        "diagnoses": found,
+    }
+
+
+def _status(scenarios: list[dict[str, Any]], unusable: bool) -> str:
+    if unusable:
+        return "unusable"
+    if any(s["verdict"] == "different" for s in scenarios):
+        return "different"
+    return "same_update" if any(s["verdict"] == "same_update" for s in scenarios) else "no_evidence"

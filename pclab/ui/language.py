@@ -1,0 +1,73 @@
+"""The reader's language: the sidebar switch (carried in the URL as `?lang=en|zh`), the
+language a run uses, and the catalogue text in it (`t`). Every page reads its words here.
+
+    python -c "from pclab.ui.i18n import LANGUAGES; print(LANGUAGES)"
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pclab.ui import deeplink, i18n
+
+LANG_KEY = "lang"
+# The language last shown, in a plain session key: Streamlit clears a widget's key when the
+# page changes (and a sidebar link drops the URL's ?lang=), so the radio alone forgets it.
+CHOSEN_LANG_KEY = "lang_chosen"
+
+
+def _preferred_language() -> str:
+    """Before the switch has rendered: `?lang=` from the URL (a shared link), else the
+    language this session already uses, else the browser locale."""
+    for wanted in (st.query_params.get(LANG_KEY), st.session_state.get(CHOSEN_LANG_KEY)):
+        if wanted in i18n.LANGUAGES:
+            return wanted
+    return i18n.language_from_locale(getattr(st.context, "locale", None))
+
+
+def language_switch() -> str:
+    """Sidebar language radio, carried in the URL as `?lang=en|zh`; remembers the choice in
+    the session (CHOSEN_LANG_KEY) and returns it.
+
+    It is rendered by each page (through `page_header.header`), not by app.py: Streamlit
+    1.67 drops the first interaction with a widget that lives in the navigation entry script.
+    """
+    chosen = deeplink.choice(
+        st.sidebar.radio,
+        "Language / 语言",
+        i18n.LANGUAGES,
+        key=LANG_KEY,
+        default=_preferred_language(),
+        format_func=lambda code: {"en": "English", "zh": "中文"}[code],
+        always_in_url=True,
+        horizontal=True,
+    )
+    st.session_state[CHOSEN_LANG_KEY] = chosen
+    return chosen
+
+
+def lang() -> str:
+    """The language of this run: the switch's value, else the preferred one."""
+    value = st.session_state.get(LANG_KEY)
+    return value if value in i18n.LANGUAGES else _preferred_language()
+
+
+def t(key: str, **values: object) -> str:
+    """The catalogue's text at `key` in the reader's language, placeholders filled."""
+    return i18n.text(lang(), key, **values)
+
+
+def coded_choice(
+    widget, label_key: str, options, *, key: str, default: str, labels: str, **kwargs
+) -> str:
+    """A choice carried in the URL by its option code (ui.deeplink.choice), labelled from the
+    catalogue: the widget at `label_key`, each option at f"{labels}{code}"."""
+    return deeplink.choice(
+        widget,
+        t(label_key),
+        options,
+        key=key,
+        default=default,
+        format_func=lambda code: t(f"{labels}{code}"),
+        **kwargs,
+    )

@@ -1,0 +1,56 @@
+"""The top of every page, in one call (`header`): the link's visit opened, the sidebar's
+switches, the title, the share button, the link notice's place and the lead."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from pclab.ui import browser, deeplink, link_notice, room_panel
+from pclab.ui.language import lang, language_switch, t
+
+WORKSHOP_KEY = "workshop"
+_RANGES = ("between", "at_least", "at_most", "outside", "error", "press_enter")
+
+
+def open_link_visit(section: str) -> bool:
+    """Before any widget: keep the link's parameters on a visit's first run, and take out of
+    the URL the values no widget can use (empty, or a number beyond float64), so each widget
+    starts from its default and the notice names them. Returns whether this run is the
+    visit's first."""
+    first_of_visit = deeplink.start_visit(section)
+    deeplink.drop_unreadable()
+    return first_of_visit
+
+
+def sidebar_switches(section: str) -> None:
+    """The language switch, the workshop-mode toggle (both carried in the URL) and the live
+    room's panel (ui.room_panel: a room link is taken before the toggle, which it turns on)."""
+    language_switch()
+    room_panel.arrive(WORKSHOP_KEY, section)
+    st.sidebar.toggle(t("exercise.workshop_mode"), key=WORKSHOP_KEY, bind="query-params")
+    room_panel.sidebar(t, bool(st.session_state.get(WORKSHOP_KEY)), lang(), section)
+
+
+def header(section: str, *, share: bool = True) -> None:
+    """Render the top of the page for `section` (catalogue prefix). In order, it:
+
+    1. opens the link's visit (`open_link_visit`: session keys of ui.deeplink; the URL loses
+       values no widget can hold);
+    2. renders the sidebar's language switch, workshop toggle and live room
+       (`sidebar_switches`);
+    3. installs the browser helpers for number ranges and a stopped run
+       (ui.browser.room_support);
+    4. shows the title and, with `share`, the copy-link button;
+    5. reserves the place of the link notice under the title (ui.link_notice.reserve),
+       which the end of the run fills (ui.link_notice.link_notice);
+    6. shows the lead paragraph.
+    """
+    first_of_visit = open_link_visit(section)
+    sidebar_switches(section)
+    browser.room_support({k: t(f"common.range.{k}") for k in _RANGES}, t("runs.stopped"))
+    st.title(t(f"{section}.title"))
+    if share:
+        texts = {k: t(f"common.share.{k}") for k in ("field", "copied_here", "copy_yourself")}
+        browser.share_button(texts | {"label": t("common.copy_link"), "copied": t("common.copied")})
+    link_notice.reserve(first_of_visit)
+    st.markdown(t(f"{section}.lead"))

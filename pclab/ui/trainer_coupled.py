@@ -1,0 +1,135 @@
+"""The coupled examples of the "Check a trainer" page (issue 28): a bundled trainer whose loss
+of one item depends on the others (in-batch negatives, BatchNorm), its code, the real check
+run on it, and its verdict: same update, different or no evidence; the scheme the step
+optimised with its explanation in the reader's language; a scaled update's factor per
+parameter group; and a fix line linking the pages that teach it (04 to 06).
+
+Like the token examples, only a fixed option code reaches a path (trainer_views.bundled_path).
+
+    python -c "from pclab.ui.trainer_examples import COUPLED_EXAMPLES; print(COUPLED_EXAMPLES)"
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pclab.core import coupled_objectives, coupled_schemes
+from pclab.experiments.trainer_check.coupled_scenarios import scenario_sizes
+from pclab.paths import EXAMPLES_DIR
+from pclab.ui import i18n
+from pclab.ui import trainer_views as views
+from pclab.ui.input_errors import guard
+from pclab.ui.language import lang, t
+from pclab.ui.pages import PAGES
+from pclab.ui.run_panel import run_panel
+from pclab.ui.show_code import show_code
+from pclab.ui.trainer_examples import COUPLED_EXAMPLES, SELF_CONTAINED
+
+MODEL_FILE = EXAMPLES_DIR / "tiny_embedder.py"  # the model the embedding examples import
+TEACHES = {  # scheme -> the pages (pclab.ui.pages keys) that teach its fix
+    "rank_pool": ("negatives", "parameters"),
+    "microbatch_pool": ("limits", "negatives"),
+    "microstep_pool": ("limits",),
+    "remote_detached": ("negatives", "parameters"),
+    "query_path_only": ("negatives", "parameters"),
+    "scaled": ("parameters",),
+    "other": ("limits", "negatives", "parameters"),
+}
+STATUS_BOX = {"same_update": st.success, "different": st.error, "no_evidence": st.warning}
+
+
+def link_to_coupled_check() -> None:
+    """Pages 05 and 06: a link to this page's GradCache example (deep-linked)."""
+    st.page_link(
+        "pclab/sections/check_trainer.py",
+        label=t("coupled.to_check"),
+        icon=":material/troubleshoot:",
+        query_params={"chk_example": "gradcache"},
+    )
+
+
+def names() -> dict[str, str]:
+    """Option code -> the example's name in this render's language."""
+    return {code: t(f"coupled.example.{code}") for code in COUPLED_EXAMPLES}
+
+
+def section(example: str, world_size: int, accum: int) -> None:
+    """The whole page below the controls for a coupled example."""
+    with guard():
+        path = views.bundled_path(example)
+        st.markdown(t("coupled.intro"))
+        st.code(path.read_text(encoding="utf-8"), language="python")
+        if example not in SELF_CONTAINED:
+            with st.expander(t("coupled.model")):
+                st.code(MODEL_FILE.read_text(encoding="utf-8"), language="python")
+        sizes = scenario_sizes(world_size, accum)["uneven_microsteps"]
+        st.caption(t("coupled.scenarios", sizes=_sizes(sizes)))
+        st.subheader(t("coupled.run.heading"))
+        params = {"trainer": str(path), "world_size": world_size, "accum": accum}
+        label = t("coupled.run.label", example=names()[example], world_size=world_size, accum=accum)
+        result = run_panel(
+            "trainer_check",
+            params,
+            key="chk_coupled_run",
+            button=t("coupled.run.button"),
+            label=label,
+            primary=True,
+        )
+        if result is not None:
+            results(result.report["checks"][0])
+    st.markdown(t("coupled.own"))
+    show_code(coupled_schemes.solve_schemes, coupled_objectives.candidate_gradient)
+
+
+def _sizes(grid: list[list[int]] | tuple[tuple[int, ...], ...]) -> str:
+    return " · ".join(f"{r}: {' + '.join(map(str, row))}" for r, row in enumerate(grid))
+
+
+def results(check: dict) -> None:
+    """The verdict of one coupled check: banner, table, the schemes explained, the fix."""
+    status = check["status"]
+    STATUS_BOX.get(status, st.error)(t(f"coupled.status.{status}"))
+    for d in check["diagnoses"]:
+        if d["code"] != "no_evidence":  # the banner says it; the others in the report's words
+            st.caption(f"`{d['code']}`: {d['message']}")
+    if not check["scenarios"]:
+        return
+    st.table(frame(check))
+    shown = dict.fromkeys(s["scheme"] for s in check["scenarios"] if s["scheme"])
+    for scheme in shown:
+        st.markdown(
+            f"**{t(f'coupled.scheme.{scheme}')}** (`{scheme}`): {t(f'coupled.explain.{scheme}')}"
+        )
+    for group in next((s["scale_groups"] for s in check["scenarios"] if s["scale_groups"]), []):
+        parameters = i18n.join(lang(), [f"`{p}`" for p in group["parameters"]])
+        st.markdown(
+            "- "
+            + t("coupled.explain.factor", factor=f"{group['factor']:.6g}", parameters=parameters)
+        )
+    wrong = next((s["scheme"] for s in check["scenarios"] if s["verdict"] == "different"), None)
+    if wrong in TEACHES:
+        st.markdown(f"**{t('coupled.fix.heading')}**: {t(f'coupled.fix.{wrong}')}")
+        for key in TEACHES[wrong]:
+            page = next(p for p in PAGES if p.key == key)
+            label = t("coupled.fix.link", page=t(page.title_key))
+            st.page_link(page.file, label=label, icon=":material/school:")
+
+
+def frame(check: dict) -> pd.DataFrame:
+    """One row per scenario, in the reader's language (scheme codes in parentheses)."""
+    rows = []
+    for s in check["scenarios"]:
+        also = [t(f"coupled.scheme.{m}") for m in s["matching_schemes"] if m != s["scheme"]]
+        diff = s["max_abs_diff"]
+        rows.append(
+            {
+                t("coupled.column.scenario"): s["name"],
+                t("coupled.column.items"): _sizes(s["sizes"]),
+                t("coupled.column.verdict"): t(f"coupled.verdict.{s['verdict']}"),
+                t("coupled.column.scheme"): t(f"coupled.scheme.{s['scheme'] or 'other'}"),
+                t("coupled.column.also"): i18n.join(lang(), also) if also else "—",
+                t("coupled.column.max_abs_diff"): "—" if diff is None else f"{diff:.1e}",
+            }
+        )
+    return pd.DataFrame(rows)

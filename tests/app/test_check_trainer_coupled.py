@@ -1,0 +1,95 @@
+"""The "Check a trainer" page's coupled examples (issue 28): each renders in both languages
+with its own code, hands the run only its bundled path with the page's P and K, and reads a
+real report (rank outputs recorded once from real runs:
+fixtures/trainer_check_coupled.json, see its "about") as a verdict, the scheme with its
+explanation in the reader's language, a scaled update's factor, and a fix line linking the
+pages that teach it. Pages 05 and 06 link here. No process is started.
+
+    python -m pytest tests/app/test_check_trainer_coupled.py -q
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pclab.ui import i18n
+from pclab.ui.trainer_examples import COUPLED_EXAMPLES
+from tests.app.sections_helper import open_section
+from tests.app.test_check_trainer_page import launches as page_launches  # noqa: F401
+
+PAGE = "pclab/sections/check_trainer.py"
+FIXTURE = Path(__file__).parent / "fixtures" / "trainer_check_coupled.json"
+RECORDED = json.loads(FIXTURE.read_text())["runs"]  # example -> its rank outputs
+
+
+@pytest.fixture
+def launches(page_launches):  # noqa: F811
+    """The page test's stand-in trainer check, reporting the recorded ranks of the example
+    it is given."""
+    page_launches.use(lambda world_size, accum, example: tuple(RECORDED[example]))
+    return page_launches
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("example", COUPLED_EXAMPLES)
+def test_each_coupled_example_renders_its_code_without_running(example, lang, launches):
+    at = open_section(PAGE, lang, chk_example=example)
+    assert not at.exception, at.exception
+    assert i18n.text(lang, "coupled.intro")[:20] in "".join(m.value for m in at.markdown)
+    assert any("def train_step" in c.value for c in at.code)
+    assert launches == []
+
+
+def test_the_run_gets_only_the_bundled_path_and_p_and_k(launches):
+    at = open_section(PAGE, chk_example="gradcache", chk_world_size="2", chk_accum="2")
+    at.button(key="chk_coupled_run").click().run()
+    assert not at.exception, at.exception
+    ((trainers, world_size, accum),) = launches
+    root = Path(__file__).resolve().parents[2]
+    assert trainers == (str(root / "examples" / "trainers" / "gradcache.py"),)
+    assert (world_size, accum) == (2, 2)
+    assert at.success and not at.error and not at.get("page_link")[1:]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_different_update_names_its_scheme_and_the_fix_with_links(lang, launches):
+    say = lambda key, **v: i18n.text(lang, key, **v)  # noqa: E731
+    at = open_section(PAGE, lang, chk_example="naive_accumulation_gather")
+    at.button(key="chk_coupled_run").click().run()
+    assert not at.exception, at.exception
+    assert [e.value for e in at.error] == [say("coupled.status.different")]
+    text = "\n".join(m.value for m in at.markdown)
+    assert say("coupled.explain.microstep_pool") in text
+    assert say("coupled.fix.microstep_pool") in text
+    links = [(a.proto.page, a.proto.label) for a in at.get("page_link")]
+    assert ("limits", say("coupled.fix.link", page=say("limits.nav"))) in links
+    (table,) = at.table
+    assert set(table.value[say("coupled.column.scheme")]) == {say("coupled.scheme.microstep_pool")}
+
+
+def test_a_scaled_update_shows_its_factor_per_group(launches):
+    at = open_section(PAGE, chk_example="scaled_by_world_size", chk_accum="1")
+    at.button(key="chk_coupled_run").click().run()
+    assert not at.exception, at.exception
+    text = "\n".join(m.value for m in at.markdown)
+    assert "factor 2 on" in text and "`logit_scale`" in text
+
+
+def test_batchnorm_at_k_1_lists_the_schemes_it_cannot_tell_apart(launches):
+    at = open_section(PAGE, "zh", chk_example="batchnorm_ddp", chk_accum="1")
+    at.button(key="chk_coupled_run").click().run()
+    assert not at.exception, at.exception
+    (table,) = at.table
+    also = set(table.value[i18n.text("zh", "coupled.column.also")])
+    assert also == {i18n.text("zh", "coupled.scheme.microbatch_pool")}
+
+
+@pytest.mark.parametrize("page", ["05_negatives", "06_parameters"])
+def test_pages_05_and_06_link_to_the_coupled_check(page):
+    at = open_section(f"pclab/sections/{page}.py")
+    assert not at.exception, at.exception
+    labels = [a.proto.label for a in at.get("page_link")]
+    assert i18n.text("en", "coupled.to_check") in labels

@@ -1,0 +1,154 @@
+"""A live room through AppTest (issue 33): the presenter opens it from the sidebar, participants
+join from its link, their predictions reach the room's database, the presenter's view counts
+them, Reveal closes the exercise for everyone, and a bad room link gets a notice and the
+normal page. The browser walk with live updates is tests/e2e/test_live_room.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from pclab.rooms.rules import MAX_PARTICIPANTS, Refused
+from pclab.rooms.store import RoomStore
+from pclab.ui import i18n
+from pclab.ui.room_panel import room_store
+
+ROOT = Path(__file__).resolve().parents[2]
+LEDGER, STEP = "pclab/sections/02_ledger.py", "pclab/sections/09_coordinated_step.py"
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "rooms.sqlite3"
+    monkeypatch.setenv("PCL_ROOM_DB", str(path))
+    room_store.clear()
+    yield path
+    room_store.clear()
+
+
+def visit(page: str, lang: str = "en", workshop: bool = False, **params: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["lang"] = lang
+    at.session_state["workshop"] = workshop
+    at.run()
+    for name, value in params.items():  # the link opens the page itself
+        at.query_params[name] = value
+    at.switch_page(page).run()
+    assert not at.exception
+    return at
+
+
+def presenter(page: str = LEDGER, lang: str = "en") -> tuple[AppTest, str, str]:
+    at = visit(page, lang, workshop=True)
+    at.sidebar.button(key="room_open").click().run()
+    assert not at.exception
+    code, key = at.session_state["room_code"], at.session_state["room_host_key"]
+    assert code in at.sidebar.markdown[-1].value or any(code in m.value for m in at.sidebar.code)
+    return at, code, key
+
+
+def texts(at: AppTest) -> str:
+    parts = [*at.markdown, *at.caption, *at.success, *at.warning, *at.info]
+    return "\n".join(str(p.value) for p in parts)
+
+
+def test_presenter_sees_the_room_answer_and_reveals_for_everyone(db):
+    host, code, _ = presenter()
+    people = [visit(LEDGER, lang, room=code) for lang in ("en", "zh", "en")]
+    for at, guess in zip(people, (-0.5, -0.5, 0.4)):
+        assert at.session_state["workshop"] is True  # figures hide until the reveal
+        assert at.button(key="ledger_ex_reveal").disabled  # the presenter's to press
+        at.number_input(key="ledger_ex_guess").set_value(guess).run()
+        assert not at.exception
+    host.run()
+    assert i18n.text("en", "room.answered", answered=3, participants=3) in texts(host)
+    host.button(key="ledger_ex_reveal").click().run()
+    said = i18n.text("en", "room.result_number", right=2, answered=3, answer="-0.5", within=5)
+    assert said in texts(host)
+    for at in people:
+        at.run()
+        assert at.number_input(key="ledger_ex_guess").disabled
+        assert len(at.metric) == 4  # revealed for the room: the figures show
+    assert i18n.text("zh", "room.closed") in texts(people[1])
+    assert "-0.5" in texts(people[0]) and "Right" in texts(people[0])
+
+
+def test_the_presenters_view_in_chinese(db):
+    host, code, _ = presenter(lang="zh")
+    at = visit(LEDGER, room=code)
+    at.number_input(key="ledger_ex_guess").set_value(-0.5).run()
+    host.run()
+    assert i18n.text("zh", "room.answered", answered=1, participants=1) in texts(host)
+    host.button(key="ledger_ex_reveal").click().run()
+    said = i18n.text("zh", "room.result_number", right=1, answered=1, answer="-0.5", within=5)
+    assert said in texts(host)
+
+
+def test_coming_back_keeps_the_prediction_and_the_seat(db):
+    _, code, _ = presenter()
+    first = visit(LEDGER, room=code)
+    first.number_input(key="ledger_ex_guess").set_value(0.25).run()
+    seat = first.session_state["room_seat"]
+    again = visit(LEDGER, room=code, seat=seat)  # a new session: the link's seat
+    assert again.session_state["room_seat"] == seat
+    assert again.number_input(key="ledger_ex_guess").value == 0.25
+    assert RoomStore(db).tally(code, "ledger_ex", _scenario(first)).participants == 1
+
+
+def _scenario(at: AppTest) -> str:
+    return at.session_state["ledger_ex_scenario"]
+
+
+def test_a_choice_exercise_counts_options(db):
+    host, code, _ = presenter(STEP)
+    for choice in ("all_skip", "split"):
+        at = visit(STEP, room=code)
+        at.radio(key="step_ex_guess").set_value(choice).run()
+        assert not at.exception
+    host.run()
+    assert i18n.text("en", "room.answered", answered=2, participants=2) in texts(host)
+    host.button(key="step_ex_reveal").click().run()
+    assert not host.exception
+    scenario = host.session_state["step_ex_scenario"]
+    tally = RoomStore(db).tally(
+        code, "step_ex", scenario, options=("all_skip", "all_step", "split")
+    )
+    assert tally.choices == (("all_skip", 1), ("all_step", 0), ("split", 1))
+    revealed, answer = RoomStore(db).revealed(code, "step_ex", scenario)
+    right = [choice == answer for choice in ("all_skip", "split")].count(True)
+    said = i18n.text("en", "room.result_choice", right=right, answered=2, answer="")
+    assert revealed and any(s.value.startswith(said.rstrip(".")) for s in host.success)
+
+
+@pytest.mark.parametrize("code", ["K7QX", "ZZZZZZZZ", "<b>x</b>", "' OR 1=1"])
+def test_a_bad_room_link_gets_a_notice_and_the_normal_page(db, code):
+    at = visit(LEDGER, lang="zh", room=code)
+    assert i18n.text("zh", "room.refused.gone") in [w.value for w in at.warning]
+    assert "room" not in at.query_params and "room_code" not in at.session_state
+    assert len(at.metric) == 4  # the page as usual
+
+
+def test_an_expired_room_is_gone(db):
+    store = RoomStore(db, lifetime_s=0.001)
+    opened = store.open_room(now=0.0)  # long expired
+    at = visit(LEDGER, room=opened.code)
+    assert i18n.text("en", "room.refused.gone") in [w.value for w in at.warning]
+
+
+def test_the_caps_say_so(db):
+    store = RoomStore(db)
+    opened = store.open_room()
+    for _ in range(MAX_PARTICIPANTS):
+        store.join(opened.code)
+    at = visit(LEDGER, room=opened.code)
+    assert i18n.text("en", "room.refused.room_full") in [w.value for w in at.warning]
+    while True:
+        try:
+            store.open_room()
+        except Refused:
+            break
+    at = visit(LEDGER, workshop=True)
+    at.sidebar.button(key="room_open").click().run()
+    assert i18n.text("en", "room.refused.server_full") in [e.value for e in at.sidebar.error]
