@@ -17,6 +17,14 @@ unnormalised sum):
     double_scaled     1 / K             global N, then / K again
     unnormalised_sum  N / P             token sums, averaged over replicas
 
+A causal LM loses each label at a sequence's position 0 to its shift, so a microbatch with
+l_rk labels placed holds t_rk <= l_rk terms (N = sum t_rk). One more scheme needs both:
+
+    labels_before_shift  (l_rk / t_rk) (N / L)   torchtune's form: each microbatch's mean
+                         over its terms times its label count taken before the shift, summed
+                         and divided by the global pre-shift count L = sum l_rk
+
+With no shift (l = t) it is the global token mean, so it is only told when `labels` is given.
 A microbatch without labels has g_rk = 0: its weight is undefined (None), never 0.
 
     >>> scheme_weights_times_n([[2, 8]], "microbatch_mean")
@@ -35,26 +43,45 @@ from pclab.core import ledger
 from pclab.core import validation as v
 
 NAMED_SCHEMES = (*ledger.SCHEMES, "unnormalised_sum")
+SHIFT_SCHEMES = ("labels_before_shift",)  # need the labels placed as well as the terms
 SCHEME_RTOL = 1e-6  # a measured grid matches a named scheme within this relative gap
 
 WeightGrid = ledger.WeightGrid
 MeasuredGrid = Sequence[Sequence[float | None]]  # [replica][microstep] w_rk x N, None: undefined
 
 
-def scheme_weights_times_n(counts: object, scheme: str) -> WeightGrid:
+def scheme_weights_times_n(counts: object, scheme: str, labels: object = None) -> WeightGrid:
     """The w_rk x N grid `scheme` predicts for these counts (None where undefined: an empty
-    microbatch, a mean over an empty replica, or N = 0)."""
+    microbatch, a mean over an empty replica, or N = 0); `labels`: the labels placed per
+    microbatch before a causal shift (default: the counts, no shift)."""
     grid = v.count_grid(counts)
-    scheme = v.choice(scheme, "scheme", NAMED_SCHEMES)
+    scheme = v.choice(scheme, "scheme", (*NAMED_SCHEMES, *SHIFT_SCHEMES))
     n = sum(map(sum, grid))
     weights: WeightGrid
-    if scheme == "unnormalised_sum":
+    if scheme == "labels_before_shift":
+        weights = _labels_before_shift(grid, grid if labels is None else v.count_grid(labels))
+    elif scheme == "unnormalised_sum":
         weights = tuple(tuple(1 / len(grid) for _ in row) for row in grid)
     else:
         weights = ledger.microbatch_weights(grid, scheme)
     return tuple(
         tuple(None if w is None or c == 0 or n == 0 else w * n for w, c in zip(w_row, c_row))
         for w_row, c_row in zip(weights, grid)
+    )
+
+
+def _labels_before_shift(
+    terms: tuple[tuple[int, ...], ...], labels: tuple[tuple[int, ...], ...]
+) -> WeightGrid:
+    """w_rk = l_rk / (t_rk L): a mean over the t_rk terms, times l_rk, over L = sum l."""
+    if len(labels) != len(terms) or any(len(a) != len(b) for a, b in zip(labels, terms)):
+        raise v.InvalidInput("labels", labels, "same_shape", "the counts' shape")
+    if any(lab < t for l_row, t_row in zip(labels, terms) for lab, t in zip(l_row, t_row)):
+        raise v.InvalidInput("labels", labels, "in_range", "at least the terms in every cell")
+    total = sum(map(sum, labels))
+    return tuple(
+        tuple(None if t == 0 else lab / (t * total) for lab, t in zip(l_row, t_row))
+        for l_row, t_row in zip(labels, terms)
     )
 
 
@@ -117,11 +144,12 @@ def solve_weights(grads: object, delta: object, counts: object) -> WeightSolve:
 
 
 def matching_schemes(
-    weights_times_n: MeasuredGrid, counts: object, rtol: float = SCHEME_RTOL
+    weights_times_n: MeasuredGrid, counts: object, rtol: float = SCHEME_RTOL, labels: object = None
 ) -> tuple[str, ...]:
-    """Every named scheme (in NAMED_SCHEMES order: the correct one first) whose predicted grid
-    matches each measured cell within `rtol` (None where the prediction is None). Some counts
-    cannot tell schemes apart: equal counts make them all 1."""
+    """Every named scheme (in NAMED_SCHEMES order: the correct one first, then SHIFT_SCHEMES
+    when `labels` is given) whose predicted grid matches each measured cell within `rtol`
+    (None where the prediction is None). Some counts cannot tell schemes apart: equal counts
+    make them all 1."""
     grid = v.count_grid(counts)
     rtol = v.non_negative(rtol, "rtol")
     measured = [x for row in weights_times_n for x in row]
@@ -130,8 +158,8 @@ def matching_schemes(
     if all(x is None for x in measured):
         return ()
     found = []
-    for scheme in NAMED_SCHEMES:
-        predicted = [x for row in scheme_weights_times_n(grid, scheme) for x in row]
+    for scheme in (*NAMED_SCHEMES, *(SHIFT_SCHEMES if labels is not None else ())):
+        predicted = [x for row in scheme_weights_times_n(grid, scheme, labels) for x in row]
         if all(_cell_matches(got, want, rtol) for got, want in zip(measured, predicted)):
             found.append(scheme)
     return tuple(found)
@@ -144,9 +172,11 @@ def _cell_matches(got: float | None, want: float | None, rtol: float) -> bool:
     return math.isclose(got, want, rel_tol=rtol, abs_tol=rtol)
 
 
-def closest_scheme(weights_times_n: MeasuredGrid, counts: object, rtol: float = SCHEME_RTOL) -> str:
+def closest_scheme(
+    weights_times_n: MeasuredGrid, counts: object, rtol: float = SCHEME_RTOL, labels: object = None
+) -> str:
     """The first of `matching_schemes` (the correct one when it matches), else "other"."""
-    return (matching_schemes(weights_times_n, counts, rtol) or ("other",))[0]
+    return (matching_schemes(weights_times_n, counts, rtol, labels) or ("other",))[0]
 
 
 def uniform_scale(weights_times_n: MeasuredGrid, rtol: float = SCHEME_RTOL) -> float | None:
@@ -179,8 +209,9 @@ class Evidence:
     evidence: bool
 
 
-def evidence(counts: object, rtol: float = SCHEME_RTOL) -> Evidence:
-    """Which named schemes these counts cannot tell from the global token mean.
+def evidence(counts: object, rtol: float = SCHEME_RTOL, labels: object = None) -> Evidence:
+    """Which named schemes these counts cannot tell from the global token mean; with `labels`
+    (a trainer that shifts), also labels_before_shift where l_rk / t_rk is one value.
 
     A scheme that predicts weight x N = 1 on a probe grid of distinct counts 2, 3, ... of
     the same shape is the global token mean itself at that shape (replica_mean at P = 1,
@@ -192,12 +223,13 @@ def evidence(counts: object, rtol: float = SCHEME_RTOL) -> Evidence:
     grid = v.count_grid(counts)
     p, k = len(grid), len(grid[0])
     probe = [[2 + r * k + j for j in range(k)] for r in range(p)]
-    alike = matching_schemes(scheme_weights_times_n(grid, "global_token"), grid, rtol)
+    alike = matching_schemes(scheme_weights_times_n(grid, "global_token"), grid, rtol, labels)
     untold = [
         scheme
         for scheme in NAMED_SCHEMES[1:]
         if scheme in alike and not _all_ones(scheme_weights_times_n(probe, scheme), rtol)
     ]
+    untold += [s for s in SHIFT_SCHEMES if s in alike and labels is not None]
     n = sum(map(sum, grid))
     split = p * k >= 2
     return Evidence(tuple(untold), split, bool(n) and split and not untold)

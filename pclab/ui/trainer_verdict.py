@@ -34,6 +34,8 @@ TEACHES = {  # cause -> the page (pclab.ui.pages key) that teaches its fix
     "skip_at_zero": "step",
     "ranks_differ": "step",
     "state": "step",
+    "labels_before_shift": "denominator",
+    "scenario_failed": "step",
 }
 NOTE_FIRST = ("ranks_differ", "not_finite")  # causes a note names before the scheme does
 
@@ -47,6 +49,8 @@ def cause(scenario: dict) -> str | None:
 
 def _failure_cause(scenario: dict) -> str:
     """Why a scenario whose verdict is "different" failed, as a TEACHES key."""
+    if scenario.get("ranks_agree", False) is None:  # raised, hung or mismatched: not measured
+        return "scenario_failed"
     for note in NOTE_FIRST:
         if note in scenario["notes"]:
             return note

@@ -182,3 +182,81 @@ def test_evidence_at_n_equal_p_cannot_tell_the_unnormalised_sum():
 def test_uniform_scale(grid, scale):
     got = uw.uniform_scale(grid)
     assert got == (None if scale is None else pytest.approx(scale, rel=1e-12))
+
+
+def _causal_lm_step(label_cells, seed=3):
+    """torchtune 0.6.1's form on a real causal LM (float64 autograd): per microbatch the mean
+    cross-entropy over its terms after the shift, times its label count before the shift; the
+    sum over microbatches divided by the global pre-shift count; one SGD(lr=1) step. Returns
+    each microbatch's gradient of its summed shifted losses, the update, the terms and the
+    labels placed."""
+    gen = torch.Generator().manual_seed(seed)
+    vocab, seq = 6, 5
+    model = torch.nn.Sequential(torch.nn.Embedding(vocab, 4), torch.nn.Linear(4, vocab)).double()
+    for p in model.parameters():
+        p.data = torch.randn(p.shape, generator=gen, dtype=torch.float64)
+    batches = []
+    for row in label_cells:  # each cell: the (sequence, position) pairs that hold a label
+        out = []
+        for cells in row:
+            ids = torch.randint(0, vocab, (2, seq), generator=gen)
+            labels = torch.full((2, seq), -100)
+            for b, t in cells:
+                labels[b, t] = int(torch.randint(0, vocab, (1,), generator=gen))
+            out.append((ids, labels))
+        batches.append(out)
+
+    def shifted(ids, labels, reduction):
+        logits = model(ids)[:, :-1].reshape(-1, vocab)
+        return torch.nn.functional.cross_entropy(
+            logits, labels[:, 1:].reshape(-1), ignore_index=-100, reduction=reduction
+        )
+
+    grads = []
+    for row in batches:
+        grads.append([])
+        for ids, labels in row:
+            model.zero_grad()
+            shifted(ids, labels, "sum").backward()
+            grads[-1].append(torch.cat([p.grad.flatten() for p in model.parameters()]).numpy())
+    placed = [[int((lab != -100).sum()) for _, lab in row] for row in batches]
+    terms = [[int((lab[:, 1:] != -100).sum()) for _, lab in row] for row in batches]
+    before = torch.cat([p.detach().flatten() for p in model.parameters()]).clone()
+    model.zero_grad()
+    total = sum(
+        shifted(ids, lab, "mean") * int((lab != -100).sum()) for row in batches for ids, lab in row
+    )
+    (total / sum(map(sum, placed))).backward()
+    torch.optim.SGD(model.parameters(), lr=1.0).step()
+    after = torch.cat([p.detach().flatten() for p in model.parameters()])
+    return grads, (after - before).numpy(), terms, placed
+
+
+def test_labels_counted_before_the_shift_is_named_from_a_real_causal_lm():
+    label_cells = [
+        [[(0, 0), (0, 2), (1, 3)], [(1, 1), (1, 2), (0, 4), (1, 4)]],  # 3 labels 2 terms; 4, 4
+        [[(0, 0), (1, 0), (0, 1), (1, 2), (0, 3)], [(0, 2)]],  # 5 labels 3 terms; 1, 1
+    ]
+    grads, delta, terms, placed = _causal_lm_step(label_cells)
+    assert terms == [[2, 4], [3, 1]] and placed == [[3, 4], [5, 1]]
+    solved = uw.solve_weights(grads, delta, terms)
+    assert solved.identifiable and solved.residual < 1e-10
+    n_terms, n_labels = 10, 13
+    by_hand = [[3 / 2 * n_terms / n_labels, 1 * n_terms / n_labels], [5 / 3 * 10 / 13, 10 / 13]]
+    for got, want in zip(solved.weights_times_n, by_hand):
+        assert got == pytest.approx(want, rel=1e-9)
+    predicted = uw.scheme_weights_times_n(terms, "labels_before_shift", placed)
+    for got, want in zip(predicted, by_hand):
+        assert got == pytest.approx(want, rel=1e-12)
+    assert uw.closest_scheme(solved.weights_times_n, terms, labels=placed) == "labels_before_shift"
+    assert uw.closest_scheme(solved.weights_times_n, terms) == "other"  # without the labels
+    assert uw.evidence(terms, labels=placed).untold == ()
+
+
+def test_labels_before_shift_is_untold_where_every_microbatch_shifts_alike():
+    # no label at position 0 (l = t) or the same share of them: the global token mean's weights
+    assert uw.evidence([[4, 6]], labels=[[4, 6]]).untold == ("labels_before_shift",)
+    assert "labels_before_shift" in uw.evidence([[2, 4]], labels=[[3, 6]]).untold
+    assert uw.evidence([[4, 6]]).untold == ()  # without labels it is never considered
+    with pytest.raises(InvalidInput):
+        uw.scheme_weights_times_n([[4, 6]], "labels_before_shift", [[3, 6]])  # fewer labels

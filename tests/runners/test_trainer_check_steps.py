@@ -57,10 +57,19 @@ def one_rank_group(tmp_path):
     dist.destroy_process_group()
 
 
-@pytest.mark.parametrize(
-    ("values", "expected"),
-    [([0.5, -2.0], 0.0), ([math.nan, 1.0], None), ([math.inf, 1.0], None)],
-)
-def test_rank_spread_is_none_for_a_non_finite_state(one_rank_group, values, expected):
+@pytest.mark.parametrize("values", [[0.5, -2.0], [math.nan, 1.0], [math.inf, 1.0], [-math.inf]])
+def test_rank_spread_counts_the_same_non_finite_values_as_agreement(one_rank_group, values):
+    """Ranks that hold the same NaN or inf agree (issue 29: that is non_finite, never ranks
+    apart); on one rank every state agrees with itself."""
     state = {"parameter w": torch.tensor(values, dtype=torch.float64)}
-    assert worker.rank_spread(state, torch.device("cpu")) == expected
+    assert worker.rank_spread(state, torch.device("cpu")) == 0.0
+
+
+def test_a_non_finite_value_across_from_a_finite_one_is_no_agreement():
+    """What rank_spread's MAX and MIN see where one rank holds NaN and another 1.0: the codes
+    it puts in for NaN and inf spread past 1e300, so the spread is None (ranks differ)."""
+    coded = torch.tensor([math.nan, math.inf, -math.inf], dtype=torch.float64).nan_to_num(
+        nan=worker.NAN_CODE, posinf=worker.INF_CODE, neginf=-worker.INF_CODE
+    )
+    assert all(abs(float(x) - 1.0) >= 1e300 for x in coded)
+    assert len({float(x) for x in coded}) == 3  # NaN, inf and -inf stay apart

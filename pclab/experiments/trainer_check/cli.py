@@ -2,6 +2,7 @@
 single-process reference, and which weight did each microbatch really get?
 
     pclab check my_trainer.py [--world-size P] [--accum K] [--counts "3,8;8,16"]
+                            [--counts-labels "3,8;8,16"]
                             [--tolerance T] [--device cpu|cuda] [--json] [--timeout S]
 
 Exit codes: 0 the same update in every scenario that can tell; 1 one differs, or the trainer
@@ -25,7 +26,7 @@ from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.report import exit_code
 from pclab.experiments.trainer_check.summary import render
 from pclab.experiments.trainer_check.trainer_file import TrainerFileError, load
-from pclab.runners.cli import checked_or_exit, experiment_parser, run_for_cli
+from pclab.runners.cli import checked_or_exit, experiment_parser
 
 PROG = "pclab check"
 
@@ -47,6 +48,28 @@ def _unusable(trainer: str, exc: TrainerFileError, as_json: bool) -> int:
     return 2
 
 
+def _to_stderr(line: object) -> None:
+    print(line, file=sys.stderr)
+
+
+def not_run(params: Params, outcome: str, message: str) -> dict[str, Any]:
+    """The --json report of a run that judged nothing (a rank failed before any scenario,
+    the time ran out, the line was busy): status different (exit 1), one run-level
+    diagnosis: trainer_error, timeout, or the outcome (busy, cancelled)."""
+    code = {"failed": "trainer_error", "timeout": "timeout"}.get(outcome, outcome)
+    return {
+        "trainer": params.trainers[0],
+        "world_size": params.world_size,
+        "accum_steps": params.accum_steps,
+        "tolerance": params.tolerance,
+        "passed": False,
+        "status": "different",
+        "scenarios": [],
+        "skipped_scenarios": [],
+        "diagnoses": [{"code": code, "message": message, "scenario": None}],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = experiment_parser(PROG, __doc__, timeout_s=EXPERIMENT.timeout_s)
     parser.description = __doc__  # the whole of it: usage and exit codes, not its first line
@@ -61,13 +84,17 @@ def main(argv: list[str] | None = None) -> int:
         trainer = load(params.trainers[0])  # the contract, before anything is launched
     except TrainerFileError as exc:
         return _unusable(params.trainers[0], exc, args.json)
+    grid = params.counts if params.counts is not None else params.counts_labels
     if trainer.mode == "coupled" and params.counts is not None:  # issue 28: items, >= 1
         checked_or_exit(parser, partial(checked_counts, params.counts), args.timeout)
-    largest = max((n for row in params.counts or () for n in row), default=0)
+    largest = max((n for row in grid or () for n in row), default=0)
     if largest > trainer.capacity:
         parser.error(f"counts={largest} is more than a microbatch holds ({trainer.capacity})")
-    result = run_for_cli(parser, EXPERIMENT, params, args.timeout)
-    if result is None:
+    result = EXPERIMENT.run(params, timeout_s=args.timeout, progress=_to_stderr)
+    if not result.ok:  # nothing judged at all: one line, and with --json still a report
+        print(f"{PROG}: run failed: {result.message}", file=sys.stderr)
+        if args.json:
+            print(json.dumps(not_run(params, result.outcome.value, result.message), indent=2))
         return 1
     check = result.report["checks"][0]
     if args.json:

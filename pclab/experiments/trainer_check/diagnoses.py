@@ -9,9 +9,18 @@ JSON's "diagnoses": [{"code", "message", "scenario", ...}], the page's and CI's 
     uniform_scale            every weight x N is one c != 1: the update scaled once
     extra_optimizer_state    train_step created optimizer state the reference has none of
     no_evidence              the counts cannot tell the global token mean from a wrong scheme
+    trainer_error            the trainer raised in this scenario (file:line, the exception)
+    collective_mismatch      the ranks' collectives did not pair up in this scenario (one rank
+                             skipped or added one, or a rank left): what each rank was doing
+    timeout                  a rank was still in this scenario after its deadline
+    non_finite               a parameter or optimizer-state value is NaN or inf after the step
+    counts_not_terms         --counts asked for terms a microbatch cannot hold after a causal
+                             shift, or --counts-labels left a microbatch with labels no terms
 
 The first three (and dtype_changed on a freshly built model) make the file unusable: exit 2,
-no scenario run. Messages are plain English built here, once; codes never change.
+no scenario run. trainer_error, collective_mismatch and timeout make their scenario's verdict
+`different` (exit 1); every other scenario is still judged. Messages are plain English built
+here, once; codes never change.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ SCHEME_WORDS = {
     "microbatch_mean": "microbatch means (microbatch_mean)",
     "double_scaled": "a double ÷K (double_scaled)",
     "unnormalised_sum": "an unnormalised sum (unnormalised_sum)",
+    "labels_before_shift": "labels counted before the causal shift (labels_before_shift)",
 }
 
 
@@ -102,12 +112,21 @@ def optimizer_not_stepped(scenarios: list[str], parameters_changed: bool) -> Dia
     )
 
 
-def uniform_scale(scenario: str, scale: float, residual: float | None, accum: int) -> Diagnosis:
+def uniform_scale(
+    scenario: str, scale: float, residual: float | None, accum: int, terms_over_labels: float = 1.0
+) -> Diagnosis:
+    """Every weight x N is one c != 1; `terms_over_labels`: N_terms / N_labels of the scenario
+    (a summed loss over a label count taken before the causal shift gives exactly that)."""
     why = (
         f" (= 1/K: a second division by K = {accum}?)"
         if accum > 1 and abs(scale * accum - 1) < 1e-6
         else ""
     )
+    if terms_over_labels != 1.0 and abs(scale - terms_over_labels) < 1e-6 * terms_over_labels:
+        why = (
+            " (= N_terms / N_labels: the summed loss divided by the labels counted before the "
+            "causal shift, the global form of labels_before_shift; count after the shift)"
+        )
     fit = "" if residual is None else f", residual {residual:.1e}"
     message = (
         f"normalisation right, update scaled by {scale:.4g}{why}: every microbatch got the same "
@@ -160,3 +179,73 @@ def no_evidence_run(world_size: int, accum: int) -> Diagnosis:
         "the default) or uneven --counts"
     )
     return _diagnosis("no_evidence", message)
+
+
+def non_finite(
+    scenario: str, rank: int, found: dict[str, Any], counts: list[list[int]], agree: bool | None
+) -> Diagnosis:
+    """A NaN or inf after train_step (worker.first_non_finite on `rank`, the first that has
+    one), with the likeliest cause these counts suggest."""
+    n = sum(map(sum, counts))
+    empty = [
+        f"rank {r} microstep {k}"
+        for r, row in enumerate(counts)
+        for k, c in enumerate(row)
+        if c == 0
+    ]
+    if n == 0:
+        cause = (
+            "N = 0 here: a division by the zero count (world_size / num_tokens is inf)? "
+            "With no labels, skip the step on every rank"
+        )
+    elif empty:
+        cause = f"{', '.join(empty)} held no terms: a mean over nothing, or a division by its 0?"
+    else:
+        cause = "every microbatch held terms: a log or division of your own, or a learning rate?"
+    kind = "NaN" if found["nan"] else "inf"
+    same = (
+        ". The ranks agree bit for bit: every rank holds the same non-finite update"
+        if (agree)
+        else ""
+    )
+    message = (
+        f"{scenario}: your update is not finite: after train_step, {found['tensor']} on rank "
+        f"{rank} holds {found['values']} {kind} value(s) ({found['tensors']} tensor(s) hold "
+        f"NaN or inf). Likely cause: {cause}{same}"
+    )
+    return _diagnosis(
+        "non_finite", message, scenario, rank=rank, tensor=found["tensor"], values=found["values"]
+    )
+
+
+def counts_not_terms(
+    scenario: str, given: list[list[int]], terms: list[list[int]], counts_given: str
+) -> list[Diagnosis]:
+    """--counts (terms) that a microbatch did not get, or --counts-labels that left a
+    microbatch holding labels with no terms: said, never silent. [] when neither."""
+    cells = [
+        (r, k, g, t)
+        for r, (g_row, t_row) in enumerate(zip(given, terms))
+        for k, (g, t) in enumerate(zip(g_row, t_row))
+        if (g != t if counts_given == "terms" else g > 0 and t == 0)
+    ]
+    if not cells:
+        return []
+    if counts_given == "terms":
+        said = ", ".join(f"rank {r} microstep {k}: {g} asked, {t} held" for r, k, g, t in cells)
+        message = (
+            f"{scenario}: --counts gives terms, but {said}: more labels than fit off a "
+            "sequence's position 0, so the causal shift dropped those at position 0. The "
+            "weights are over the terms held"
+        )
+    else:
+        said = ", ".join(
+            f"rank {r} microstep {k} ({g} label{'s' if g != 1 else ''})" for r, k, g, _ in cells
+        )
+        message = (
+            f"{scenario}: --counts-labels placed labels, but {said} holds no terms: every "
+            "label sits at a sequence's position 0, which a causal shift drops. The microbatch "
+            "is empty here; use --counts to give terms"
+        )
+    cells_out = [[r, k, g, t] for r, k, g, t in cells]
+    return [_diagnosis("counts_not_terms", message, scenario, given=counts_given, cells=cells_out)]

@@ -103,9 +103,17 @@ class Params(Declared):
     """Microbatches each rank accumulates before its one optimizer step."""
     counts: tuple[tuple[int, ...], ...] | None = param(
         None,
-        'one label-count pattern instead of the five scenarios, e.g. "3,8;8,16": ranks split '
-        "by ';', microsteps by ','; it sets P and K (a --world-size or --accum that "
-        "contradicts it is an error)",
+        'one pattern of terms instead of the five scenarios, e.g. "3,8;8,16": ranks split '
+        "by ';', microsteps by ','; the labels are placed off a sequence's position 0 where "
+        "they fit, so a causal LM's shift drops none; it sets P and K (a --world-size or "
+        "--accum that contradicts it is an error)",
+        _counts,
+        text=_counts_text,
+    )
+    counts_labels: tuple[tuple[int, ...], ...] | None = param(
+        None,
+        "--counts as labels placed, position 0 included (a causal LM's terms are then "
+        "fewer by the labels at position 0; a microbatch left with none is said)",
         _counts,
         text=_counts_text,
     )
@@ -135,7 +143,11 @@ class Params(Declared):
 
     @classmethod
     def relate(cls, values: dict[str, object]) -> dict[str, object]:
-        grid = values["counts"]
+        if values["counts"] is not None and values["counts_labels"] is not None:
+            raise v.InvalidInput(
+                "counts_labels", _counts_text(values["counts_labels"]), "one_of", "not with counts"
+            )
+        grid = values["counts"] if values["counts"] is not None else values["counts_labels"]
         if _is_grid(grid):  # else None: no counts given
             read = {"world_size": len(grid), "accum_steps": len(grid[0])}
             for field, shown in (("world_size", "world_size"), ("accum_steps", "accum")):

@@ -16,6 +16,7 @@ from pclab.experiments.trainer_check.trainer_file import Trainer
 
 IGNORE = -100  # a position that does not count (the Hugging Face convention)
 Batch = dict[str, Any]  # one microbatch: whatever the file's token_losses reads
+GLOBAL: list[list[list[Batch]]] = [[]]  # the scenario's P x K microbatches (GLOBAL_BATCH)
 State = dict[str, torch.Tensor]  # "parameter <name>" / "optimizer <key> of <name>" -> float64
 
 
@@ -56,12 +57,13 @@ def microbatch(
 
 
 def scenario_batches(
-    trainer: Trainer, scenario: str, counts: Sequence[Sequence[int]]
+    trainer: Trainer, scenario: str, counts: Sequence[Sequence[int]], off_first: bool = False
 ) -> list[list[Batch]]:
     """Every cell's microbatch, P x K, with counts[r][k] counted labels: every rank builds all
     of them (the reference steps on the whole grid; the user's step takes its own row). Seeded
-    by (scenario, rank, microstep), so every rank builds the same grid."""
-    off_first = scenario in OFF_FIRST_POSITION
+    by (scenario, rank, microstep), so every rank builds the same grid. Off position 0 where
+    they fit for the scenarios of OFF_FIRST_POSITION, or when `off_first` asks (--counts)."""
+    off_first = off_first or scenario in OFF_FIRST_POSITION
     return [
         [microbatch(trainer, scenario, r, k, n, off_first) for k, n in enumerate(row)]
         for r, row in enumerate(counts)

@@ -11,10 +11,12 @@ from pclab.core import update_weights
 from pclab.experiments.trainer_check.coupled_report import build_check as coupled_check
 from pclab.experiments.trainer_check.diagnoses import (
     Diagnosis,
+    counts_not_terms,
     dtype_after,
     extra_optimizer_state,
     no_evidence_run,
     no_evidence_scenario,
+    non_finite,
     optimizer_not_stepped,
     uniform_scale,
 )
@@ -38,7 +40,7 @@ class ScenarioResult(TypedDict):
     residual: float | None
     scheme: str | None  # a named scheme, "other", or None at N = 0
     matching_schemes: list[str]  # every named scheme these counts cannot tell from it
-    ranks_agree: bool
+    ranks_agree: bool | None  # None: the scenario failed (trainer_error, timeout, ...)
     notes: list[str]  # codes: no_step, ranks_differ, control, zero_must_skip, not_linear ...
     verdict: str  # same_update, different, or no_evidence (matched, but so would a wrong scheme)
     untold: list[str]  # the wrong schemes these counts give the global token mean's weights
@@ -60,6 +62,7 @@ class TrainerReport(TypedDict):
     dtype: str  # the file's DTYPE
     max_grad_norm: float | None
     device: str  # cpu (Gloo) or cuda (NCCL)
+    counts_given: str | None  # what --counts gave: "terms" or "labels" (--counts-labels)
     diagnoses: list[Diagnosis]  # code, message, scenario (or None), details: diagnoses.py
 
 
@@ -68,9 +71,38 @@ def exit_code(check: Mapping[str, Any]) -> int:
     return STATUS_EXIT[check["status"]]
 
 
+def _failed(per_rank: list[RankScenario], tolerance: float) -> ScenarioResult:
+    """A scenario some rank failed in (guard.py; the diagnosis says how): `different`, with
+    nothing measured."""
+    positions: list[list[int]] = per_rank[0]["label_positions"]
+    return {
+        "name": per_rank[0]["name"],
+        "counts": positions,
+        "label_positions": positions,
+        "passed": False,
+        "max_abs_diff": None,
+        "first_divergence": None,
+        "weights": None,
+        "residual": None,
+        "scheme": None,
+        "matching_schemes": [],
+        "ranks_agree": None,
+        "notes": [],
+        "verdict": "different",
+        "untold": [],
+        "tolerance": tolerance,
+        "floor": None,
+        "clip_coefficient": None,
+    }
+
+
 def _scenario(
-    per_rank: list[RankScenario], tolerance: float, dtype: str = "float64"
+    per_rank: list[RankScenario], tolerance: float, dtype: str = "float64", shifts: bool = False
 ) -> ScenarioResult:
+    """One scenario judged from every rank's evidence; `shifts`: the trainer's terms are fewer
+    than the labels placed somewhere (a causal LM), so labels_before_shift is a candidate."""
+    if any("failure" in s for s in per_rank):
+        return _failed(per_rank, tolerance)
     first_rank = per_rank[0]
     tolerance = max(s.get("tolerance", tolerance) for s in per_rank)
     rtol = SOLVE_RTOL[dtype]
@@ -94,16 +126,17 @@ def _scenario(
         }
     passed = divergence is None and None not in diffs and max(diffs) <= tolerance and agree
     counts: list[list[int]] = first_rank["counts"]
+    labels = first_rank.get("label_positions", counts) if shifts else None
     n = sum(map(sum, counts))
     weights = first_rank["weights"]
     matching: list[str] = []
     scheme = "other" if n else None  # N = 0: no weight is defined
     if n and weights is not None:
-        matching = list(update_weights.matching_schemes(weights, counts, rtol))
-        scheme = update_weights.closest_scheme(weights, counts, rtol)
+        matching = list(update_weights.matching_schemes(weights, counts, rtol, labels))
+        scheme = update_weights.closest_scheme(weights, counts, rtol, labels)
     if dtype != "float64" and passed and n and weights and "global_token" not in matching:
         passed = False  # below the precision a wrong scheme's update can hide; its weights can't
-    evidence = update_weights.evidence(counts)
+    evidence = update_weights.evidence(counts, labels=labels)
     notes: list[str] = []
     if all(s["unchanged"] for s in per_rank) and first_rank["reference_changed"]:
         notes.append("no_step")
@@ -148,11 +181,20 @@ def _verdict(passed: bool, n: int, evidence: bool) -> str:
 
 
 def _scenario_diagnoses(
-    s: ScenarioResult, per_rank: list[RankScenario], dtype: str, k: int
+    s: ScenarioResult, per_rank: list[RankScenario], dtype: str, k: int, given: str | None
 ) -> list[Diagnosis]:
-    """What this scenario's ranks saw, as diagnoses (diagnoses.py)."""
+    """What this scenario's ranks saw, as diagnoses (diagnoses.py); `given`: what --counts
+    counts (terms or labels), None for the standard scenarios."""
     found: list[Diagnosis] = []
     name = s["name"]
+    failure = next((r["failure"] for r in per_rank if "failure" in r), None)
+    if failure is not None:
+        return [failure]
+    if given is not None:
+        found.extend(counts_not_terms(name, s["label_positions"], s["counts"], given))
+    bad = next(((r, x["non_finite"]) for r, x in enumerate(per_rank) if x.get("non_finite")), None)
+    if bad is not None:
+        found.append(non_finite(name, bad[0], bad[1], s["counts"], s["ranks_agree"]))
     recast = next((r["dtype_after"] for r in per_rank if r.get("dtype_after")), None)
     if recast:
         found.append(dtype_after(name, recast[0], recast[1], dtype))
@@ -166,7 +208,9 @@ def _scenario_diagnoses(
     scale = update_weights.uniform_scale(s["weights"], SOLVE_RTOL[dtype]) if s["weights"] else None
     named = s["scheme"] in ("other", "double_scaled")  # other schemes' names say it better
     if not s["passed"] and small and scale is not None and named:
-        found.append(uniform_scale(name, scale, s["residual"], k))
+        placed = sum(map(sum, s["label_positions"]))
+        ratio = sum(map(sum, s["counts"])) / placed if placed else 1.0
+        found.append(uniform_scale(name, scale, s["residual"], k, ratio))
     if s["verdict"] == "no_evidence":
         found.append(no_evidence_scenario(name, s["untold"]))
     return found
@@ -221,7 +265,13 @@ def build_report(ranks: tuple[dict[str, Any], ...]) -> dict[str, Any]:
         if check.get("mode") == "coupled":  # issue 28: its own scenarios and solve
             checks.append(coupled_check(check, per_scenario, first))  # type: ignore[arg-type]
             continue
-        scenarios = [_scenario(ranks_j, first["tolerance"], dtype) for ranks_j in per_scenario]
+        shifts = any(
+            "counts" in ranks_j[0] and ranks_j[0]["counts"] != ranks_j[0].get("label_positions")
+            for ranks_j in per_scenario
+        )
+        scenarios = [
+            _scenario(ranks_j, first["tolerance"], dtype, shifts) for ranks_j in per_scenario
+        ]
         found: list[Diagnosis] = next(
             (
                 r["checks"][i]["diagnoses"]
@@ -232,7 +282,8 @@ def build_report(ranks: tuple[dict[str, Any], ...]) -> dict[str, Any]:
         )
         unusable = bool(found)
         for s, ranks_j in zip(scenarios, per_scenario):
-            found = found + _scenario_diagnoses(s, ranks_j, dtype, first["accum_steps"])
+            given = check.get("counts_given")
+            found = found + _scenario_diagnoses(s, ranks_j, dtype, first["accum_steps"], given)
         found += _not_stepped(scenarios, per_scenario)
         status = _status(scenarios, unusable)
         if status == "no_evidence":
@@ -251,6 +302,7 @@ def build_report(ranks: tuple[dict[str, Any], ...]) -> dict[str, Any]:
                 "dtype": dtype,
                 "max_grad_norm": check.get("max_grad_norm"),
                 "device": check.get("device", "cpu"),
+                "counts_given": check.get("counts_given"),
                 "diagnoses": found,
             }
         )

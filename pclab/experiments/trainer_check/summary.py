@@ -58,7 +58,23 @@ def render(check: dict[str, Any], only_failing: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _failed(s: dict[str, Any], check: dict[str, Any]) -> list[str] | None:
+    """A scenario a rank failed in (trainer_error, collective_mismatch, timeout): its labels
+    and its diagnosis, nothing measured; None for a scenario that was judged."""
+    failure = [d for d in check.get("diagnoses", []) if d.get("scenario") == s["name"]]
+    if s.get("ranks_agree", True) is not None or not failure:
+        return None
+    placed = "; ".join(" ".join(map(str, row)) for row in s["label_positions"])
+    lines = [f"\n  {s['name']:<17} {VERDICT['different']}   not judged: {failure[0]['code']}"]
+    lines.append(f"    labels placed {placed}")
+    lines.extend(f"    diagnosis {d['code']}: {d['message']}" for d in failure)
+    return lines
+
+
 def _scenario(s: dict[str, Any], check: dict[str, Any]) -> list[str]:
+    failed = _failed(s, check)
+    if failed is not None:
+        return failed
     verdict = s.get("verdict", "same_update" if s["passed"] else "different")
     diff = "undefined" if s["max_abs_diff"] is None else f"{s['max_abs_diff']:.2e}"
     scheme = s["scheme"] or "undefined (N = 0)"

@@ -19,6 +19,12 @@ The contract (README, "Check your own trainer"):
                                          n_terms terms (then VOCAB_SIZE is optional)
     full_parameters(model) -> {name: Tensor}   optional: the full parameters after the step,
                                          named as build_model()'s (sharded or wrapped models)
+    GLOBAL_BATCH: bool = False           optional: True and train_step is handed every rank's
+                                         microbatches (P lists of K, by rank), for a
+                                         framework whose own sampler hands them out
+    fresh_start() -> None                optional: called before every train_step (each is a
+                                         new update from a fresh model): reset what a
+                                         framework keeps per process
 
 A file that defines batch_loss (or embed and embedding_loss without token_losses) is a
 coupled trainer, its loss of one item depending on the others: coupled_contract says which
@@ -52,11 +58,14 @@ SIGNATURES = {  # every function of the contract, as the check calls it
     "make_optimizer": ("params",),
     "make_microbatch": ("n_terms", "generator"),
     "full_parameters": ("model",),
+    "fresh_start": (),
 }
 DEFAULT_SEQ_LEN, DEFAULT_BATCH_SIZE, MAX_SIDE = 8, 2, 4096
 MAX_VOCAB = 2**24  # a limit on nothing but typos: real vocabularies (50304, 256000) pass
 DTYPES = ("float64", "float32", "bfloat16")
 FIRST_POSITION = "FIRST_POSITION_LABELLED"
+CHECK_STEPS = "the check's own steps"
+CURRENT: list[str] = [CHECK_STEPS]  # what this rank is running: a failure's "where" (guard.py)
 
 
 class TrainerFileError(ValueError):
@@ -84,6 +93,7 @@ class Trainer:
     dtype: str = "float64"
     max_grad_norm: float | None = None
     mode: str = "token"  # coupled_contract.MODES: "coupled" for a file with batch_loss
+    global_batch: bool = False  # GLOBAL_BATCH: train_step is handed every rank's microbatches
 
     def has(self, name: str) -> bool:
         """The file defines the optional function `name`."""
@@ -105,10 +115,13 @@ class Trainer:
         """Call the file's `name`, turning any exception into TrainerRaised at the user's
         own line (the lab's frames are not the user's business)."""
         function = getattr(self.module, name)
+        outer, CURRENT[0] = CURRENT[0], f"{name}()"  # left as is when it raises: the where
         try:
-            return function(*args)
+            result = function(*args)
         except Exception as exc:  # noqa: BLE001 - reported, with where it happened
             raise TrainerRaised(where(exc, self.path, name)) from None
+        CURRENT[0] = outer
+        return result
 
 
 def where(exc: BaseException, path: Path, name: str) -> str:
@@ -167,6 +180,9 @@ def load(path: str | Path) -> Trainer:
     dtype = getattr(module, "DTYPE", "float64")
     if dtype not in DTYPES:
         raise TrainerFileError(f"{path.name}: DTYPE={dtype!r} must be one of {', '.join(DTYPES)}")
+    global_batch = getattr(module, "GLOBAL_BATCH", False)
+    if not isinstance(global_batch, bool):
+        raise TrainerFileError(f"{path.name}: GLOBAL_BATCH={global_batch!r} must be True or False")
     max_norm = getattr(module, "MAX_GRAD_NORM", None)
     if max_norm is not None and (
         isinstance(max_norm, bool)
@@ -184,6 +200,7 @@ def load(path: str | Path) -> Trainer:
         dtype,
         None if max_norm is None else float(max_norm),
         "coupled" if coupled else "token",
+        global_batch,
     )
 
 

@@ -11,7 +11,10 @@ Per trainer file and scenario (check_scenario), every rank
     4. runs train_step again with SGD at learning rate 1 (sgd_delta), and rank 0 solves the
        change for the weight each microbatch got (core.update_weights).
 Before the scenarios, `preflight` checks what only the file's own code can show (a
-deterministic build_model in DTYPE, one term per counted label).
+deterministic build_model in DTYPE, one term per counted label). Each scenario runs alone
+(guard.alone): the trainer raising, a rank past the scenario's deadline or collectives that
+do not pair up make that scenario `different` with its diagnosis, the ranks rejoin a fresh
+process group, and the next scenario runs.
 
 Gloo on the CPU unless --device cuda (then NCCL, each rank on its local GPU). It runs
 unchanged under a hand-typed torchrun (any P, more nodes) and then also writes
@@ -25,15 +28,15 @@ and exits as the command does (0 same update, 1 different, 2 unusable or no evid
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pclab.core import update_weights
-from pclab.experiments.trainer_check import coupled_worker, diagnoses, probe, trainer_file
+from pclab.experiments.trainer_check import coupled_worker, diagnoses, guard, probe, trainer_file
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.probe import Batch, State
@@ -48,14 +51,20 @@ if TYPE_CHECKING:  # annotations only; the functions import torch where they use
     import torch
 
 
+NAN_CODE, INF_CODE = 7.0e300, 8.0e300  # NaN and inf in rank_spread: equal where ranks agree
+# bit for bit on where they are; a finite number across from them spreads past 1e300
+
+
 def rank_spread(state: State, device: torch.device) -> float | None:
     """max over elements of (max - min across ranks) of the same state; None when the ranks
-    hold differently shaped state or a non-finite number."""
+    hold differently shaped state, or a NaN or inf where another rank holds something else
+    (ranks that hold the same NaNs agree: that is non_finite, not disagreement)."""
     import torch
     import torch.distributed as dist
 
     vector = [t.flatten() for t in state.values()]
     flat = torch.cat(vector).to(device) if vector else torch.zeros(0, device=device)
+    flat = flat.nan_to_num(nan=NAN_CODE, posinf=INF_CODE, neginf=-INF_CODE)
     sizes = torch.tensor([flat.numel(), -flat.numel()], dtype=torch.float64, device=device)
     dist.all_reduce(sizes, op=dist.ReduceOp.MAX)
     if sizes[0] != -sizes[1]:
@@ -66,7 +75,22 @@ def rank_spread(state: State, device: torch.device) -> float | None:
     if not flat.numel():
         return 0.0
     spread = float((high - low).abs().max())
-    return spread if math.isfinite(spread) else None
+    return spread if spread < 1e300 else None
+
+
+def first_non_finite(state: State) -> dict[str, Any] | None:
+    """The first tensor (parameters, then optimizer state) holding a NaN or inf: its name,
+    how many such values, and how many tensors hold any."""
+    bad = [(k, t) for k, t in state.items() if not bool(t.isfinite().all())]
+    if not bad:
+        return None
+    name, tensor = bad[0]
+    return {
+        "tensor": name,
+        "values": int((~tensor.isfinite()).sum()),
+        "nan": bool(tensor.isnan().any()),
+        "tensors": len(bad),
+    }
 
 
 FLOOR_FACTOR = 10  # tolerance >= this x the reference's own floor (probe.floor)
@@ -135,12 +159,14 @@ def check_scenario(
     tolerance: float,
     rank: int,
     device: str,
+    off_first: bool = False,
 ) -> RankScenario:
     """This rank's evidence on one scenario (report.py judges the ranks' evidence together):
     its counts' microbatches, the reference update, the user's update and how the two compare,
     and on rank 0 each microbatch's weight. Every rank runs every scenario in the same order:
     the steps hold collectives (the user's own, and the check's all-reduces) that pair up."""
-    batches = probe.scenario_batches(trainer, name, counts)
+    batches = probe.scenario_batches(trainer, name, counts, off_first)
+    probe.GLOBAL[0] = batches  # GLOBAL_BATCH: what train_step is handed (step_batches)
     reference = probe.reference_update(trainer, batches, device)
     tolerance = scenario_tolerance(tolerance, reference.floor)
     user = user_update(trainer, batches[rank], device)
@@ -170,6 +196,19 @@ class UserUpdate:
     steps: int | None  # optimizer.step() calls, most on any rank (None: none could be counted)
 
 
+def step_batches(trainer: Trainer, own_batches: list[Batch], model: torch.nn.Module) -> Any:
+    """What train_step is handed, on the model's device: this rank's K microbatches, or with
+    GLOBAL_BATCH = True every rank's (P lists of K, by rank: the framework's own sampler
+    hands out this rank's). The file's fresh_start() first, when it has one: each call is a
+    new update from a fresh model."""
+    if trainer.has("fresh_start"):
+        trainer.call("fresh_start")
+    if trainer.global_batch:
+        every = probe.GLOBAL[0]
+        return [[probe.on_device(b, model) for b in row] for row in every]
+    return [probe.on_device(b, model) for b in own_batches]
+
+
 def user_update(trainer: Trainer, own_batches: list[Batch], device: str) -> UserUpdate:
     """A fresh model and the file's optimizer, stepped by the file's train_step on this rank's K
     microbatches. The step() calls are counted and all-reduced (MAX): the optimizer state is
@@ -181,7 +220,7 @@ def user_update(trainer: Trainer, own_batches: list[Batch], device: str) -> User
     model = probe.build(trainer, device)
     optimizer = probe.make_optimizer(trainer, model)
     counter = probe.count_steps(optimizer)
-    trainer.call("train_step", model, optimizer, [probe.on_device(b, model) for b in own_batches])
+    trainer.call("train_step", model, optimizer, step_batches(trainer, own_batches, model))
     most = torch.tensor([-1.0 if counter is None else float(counter[0])], device=device_of(device))
     dist.all_reduce(most, op=dist.ReduceOp.MAX)
     steps = None if most.item() < 0 else int(most.item())
@@ -219,6 +258,7 @@ def compare_updates(
         "stepped": user.steps,
         "extra_state": probe.extra_state(user.state, want),
         "dtype_after": probe.first_not_in(user.parameters, trainer.dtype),
+        "non_finite": first_non_finite(user.state),
     }
 
 
@@ -233,7 +273,7 @@ def sgd_delta(trainer: Trainer, own_batches: list[Batch], device: str) -> torch.
     order = [n for n, _ in model.named_parameters()]
     before = probe.flat_parameters(probe.parameters(trainer, model, False), order)
     sgd = torch.optim.SGD(model.parameters(), lr=1.0)
-    trainer.call("train_step", model, sgd, [probe.on_device(b, model) for b in own_batches])
+    trainer.call("train_step", model, sgd, step_batches(trainer, own_batches, model))
     after = probe.flat_parameters(probe.parameters(trainer, model, True), order)
     return after - before
 
@@ -289,7 +329,13 @@ def check_trainer(
     rank: int,
     world: int,
     device: str = "cpu",
+    units: tuple[int, guard.Units] = (0, guard.Units()),
+    counts_given: str = "terms",
 ) -> dict[str, Any]:
+    """This rank's evidence on one trainer file; `units`: the index of its first scenario
+    among every file's, and which of them this launch runs; `counts_given`: what --counts
+    counts, "terms" (labels placed off position 0 where they fit) or "labels" (anywhere)."""
+    first_unit, run = units
     trainer = trainer_file.load(path)
     if trainer.mode == "coupled":  # issue 28: batch_loss, the coupled mode's own path
         steps = coupled_worker.RankSteps(
@@ -306,22 +352,43 @@ def check_trainer(
     if too_many:
         limit = f"{trainer.capacity} = BATCH_SIZE x {trainer.labelled_columns} labelled positions"
         raise ValueError(f"counts={max(too_many)} is more than a microbatch holds ({limit})")
-    found = preflight(trainer, device, rank)
-    scenarios = (
-        []
-        if found
-        else [check_scenario(trainer, n, g, tolerance, rank, device) for n, g in grids.items()]
-    )
-    return {
+    header = {
         "trainer": str(Path(path)),
-        "scenarios": scenarios,
         "skipped": skipped,
         "first_position_labelled": trainer.first_position_labelled,
         "dtype": trainer.dtype,
         "max_grad_norm": trainer.max_grad_norm,
         "device": device,
-        "diagnoses": found,
+        "counts_given": None if counts is None else counts_given,
     }
+    todo = [(first_unit + j, n, g) for j, (n, g) in enumerate(grids.items())]
+    todo = [u for u in todo if u[0] >= run.skip]
+    found = preflight(trainer, device, rank) if todo else []
+    run.record(
+        rank, {"unit": first_unit, "units": len(grids), "header": header, "diagnoses": found}
+    )
+    scenarios = []
+    for index, name, grid in [] if found else todo:
+        positions = [list(r) for r in grid]
+        run.record(rank, {"started": index, "name": name, "label_positions": positions})
+        evidence, failure = guard.alone(
+            partial(
+                check_scenario,
+                *(trainer, name, grid, tolerance, rank, device),
+                off_first=counts is not None and counts_given == "terms",
+            ),
+            name,
+            index,
+            (run.timeout_s, run.pg_timeout_s),
+            "nccl" if device == "cuda" else "gloo",
+            device_of(device),
+        )
+        entry = evidence or {"name": name, "label_positions": positions}
+        if failure is not None:
+            entry["failure"] = failure
+        run.record(rank, {"unit": index, "scenario": entry})
+        scenarios.append(entry)
+    return {**header, "scenarios": scenarios, "diagnoses": found, "units": len(grids)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -330,15 +397,24 @@ def main(argv: list[str] | None = None) -> None:
     from torch.distributed.elastic.multiprocessing.errors import record
 
     def run() -> None:
-        params, out_dir = Params.from_worker_args(argv)
+        args, units = guard.units_of(argv)
+        params, out_dir = Params.from_worker_args(args)
         rank, world = init_worker(backend="nccl" if params.device == "cuda" else "gloo")
-        counts, accum, tolerance = params.counts, params.accum_steps, params.tolerance
+        given = "labels" if params.counts_labels is not None else "terms"
+        counts = params.counts if params.counts is not None else params.counts_labels
+        accum, tolerance = params.accum_steps, params.tolerance
         if counts is not None and len(counts) != world:
             raise ValueError(f"--counts has {len(counts)} ranks but the world size is {world}")
-        checks = [
-            check_trainer(p, accum, counts, tolerance, rank, world, params.device)
-            for p in params.trainers
-        ]
+        checks: list[dict[str, Any]] = []
+        for p in params.trainers:
+            first = sum(c.get("units", 0) for c in checks)  # a coupled check runs no units
+            checks.append(
+                check_trainer(
+                    *(p, accum, counts, tolerance, rank, world, params.device),
+                    units=(first, units),
+                    counts_given=given,
+                )
+            )
         payload: dict[str, Any] = {
             "rank": rank,
             "world_size": world,

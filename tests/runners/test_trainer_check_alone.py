@@ -1,0 +1,149 @@
+"""Issue 29 on real Gloo processes: every scenario judged on its own (a trainer that raises,
+hangs or skips a collective in one scenario costs that scenario only), a non-finite update
+named as such, torchtune's count before the causal shift named, and --counts as terms.
+
+Each trainer file is in tests/trainers/; each test is one `pclab check` of it (P = K = 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from runner_support import ROOT
+
+from pclab.experiments.trainer_check import assert_same_update
+
+TRAINERS = ROOT / "tests" / "trainers"
+
+
+def check(name: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
+    """`pclab check tests/trainers/<name>.py --json ...`: (exit code, the report)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pclab", "check", str(TRAINERS / f"{name}.py"), "--json", *args],
+        cwd=ROOT,
+        env=dict(os.environ, **(env or {})),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.stdout, done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def by_name(report: dict) -> dict[str, dict]:
+    return {s["name"]: s for s in report["scenarios"]}
+
+
+def codes(report: dict, scenario: str | None) -> list[str]:
+    return [d["code"] for d in report["diagnoses"] if d["scenario"] == scenario]
+
+
+def line_of(name: str, needle: str) -> int:
+    text = (TRAINERS / f"{name}.py").read_text().splitlines()
+    return next(n for n, line in enumerate(text, 1) if needle in line and "#" not in line[:4])
+
+
+JUDGED = ("uneven", "empty_microbatch", "empty_rank")  # the same update where not broken
+
+
+def test_an_exception_at_n_zero_costs_that_scenario_only():
+    code, report = check("zero_division_at_no_labels")
+    assert code == 1 and report["status"] == "different"
+    scenarios = by_name(report)
+    assert all(scenarios[n]["verdict"] == "same_update" for n in JUDGED)
+    failed = scenarios["no_labels"]
+    assert failed["verdict"] == "different" and failed["ranks_agree"] is None
+    assert codes(report, "no_labels") == ["trainer_error"]
+    (error,) = [d for d in report["diagnoses"] if d["code"] == "trainer_error"]
+    where = f"zero_division_at_no_labels.py:{line_of('zero_division_at_no_labels', '1 / total')}"
+    assert f"{where} in train_step: ZeroDivisionError" in error["message"]
+
+
+def test_a_skipped_collective_is_a_collective_mismatch_in_its_scenario():
+    """The empty rank skips the gradients' all_reduce: Gloo aborts a rank on the size
+    mismatch; the command runs the check again from the next scenario."""
+    code, report = check("skips_collective_on_empty_rank")
+    assert code == 1
+    scenarios = by_name(report)
+    assert codes(report, "empty_rank") == ["collective_mismatch"]
+    assert scenarios["empty_rank"]["verdict"] == "different"
+    assert all(scenarios[n]["verdict"] == "same_update" for n in ("uneven", "empty_microbatch"))
+    assert scenarios["equal_counts"]["verdict"] == "no_evidence"  # judged after the relaunch
+    message = next(d["message"] for d in report["diagnoses"] if d["scenario"] == "empty_rank")
+    assert "skip an all_reduce" in message and "pair.cc" not in message  # never raw Gloo alone
+
+
+def test_a_hang_in_one_scenario_is_its_timeout():
+    env = {"PCL_SCENARIO_TIMEOUT_S": "10", "PCL_PG_TIMEOUT_S": "20"}
+    code, report = check("hangs_on_empty_rank", env=env)
+    assert code == 1
+    scenarios = by_name(report)
+    assert codes(report, "empty_rank") == ["timeout"]
+    assert all(scenarios[n]["verdict"] == "same_update" for n in ("uneven", "empty_microbatch"))
+    assert scenarios["no_labels"]["verdict"] == "same_update"
+
+
+def test_a_nan_update_is_non_finite_not_ranks_apart():
+    code, report = check("nan_at_zero_count")
+    assert code == 1
+    scenarios = by_name(report)
+    nan = scenarios["no_labels"]
+    assert nan["verdict"] == "different" and nan["ranks_agree"] is True
+    assert "ranks_differ" not in nan["notes"]
+    assert codes(report, "no_labels") == ["non_finite"]
+    (found,) = [d for d in report["diagnoses"] if d["code"] == "non_finite"]
+    assert "division by the zero count" in found["message"] and found["values"] > 0
+    assert all(scenarios[n]["verdict"] == "same_update" for n in JUDGED)
+
+
+def test_torchtune_counting_labels_before_the_shift_is_named():
+    code, report = check("torchtune_count_before_shift")
+    assert code == 1
+    scenarios = by_name(report)
+    uneven = scenarios["uneven"]
+    assert uneven["scheme"] == "labels_before_shift" and uneven["verdict"] == "different"
+    terms, labels = uneven["counts"], uneven["label_positions"]
+    ratio = sum(map(sum, terms)) / sum(map(sum, labels))
+    for t_row, l_row, w_row in zip(terms, labels, uneven["weights"], strict=True):
+        for t, lab, w in zip(t_row, l_row, w_row, strict=True):
+            assert w == pytest.approx(lab / t * ratio, rel=1e-6)
+    # where every microbatch loses the same share to the shift, the counts cannot tell
+    for s in report["scenarios"]:
+        if s["verdict"] == "no_evidence":
+            assert s["untold"], s["name"]
+    assert "labels_before_shift" in scenarios["equal_counts"]["untold"]
+
+
+def test_counts_are_terms_and_counts_labels_are_said():
+    code, report = check("causal_shift_lm", "--counts", "1,9;5,3")
+    assert code == 0 and report["counts_given"] == "terms"
+    (custom,) = report["scenarios"]
+    assert custom["counts"] == [[1, 9], [5, 3]] and codes(report, "custom") == []
+    code, report = check("causal_shift_lm", "--counts-labels", "1,9;5,3")
+    assert report["counts_given"] == "labels"
+    (custom,) = report["scenarios"]
+    assert custom["label_positions"] == [[1, 9], [5, 3]]
+    assert custom["counts"][0][0] == 0  # its one label sits at position 0: the shift drops it
+    assert codes(report, "custom") == ["counts_not_terms"]
+    (said,) = report["diagnoses"]
+    assert [0, 0, 1, 0] in said["cells"] and "holds no terms" in said["message"]
+
+
+def test_the_pytest_helper_names_the_failed_scenario():
+    with pytest.raises(AssertionError) as caught:
+        assert_same_update(str(TRAINERS / "zero_division_at_no_labels.py"))
+    text = str(caught.value)
+    assert "not the same update in no_labels" in text
+    assert "trainer_error" in text and "ZeroDivisionError" in text
+
+
+def test_a_framework_gets_the_global_batch_and_a_fresh_start():
+    """tests/trainers/framework_sampler.py: its own DistributedSampler picks this rank's
+    microbatches from the global batch, and its once-per-process set-up raises unless
+    fresh_start() came before each train_step."""
+    code, report = check("framework_sampler")
+    assert code == 0 and report["status"] == "same_update", report["diagnoses"]
+    assert all(s["scheme"] in ("global_token", None) for s in report["scenarios"])
