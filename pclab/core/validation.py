@@ -83,6 +83,16 @@ class InvalidInput(ValueError):
         super().__init__(f"{self.field}={value!r} is invalid: expected {expected}")
 
 
+class DamagedFile(ValueError):
+    """One of the lab's own files is missing or not what it was released as (not the reader's
+    input): `file` names it, relative to the package, so a page can say which in its own
+    words."""
+
+    def __init__(self, file: str, message: str) -> None:
+        super().__init__(message)
+        self.file = file
+
+
 class NotANumber(TypeError):
     """A TypeError for a value that is not a real number, with the field's codes (and
     `table_row`, as for InvalidInput)."""

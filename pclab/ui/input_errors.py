@@ -10,8 +10,7 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-from pclab.core.validation import InvalidInput, NotANumber
-from pclab.experiments.transformer.lm.artifacts import ArtifactError
+from pclab.core.validation import DamagedFile, InvalidInput, NotANumber
 from pclab.ui.language import t
 from pclab.ui.plain_text import plain
 
@@ -57,7 +56,7 @@ def error_message(exc: Exception, names: dict[str, str] | None = None) -> str:
     `table_row()` around a per-row core call.
     """
     names = names or {}
-    if isinstance(exc, ArtifactError):  # the lab's own file, not the reader's input
+    if isinstance(exc, DamagedFile):  # the lab's own file, not the reader's input
         return t("errors.damaged_file", file=plain(exc.file))
     if isinstance(exc, InvalidInput):
         rule = _rule(exc, names)

@@ -38,9 +38,9 @@ from typing import Literal
 import streamlit as st
 from streamlit.elements.lib.mutable_status_container import StatusContainer
 
+from pclab.core.validation import DamagedFile
 from pclab.experiments import registry
 from pclab.experiments.base import Experiment, Params, params_record
-from pclab.experiments.transformer.lm.artifacts import ArtifactError
 from pclab.runners.code_hash import worker_code_hash
 from pclab.runners.results import Outcome, ProgressEvent, RunResult
 from pclab.ui import serving
@@ -101,7 +101,7 @@ def run_with_status(label: str, experiment: str | Experiment, **raw: object) -> 
     except (ValueError, TypeError) as exc:
         # A refused input names its rule; a damaged artifact of the lab's stops the run itself.
         message = error_message(exc)
-        if isinstance(exc, ArtifactError):
+        if isinstance(exc, DamagedFile):
             message = t("runs.cannot_start", message=message)
         st.error(message, icon=":material/error:")
         return None

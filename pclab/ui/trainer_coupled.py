@@ -14,7 +14,6 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pclab.core import coupled_objectives, coupled_schemes
 from pclab.experiments.trainer_check.coupled_scenarios import scenario_sizes
 from pclab.paths import EXAMPLES_DIR
 from pclab.ui import i18n
@@ -79,6 +78,10 @@ def section(example: str, world_size: int, accum: int) -> None:
         if result is not None:
             results(result.report["checks"][0])
     st.markdown(t("coupled.own"))
+    # Imported here: both import torch, which pages 05 and 06 (linking to this page's
+    # helpers) must not pay for on every render.
+    from pclab.core import coupled_objectives, coupled_schemes
+
     show_code(coupled_schemes.solve_schemes, coupled_objectives.candidate_gradient)
 
 

@@ -81,7 +81,7 @@ def test_the_recipe_weights_each_microbatch_by_labels_over_terms(run, adapter):
         assert uneven["scheme"] == "global_token" and uneven["passed"]
         assert uneven["counts"] == uneven["label_positions"] == [[14, 8], [1, 8]]
     else:  # 34 labels placed, 5 at position 0: N = 29 terms
-        assert uneven["scheme"] == "other" and not uneven["passed"]
+        assert uneven["scheme"] == "labels_before_shift" and not uneven["passed"]
         assert uneven["label_positions"] == [[16, 8], [7, 3]]
         assert uneven["counts"] == [[14, 7], [5, 3]]
     assert "optimizer_not_stepped" in {d["code"] for d in check["diagnoses"]}

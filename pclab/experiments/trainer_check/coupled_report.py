@@ -26,7 +26,6 @@ from __future__ import annotations
 from typing import Any
 
 import pclab.experiments.trainer_check.diagnoses as diagnoses
-from pclab.core.coupled_objectives import identical_objectives
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 
 SCHEME_EXPLANATIONS = {  # scheme -> one line: what the trainer's step optimised
@@ -100,6 +99,9 @@ def scenario(
     solved = per_rank[0]
     compared = _compared(per_rank, tolerance)
     scheme = solved.get("scheme")
+    # Imported here: core.coupled_objectives imports torch, which the pages must not pay for.
+    from pclab.core.coupled_objectives import identical_objectives
+
     identical = next((g for g in identical_objectives(p, k) if "global_batch" in g), ())
     untold = [s for s in solved.get("untold", []) if s not in identical]
     evidence = p * k > 1 and scheme is not None and not untold

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pclab.core.coupled_objectives import identical_objectives
 from pclab.experiments.trainer_check.coupled_report import FIXES, SCHEME_EXPLANATIONS
 
 
@@ -28,6 +27,9 @@ def render(
     head = f"{headlines[status]}  {check['trainer']}  (coupled: {' '.join([shape, *extras])})"
     lines = [head]
     lines += [f"  diagnosis {d['code']}: {d['message']}" for d in check["diagnoses"]]
+    # Imported here: core.coupled_objectives imports torch, which the pages must not pay for.
+    from pclab.core.coupled_objectives import identical_objectives
+
     alike = identical_objectives(check["world_size"], check["accum_steps"])
     for s in check["scenarios"]:
         if not only_failing or s["verdict"] == "different":

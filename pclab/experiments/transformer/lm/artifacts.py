@@ -20,6 +20,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from pclab.core.validation import DamagedFile
 from pclab.paths import PACKAGE_DIR
 
 ROOT = PACKAGE_DIR
@@ -31,13 +32,8 @@ ADAMW_STATE = "artifacts/adamw_state.safetensors"
 MOMENTS = ("exp_avg", "exp_avg_sq")
 
 
-class ArtifactError(ValueError):
-    """A committed artifact is missing, malformed or does not match its manifest hash.
-    `file` names it (relative to the package), so a page can say which in its own words."""
-
-    def __init__(self, file: str, message: str) -> None:
-        super().__init__(message)
-        self.file = file
+class ArtifactError(DamagedFile):
+    """A committed artifact is missing, malformed or does not match its manifest hash."""
 
 
 def sha256(payload: bytes) -> str:
