@@ -85,6 +85,7 @@ def test_a_killed_servers_folders_are_removed_by_the_next_start(browser, tmp_pat
         wait_for_app(second)
         second.close()
         now = _lab_folders(tmp_path)
-        assert not set(now) & set(left) and len(now) == 1, now  # the new server's torch cache
+        # At most the new server's own torch cache (made when its preload gets to it).
+        assert not set(now) & set(left) and len(now) <= 1, now
     assert list(tmp_path.iterdir()) == [], _lab_folders(tmp_path)
     stop_server(first)

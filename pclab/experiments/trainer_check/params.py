@@ -110,6 +110,7 @@ class Params(Declared):
         _counts,
         text=_counts_text,
     )
+    """Terms (counted labels after any causal shift) per rank and microstep."""
     counts_labels: tuple[tuple[int, ...], ...] | None = param(
         None,
         "--counts as labels placed, position 0 included (a causal LM's terms are then "
@@ -117,7 +118,8 @@ class Params(Declared):
         _counts,
         text=_counts_text,
     )
-    """Valid labels n_rk per rank and microstep, for a case the five scenarios miss."""
+    """Labels placed per rank and microstep, position 0 included: what a user writes when
+    the question is what the trainer counts before its shift (torchtune's form)."""
     tolerance: float = param(
         DEFAULT_TOLERANCE,
         "largest |user - reference| on any parameter or optimizer-state tensor (raised per "
