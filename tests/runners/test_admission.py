@@ -205,7 +205,9 @@ def test_ten_simultaneous_runs_stay_under_the_budget(concurrency):
         results = run_all(runtime, mixed_burst())
         peak = sampler.stop()
         assert [r.ok for r in results] == [True] * 10, [r.message for r in results]
-        assert sampler.samples > 20 and peak <= budget, (peak, budget)
+        # At least a few readings during the burst (a PSS reading of the tree takes longer on
+        # a loaded box: beside four busy loops 20 readings at 50 ms were not always had).
+        assert sampler.samples >= 5 and peak <= budget, (sampler.samples, peak, budget)
         assert runtime.pool.size()["zygotes"] == 1  # a second would not have fitted
         after = registry.get("negatives").launch(tau=5.0, timeout_s=120, runtime=runtime)
         assert after.ok, after.message  # the next Run, after the burst, is admitted
