@@ -109,7 +109,7 @@ def preflight(trainer: Trainer, device: str, rank: int, steps: RankSteps) -> lis
     if name is not None:
         found.append(diagnoses.model_not_deterministic(name, None, across_ranks=False))
     floating = {n: t.detach().double() for n, t in a.items() if t.is_floating_point()}
-    if steps.rank_spread(floating, _device(device)) != 0.0 and not found:
+    if steps.rank_spread(floating, probe.device_of(device)) != 0.0 and not found:
         found.append(diagnoses.model_not_deterministic(next(iter(floating), "?"), None, True))
     wrong = probe.first_not_in(dict(first.named_parameters()), trainer.dtype)
     if wrong and not found:
@@ -121,7 +121,7 @@ def preflight(trainer: Trainer, device: str, rank: int, steps: RankSteps) -> lis
             co.pool_objective("global_batch", global_loss(trainer), first, grid)
         except ValueError as exc:  # core's InvalidInput: not a scalar, not finite, bad rows
             found.append(objective_invalid(str(exc)))
-    flag = torch.tensor([float(bool(found))], device=_device(device))
+    flag = torch.tensor([float(bool(found))], device=probe.device_of(device))
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     if flag.item() and not found:
         found.append({"code": "elsewhere", "message": "another rank found the file unusable"})
@@ -130,12 +130,6 @@ def preflight(trainer: Trainer, device: str, rank: int, steps: RankSteps) -> lis
 
 def _same(x: torch.Tensor, y: torch.Tensor) -> bool:
     return x.shape == y.shape and bool(torch.equal(x, y))
-
-
-def _device(device: str) -> torch.device:
-    if device == "cuda":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
 
 
 def check_scenario(

@@ -285,3 +285,10 @@ def first_not_in(named: Mapping[str, torch.Tensor], dtype: str) -> tuple[str, st
     as "float64"), or None when all are: what build_model or train_step got wrong."""
     declared = getattr(torch, dtype)
     return next(((n, dtype_name(t.dtype)) for n, t in named.items() if t.dtype != declared), None)
+
+
+def device_of(device: str) -> torch.device:
+    """The torch device of --device on this rank (cuda: the rank's local GPU)."""
+    if device == "cuda":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")

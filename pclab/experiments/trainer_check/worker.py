@@ -114,7 +114,7 @@ def preflight(trainer: Trainer, device: str, rank: int) -> list[Diagnosis]:
             found.append(diagnoses.model_not_deterministic(name, gap, across_ranks=False))
             break
     floating = {n: t.detach().double() for n, t in a.items() if t.is_floating_point()}
-    if rank_spread(floating, device_of(device)) != 0.0 and not found:  # every rank joins
+    if rank_spread(floating, probe.device_of(device)) != 0.0 and not found:  # every rank joins
         name = next(iter(floating), "the parameters")
         found.append(diagnoses.model_not_deterministic(name, None, across_ranks=True))
     wrong = probe.first_not_in(dict(first.named_parameters()), trainer.dtype)
@@ -122,7 +122,7 @@ def preflight(trainer: Trainer, device: str, rank: int) -> list[Diagnosis]:
         found.append(diagnoses.dtype_built(wrong[0], wrong[1], trainer.dtype))
     if not found:
         found.extend(_terms_mismatch(trainer, first))
-    flag = torch.tensor([float(bool(found))], device=device_of(device))
+    flag = torch.tensor([float(bool(found))], device=probe.device_of(device))
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     if flag.item() and not found:  # another rank found one: this rank stops with it
         found.append({"code": "elsewhere", "message": "another rank found the file unusable"})
@@ -141,15 +141,6 @@ def _terms_mismatch(trainer: Trainer, model: torch.nn.Module) -> list[Diagnosis]
         if got != valid and not shifted:
             return [diagnoses.terms_mismatch(got, valid, own)]
     return []
-
-
-def device_of(device: str) -> torch.device:
-    """The torch device of --device on this rank (cuda: the rank's local GPU)."""
-    import torch
-
-    if device == "cuda":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
 
 
 def check_scenario(
@@ -221,7 +212,8 @@ def user_update(trainer: Trainer, own_batches: list[Batch], device: str) -> User
     optimizer = probe.make_optimizer(trainer, model)
     counter = probe.count_steps(optimizer)
     trainer.call("train_step", model, optimizer, step_batches(trainer, own_batches, model))
-    most = torch.tensor([-1.0 if counter is None else float(counter[0])], device=device_of(device))
+    stepped = -1.0 if counter is None else float(counter[0])
+    most = torch.tensor([stepped], device=probe.device_of(device))
     dist.all_reduce(most, op=dist.ReduceOp.MAX)
     steps = None if most.item() < 0 else int(most.item())
     parameters = probe.parameters(trainer, model, stepped_by_user=True)
@@ -252,7 +244,7 @@ def compare_updates(
             user_parameters, {k: reference.initial.get(k) for k in user_parameters}
         ),
         "reference_changed": not probe.same_state(want, reference.initial),
-        "spread": rank_spread(user.state, device_of(device)),
+        "spread": rank_spread(user.state, probe.device_of(device)),
         "tolerance": tolerance,
         "floor": reference.floor,
         "stepped": user.steps,
@@ -381,7 +373,7 @@ def check_trainer(
             index,
             (run.timeout_s, run.pg_timeout_s),
             "nccl" if device == "cuda" else "gloo",
-            device_of(device),
+            probe.device_of(device),
         )
         entry = evidence or {"name": name, "label_positions": positions}
         if failure is not None:
