@@ -176,6 +176,9 @@ def test_counts_pattern_reads_p_and_k():
 
 
 ONE_RANK = ("--world-size", "1", "--accum", "1")  # a single rank is enough to show these
+# Two ranks, one scenario: each scenario a trainer raises in is relaunched cold for the rest
+# (test_trainer_check_alone.py tests that), 67 s for the five defaults on a quiet box.
+ONE_PATTERN = ("--counts", "3,5;4,6")
 RAISE_LINE = next(  # the line of the `raise` in that file: the check must name it
     n
     for n, text in enumerate((BROKEN / "raises_on_rank_one.py").read_text().splitlines(), 1)
@@ -190,7 +193,7 @@ RAISE_LINE = next(  # the line of the `raise` in that file: the check must name 
         (BROKEN / "missing_train_step.py", (), 2, "missing train_step()"),
         (
             BROKEN / "raises_on_rank_one.py",
-            (),
+            ONE_PATTERN,
             1,
             f"raises_on_rank_one.py:{RAISE_LINE} in train_step: ZeroDivisionError",
         ),
