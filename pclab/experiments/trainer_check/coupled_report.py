@@ -74,8 +74,9 @@ def scenario(
     solved = per_rank[0]
     if any("failure" in s for s in per_rank):
         nothing = {"max_abs_diff": None, "first_divergence": None, "ranks_agree": None}
-        failed = {**nothing, "passed": False, "tolerance": tolerance}
-        return _result(solved, failed, "different", [], [])
+        return _result(
+            solved, {"passed": False, **nothing, "tolerance": tolerance}, "different", [], []
+        )
     compared = diagnoses.compared(per_rank, tolerance)
     scheme = solved.get("scheme")
     # Imported here: core.coupled_objectives imports torch, which the pages must not pay for.

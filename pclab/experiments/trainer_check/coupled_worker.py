@@ -205,7 +205,7 @@ def check_trainer(
     for the launch layer's relaunch after a rank died). `where`: this rank, P, --device."""
     rank, world, device = where
     grids = scenario_sizes(world, accum) if counts is None else {"custom": checked_counts(counts)}
-    header = {
+    header: dict[str, Any] = {
         "trainer": str(trainer.path),
         "mode": "coupled",
         "skipped": [],

@@ -104,8 +104,8 @@ def unequal_microsteps(sizes: list[list[int]]) -> list[int]:
 
 def _mismatch_hint(entry: dict[str, Any]) -> str:
     """What to look for: in the coupled mode with ranks of unequal items, the gather."""
-    sizes = entry.get("sizes")
-    unequal = unequal_microsteps(sizes) if sizes else []
+    sizes: list[list[int]] = entry.get("sizes") or []
+    unequal = unequal_microsteps(sizes)
     if not unequal:
         return (
             "Every rank must make the same collectives in the same order, also a rank with no "

@@ -250,7 +250,7 @@ def run_units(
             (run.timeout_s, run.pg_timeout_s),
             "nccl" if device == "cuda" else "gloo",
             device_of(device),
-            lambda seen, at=index: run.record(rank, {"unit": at, "seen": seen}),
+            partial(_say_seen, run, rank, index),
         )
         entry = evidence or named
         if failure is not None:
@@ -258,6 +258,10 @@ def run_units(
         run.record(rank, {"unit": index, "scenario": entry})
         scenarios.append(entry)
     return found, scenarios
+
+
+def _say_seen(run: Units, rank: int, index: int, seen: dict[str, Any]) -> None:
+    run.record(rank, {"unit": index, "seen": seen})
 
 
 @dataclass(frozen=True)
