@@ -19,6 +19,10 @@ Diagnoses (codes; the token mode's where they apply):
     candidate_left_out   embedding_loss refused more documents than queries (a symmetric
                          CLIP loss): remote_detached and query_path_only cannot be named
     no_evidence          P x K = 1, or a wrong scheme gives this scenario's update too
+    trainer_error, collective_mismatch, timeout   the scenario failed (failures.py: each
+                         scenario runs alone, as in the token mode); its entry has
+                         ranks_agree and scheme None; a gather of unequal items (--counts)
+                         is a collective_mismatch with the scenario's `sizes`
 """
 
 from __future__ import annotations

@@ -5,8 +5,11 @@ The first launch is the plain one (identical requests still share it). When it f
 check runs again with --progress-dir: every rank appends each scenario it starts and judges to
 <dir>/rank<r>.jsonl; when a launch fails again, the scenario its ranks were in gets the
 launcher's one line as its diagnosis (failures.launch_failed) and the next launch starts
-after it (--skip), in the time that is left. The ranks' outputs are then put together from
-those lines, as if one launch had run them all. A failure before any scenario started (a
+after it (--skip), in the time that is left (no launch once no scenario is left). What each
+rank was doing goes with it: what a surviving rank saw (its "seen" line) or the stack
+faulthandler left in <dir>/rank<r>.stack (guard.Units.watch_stack). Both modes of the check
+write these lines (guard.run_units). The ranks' outputs are then put together from those
+lines, as if one launch had run them all. A failure before any scenario started (a
 preflight, an import in the worker) is the run's failure, as before.
 """
 
