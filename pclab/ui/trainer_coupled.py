@@ -15,8 +15,9 @@ import pandas as pd
 import streamlit as st
 
 from pclab.experiments.trainer_check.coupled_scenarios import scenario_sizes
+from pclab.experiments.trainer_check.failures import FAILURE_CODES, unequal_microsteps
 from pclab.paths import EXAMPLES_DIR
-from pclab.ui import i18n
+from pclab.ui import i18n, trainer_diagnoses
 from pclab.ui import trainer_views as views
 from pclab.ui.input_errors import guard
 from pclab.ui.language import lang, t
@@ -94,8 +95,8 @@ def results(check: dict) -> None:
     status = check["status"]
     STATUS_BOX.get(status, st.error)(t(f"coupled.status.{status}"))
     for d in check["diagnoses"]:
-        if d["code"] != "no_evidence":  # the banner says it; the others in the report's words
-            st.caption(f"`{d['code']}`: {d['message']}")
+        if d["code"] != "no_evidence":  # the banner says it
+            st.caption(f"`{d['code']}`: {said(d, check)}")
     if not check["scenarios"]:
         return
     st.table(frame(check))
@@ -119,6 +120,28 @@ def results(check: dict) -> None:
             st.page_link(page.file, label=label, icon=":material/school:")
 
 
+def said(d: dict, check: dict) -> str:
+    """A diagnosis in the reader's language where the catalogues have it: a gather's ranks
+    with unequal items (coupled.diagnosis.unequal_items), a failed scenario's code (the token
+    mode's words, trainer_diagnoses); else the report's own English message."""
+    unequal = unequal_microsteps(d.get("sizes") or [])
+    if d["code"] == "collective_mismatch" and unequal:
+        held = [
+            t("coupled.diagnosis.held", rank=r, items=row[unequal[0]])
+            for r, row in enumerate(d["sizes"])
+        ]
+        return t(
+            "coupled.diagnosis.unequal_items",
+            scenario=views.say("scenario", d["scenario"]),
+            microstep=unequal[0],
+            held=i18n.join(lang(), held),
+            message=d["message"],
+        )
+    if d["code"] in FAILURE_CODES.values():
+        return trainer_diagnoses.text(d, check)
+    return str(d["message"])
+
+
 def frame(check: dict) -> pd.DataFrame:
     """One row per scenario, in the reader's language (scheme codes in parentheses)."""
     rows = []
@@ -130,7 +153,9 @@ def frame(check: dict) -> pd.DataFrame:
                 t("coupled.column.scenario"): s["name"],
                 t("coupled.column.items"): _sizes(s["sizes"]),
                 t("coupled.column.verdict"): t(f"coupled.verdict.{s['verdict']}"),
-                t("coupled.column.scheme"): t(f"coupled.scheme.{s['scheme'] or 'other'}"),
+                t("coupled.column.scheme"): "—"
+                if s["ranks_agree"] is None  # failed: nothing measured (its diagnosis says)
+                else t(f"coupled.scheme.{s['scheme'] or 'other'}"),
                 t("coupled.column.also"): i18n.join(lang(), also) if also else "—",
                 t("coupled.column.max_abs_diff"): "—" if diff is None else f"{diff:.1e}",
             }

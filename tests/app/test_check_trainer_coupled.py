@@ -93,3 +93,34 @@ def test_pages_05_and_06_link_to_the_coupled_check(page):
     assert not at.exception, at.exception
     labels = [a.proto.label for a in at.get("page_link")]
     assert i18n.text("en", "coupled.to_check") in labels
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_gather_of_unequal_items_is_said_in_the_readers_language(lang, launches):
+    """The recorded real run of gather_with_grad.py with --counts "2;3" (Gloo aborted rank 0):
+    its collective_mismatch reads in the reader's language, naming each rank's items; the
+    failed scenario's row names no scheme."""
+    say = lambda key, **v: i18n.text(lang, key, **v)  # noqa: E731
+    launches.use(lambda world_size, accum, example: tuple(RECORDED["gather_with_grad_unequal"]))
+    at = open_section(PAGE, lang, chk_example="gather_with_grad", chk_accum="1")
+    at.button(key="chk_coupled_run").click().run()
+    assert not at.exception, at.exception
+    assert [e.value for e in at.error] == [say("coupled.status.different")]
+    (caption,) = [c.value for c in at.caption if "collective_mismatch" in c.value]
+    held = i18n.join(
+        lang, [say("coupled.diagnosis.held", rank=r, items=n) for r, n in ((0, 2), (1, 3))]
+    )
+    failure = RECORDED["gather_with_grad_unequal"][0]["checks"][0]["scenarios"][0]["failure"]
+    scenario = say("check.scenario.custom")
+    words = say(
+        "coupled.diagnosis.unequal_items",
+        scenario=scenario,
+        microstep=0,
+        held=held,
+        message=failure["message"],
+    )
+    assert caption == f"`collective_mismatch`: {words}"
+    assert "pair.cc" not in caption and "tiny_embedder.py:" in caption  # the user's line
+    (table,) = at.table
+    assert list(table.value[say("coupled.column.scheme")]) == ["—"]
+    assert list(table.value[say("coupled.column.verdict")]) == [say("coupled.verdict.different")]

@@ -122,3 +122,43 @@ def test_a_whole_batch_loss_with_detached_rows_gets_a_factor_per_group(checks):
         assert sorted(factors) == pytest.approx([0.5, 1.0], rel=1e-9)
         assert factors[min(factors)] == {"encoder.weight", "encoder.bias"}
         assert factors[max(factors)] == {"logit_scale"}
+
+
+@pytest.fixture(scope="session")
+def unequal():
+    """One real cold launch (torchrun, as `pclab check` runs it) of two coupled files with
+    unequal items per rank (--counts "2;3"): gather_with_grad.py's all_gather aborts rank 0
+    (Gloo: a size mismatch), the check runs again from the next scenario, batchnorm_ddp.py
+    (no gather) is judged. {file: its check}, and the summary of the first."""
+    names = ["gather_with_grad", "batchnorm_ddp"]
+    params = Params.checked([_path(n) for n in names], counts="2;3")
+    result = EXPERIMENT.run(params, timeout_s=600)
+    assert result.ok, result.message
+    return dict(zip(names, result.report["checks"]))
+
+
+def test_a_gather_of_unequal_items_is_a_collective_mismatch_in_its_scenario(unequal):
+    check = unequal["gather_with_grad"]
+    assert check["mode"] == "coupled" and check["status"] == "different" and exit_code(check) == 1
+    (s,) = check["scenarios"]
+    assert s["name"] == "custom" and s["sizes"] == [[2], [3]]
+    assert s["verdict"] == "different" and s["ranks_agree"] is None and s["scheme"] is None
+    (d,) = check["diagnoses"]
+    assert d["code"] == "collective_mismatch" and d["scenario"] == "custom"
+    assert d["sizes"] == [[2], [3]] and d["rank"] == 0
+    message = d["message"]
+    assert "different numbers of items in microstep 0 (rank 0: 2, rank 1: 3)" in message
+    assert "rank 0 was in train_step() at tiny_embedder.py:" in message  # the user's line
+    assert {str(r) for r in d["ranks"]} == {"0", "1"} and all(
+        "train_step()" in w for w in d["ranks"].values()
+    )
+    for raw in ("pair.cc", "EnforceNotMet", "terminate called"):  # never raw Gloo
+        assert raw not in message
+    assert "collective_mismatch" in render(check) and "DIFFERENT" in render(check)
+
+
+def test_the_file_after_the_dead_rank_is_still_judged(unequal):
+    check = unequal["batchnorm_ddp"]
+    (s,) = check["scenarios"]
+    assert s["scheme"] == "rank_pool" and s["verdict"] == "different" and s["ranks_agree"]
+    assert [d["code"] for d in check["diagnoses"]] == []

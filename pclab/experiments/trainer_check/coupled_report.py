@@ -19,6 +19,10 @@ Diagnoses (codes; the token mode's where they apply):
     candidate_left_out   embedding_loss refused more documents than queries (a symmetric
                          CLIP loss): remote_detached and query_path_only cannot be named
     no_evidence          P x K = 1, or a wrong scheme gives this scenario's update too
+    trainer_error, collective_mismatch, timeout   the scenario failed (failures.py: each
+                         scenario runs alone, as in the token mode); its entry has
+                         ranks_agree and scheme None; a gather of unequal items (--counts)
+                         is a collective_mismatch with the scenario's `sizes`
 """
 
 from __future__ import annotations
@@ -65,39 +69,19 @@ def objective_invalid(message: str) -> Diagnosis:
     return _diagnosis("objective_invalid", f"the coupled objective cannot be computed: {message}")
 
 
-def _compared(per_rank: list[dict[str, Any]], tolerance: float) -> dict[str, Any]:
-    """The ranks' comparisons with the reference, together: passed, worst gap, first
-    divergence, whether the ranks agree."""
-    tolerance = max(s.get("tolerance", tolerance) for s in per_rank)
-    diffs = [s["max_abs_diff"] for s in per_rank]
-    agree = all(s["spread"] is not None and s["spread"] <= tolerance for s in per_rank)
-    divergence = next(
-        (
-            {"rank": r, **s["first_divergence"]}
-            for r, s in enumerate(per_rank)
-            if s["first_divergence"]
-        ),
-        None,
-    )
-    if divergence is None and not agree:
-        spread = max((s["spread"] for s in per_rank if s["spread"] is not None), default=None)
-        divergence = {"rank": None, "tensor": None, "abs_diff": spread, "why": "ranks differ"}
-    worst = None if None in diffs else max(diffs)
-    return {
-        "passed": divergence is None and worst is not None and worst <= tolerance and agree,
-        "max_abs_diff": worst,
-        "first_divergence": divergence,
-        "ranks_agree": agree,
-        "tolerance": tolerance,
-    }
-
-
 def scenario(
     per_rank: list[dict[str, Any]], tolerance: float, p: int, k: int, dtype: str
 ) -> dict[str, Any]:
-    """One scenario's result from every rank's evidence (rank 0 carries the solve)."""
+    """One scenario's result from every rank's evidence (rank 0 carries the solve); a scenario
+    some rank failed in (guard.py, relaunch.py: its diagnosis says how) is `different`, with
+    nothing measured (ranks_agree None, as in the token mode)."""
     solved = per_rank[0]
-    compared = _compared(per_rank, tolerance)
+    if any("failure" in s for s in per_rank):
+        nothing = {"max_abs_diff": None, "first_divergence": None, "ranks_agree": None}
+        return _result(
+            solved, {"passed": False, **nothing, "tolerance": tolerance}, "different", [], []
+        )
+    compared = diagnoses.compared(per_rank, tolerance)
     scheme = solved.get("scheme")
     # Imported here: core.coupled_objectives imports torch, which the pages must not pay for.
     from pclab.core.coupled_objectives import identical_objectives
@@ -116,13 +100,27 @@ def scenario(
     if solved.get("not_finite"):
         notes.append("not_finite")
     verdict = "different" if not passed else "same_update" if evidence else "no_evidence"
+    return _result(solved, {**compared, "passed": passed}, verdict, untold, notes)
+
+
+def _result(
+    solved: dict[str, Any],
+    compared: dict[str, Any],
+    verdict: str,
+    untold: list[str],
+    notes: list[str],
+) -> dict[str, Any]:
+    """A scenario's JSON entry: the comparison, rank 0's solve (absent: not measured)."""
+    scheme = solved.get("scheme")
+    explanation = SCHEME_EXPLANATIONS.get(scheme or "", "the global-batch gradient is 0")
+    if "failure" in solved or compared["ranks_agree"] is None:
+        explanation = "not measured: the scenario failed (its diagnosis says how)"
     return {
         "name": solved["name"],
         "sizes": solved["sizes"],
         **compared,
-        "passed": passed,
         "scheme": scheme,
-        "explanation": SCHEME_EXPLANATIONS.get(scheme or "", "the global-batch gradient is 0"),
+        "explanation": explanation,
         "matching_schemes": solved.get("matching_schemes", []),
         "coinciding": solved.get("coinciding", []),
         "untold": untold,
@@ -146,6 +144,9 @@ def _diagnosis(code: str, message: str, scenario: str | None = None, **details: 
 def _scenario_diagnoses(
     s: dict[str, Any], per_rank: list[dict[str, Any]], dtype: str
 ) -> list[Diagnosis]:
+    failure = next((r["failure"] for r in per_rank if "failure" in r), None)
+    if failure is not None:  # the same diagnosis on every rank (guard.alone, relaunch.py)
+        return [failure]
     found: list[Diagnosis] = []
     recast = next((r["dtype_after"] for r in per_rank if r.get("dtype_after")), None)
     if recast:
@@ -174,7 +175,7 @@ def _run_diagnoses(
     idle = [
         (s["name"], ranks)
         for s, ranks in zip(scenarios, per_scenario)
-        if ranks[0]["reference_changed"] and all(r.get("stepped") == 0 for r in ranks)
+        if ranks[0].get("reference_changed") and all(r.get("stepped") == 0 for r in ranks)
     ]
     if idle:
         changed = any(not r["unchanged"] for _, ranks in idle for r in ranks)

@@ -50,6 +50,8 @@ def _scenario(
         f"max |delta| vs reference {diff}   tolerance {s['tolerance']:.1e}",
         f"    scheme {s['scheme']}: {SCHEME_EXPLANATIONS.get(s['scheme'] or '', s['explanation'])}",
     ]
+    if s.get("ranks_agree", False) is None:  # failed (trainer_error, collective_mismatch, ...)
+        lines[1] = f"    {s['explanation']}"
     also = [m for m in s["matching_schemes"] if m != s["scheme"]]
     if also:
         same = any(set(also) | {s["scheme"]} <= set(group) for group in alike)

@@ -6,12 +6,14 @@ Per scenario (check_scenario), every rank
        rank-major) with the file's optimizer, in this process alone (reference_update);
     2. steps another fresh model with the user's train_step on its own K microbatches and
        compares every parameter and optimizer-state tensor (the token mode's user_update and
-       compare_updates, handed over by worker.check_trainer as `RankSteps`);
+       compare_updates, in its order: probe.judge_scenario with worker.STEPS);
     3. runs train_step again with SGD at learning rate 1 (sgd_delta); rank 0 then names the
        objective behind that change (core.coupled_schemes.solve_schemes against every
        candidate's gradient at the initial weights, the change over the reference's clip
        coefficient when the file sets MAX_GRAD_NORM).
-Same launcher, report, CLI and exit codes as the token mode:
+Each scenario runs alone and writes progress lines as the token mode's do (guard.run_units):
+a trainer that raises, hangs or mismatches its collectives (a gather of unequal sizes aborts
+a rank) costs that scenario only. Same launcher, report, CLI and exit codes as the token mode:
 
     pclab check examples/trainers/gradcache.py --json
 """
@@ -20,33 +22,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from pclab.core import coupled_objectives as co
 from pclab.core.coupled_schemes import solve_schemes
-from pclab.experiments.trainer_check import diagnoses, probe
+from pclab.experiments.trainer_check import diagnoses, guard, probe
 from pclab.experiments.trainer_check.coupled_report import objective_invalid
 from pclab.experiments.trainer_check.coupled_scenarios import checked_counts, scenario_sizes
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
-from pclab.experiments.trainer_check.probe import Batch
+from pclab.experiments.trainer_check.probe import Batch, RankSteps
 from pclab.experiments.trainer_check.report import SOLVE_RTOL, RankScenario
 from pclab.experiments.trainer_check.scenarios import Grid
 from pclab.experiments.trainer_check.trainer_file import Trainer, TrainerRaised
-
-
-@dataclass(frozen=True)
-class RankSteps:
-    """The token worker's steps this mode shares, handed over by worker.check_trainer (this
-    module cannot import worker: worker imports it)."""
-
-    user_update: Callable[..., Any]
-    compare_updates: Callable[..., dict[str, Any]]
-    sgd_delta: Callable[..., torch.Tensor]
-    rank_spread: Callable[..., float | None]
-    scenario_tolerance: Callable[[float, float | None], float]
 
 
 def objectives(trainer: Trainer) -> dict[str, Any]:
@@ -141,20 +130,14 @@ def check_scenario(
     device: str,
     steps: RankSteps,
 ) -> RankScenario:
-    """This rank's evidence on one scenario (coupled_report judges the ranks together)."""
+    """This rank's evidence on one scenario (coupled_report judges the ranks together): the
+    global-batch reference, then the token mode's steps in its order (probe.judge_scenario)."""
     batches = probe.scenario_batches(trainer, name, sizes)
     reference = reference_update(trainer, batches, device)
-    tolerance = steps.scenario_tolerance(tolerance, reference.floor)
-    user = steps.user_update(trainer, batches[rank], device)
-    evidence: RankScenario = {
-        "name": name,
-        "sizes": [list(row) for row in sizes],
-        **steps.compare_updates(trainer, user, reference, tolerance, device),
-    }
-    delta = steps.sgd_delta(trainer, batches[rank], device)
-    if rank == 0:  # one rank solves; every rank took part in the collectives above
-        evidence |= solve(trainer, batches, delta, device)
-    return evidence
+    named = {"name": name, "sizes": [list(row) for row in sizes]}
+    return probe.judge_scenario(
+        trainer, batches, reference, named, (tolerance, rank, device), steps, solve
+    )
 
 
 def solve(
@@ -213,28 +196,29 @@ def check_trainer(
     accum: int,
     counts: Grid | None,
     tolerance: float,
-    rank: int,
-    world: int,
-    device: str,
+    where: tuple[int, int, str],
+    units: tuple[int, guard.Units],
     steps: RankSteps,
 ) -> dict[str, Any]:
-    """This rank's output for one coupled trainer file (the token mode's keys, plus mode)."""
+    """This rank's output for one coupled trainer file (the token mode's keys, plus mode):
+    its scenarios run as the token mode's are (guard.run_units: each alone, progress lines
+    for the launch layer's relaunch after a rank died). `where`: this rank, P, --device."""
+    rank, world, device = where
     grids = scenario_sizes(world, accum) if counts is None else {"custom": checked_counts(counts)}
-    found = preflight(trainer, device, rank, steps)
-    scenarios = (
-        []
-        if found
-        else [
-            check_scenario(trainer, n, g, tolerance, rank, device, steps) for n, g in grids.items()
-        ]
-    )
-    return {
+    header: dict[str, Any] = {
         "trainer": str(trainer.path),
         "mode": "coupled",
-        "scenarios": scenarios,
         "skipped": [],
         "dtype": trainer.dtype,
         "max_grad_norm": trainer.max_grad_norm,
         "device": device,
-        "diagnoses": found,
     }
+    found, scenarios = guard.run_units(
+        (units[1], rank, units[0]),
+        (header, "sizes"),
+        grids,
+        lambda: preflight(trainer, device, rank, steps),
+        lambda name, sizes: check_scenario(trainer, name, sizes, tolerance, rank, device, steps),
+        device,
+    )
+    return {**header, "scenarios": scenarios, "diagnoses": found, "units": len(grids)}

@@ -20,10 +20,11 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -180,10 +181,12 @@ def alone(
     timeouts: tuple[float, float],
     backend: str,
     device: Any,
+    say: Callable[[dict[str, Any]], None] = lambda seen: None,
 ) -> tuple[dict[str, Any] | None, Diagnosis | None]:
     """(this rank's evidence, None), or (None, the scenario's diagnosis, the same on every
     rank) when any rank failed in it. `timeouts`: the scenario's deadline and the process
-    group's timeout (a rank blocked in a collective is back by then)."""
+    group's timeout (a rank blocked in a collective is back by then); `say`: told what this
+    rank saw before it rejoins (a peer that died never rejoins: the launch layer reads it)."""
     timeout_s, pg_timeout_s = timeouts
     import torch.distributed as dist
 
@@ -208,10 +211,57 @@ def alone(
         CURRENT[0] = CHECK_STEPS
     if seen is None:
         return evidence, None
+    say(seen)
     rejoin(f"pcl_scenario_{index}", backend, timeout_s + pg_timeout_s)
     every: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(every, seen)
     return None, scenario_failed(scenario, [s for s in every if s])
+
+
+def run_units(
+    where: tuple[Units, int, int],
+    header: tuple[dict[str, Any], str],
+    grids: Mapping[str, Sequence[Sequence[int]]],
+    preflight: Callable[[], list[Diagnosis]],
+    scenario: Callable[[str, Sequence[Sequence[int]]], dict[str, Any]],
+    device: str,
+) -> tuple[list[Diagnosis], list[dict[str, Any]]]:
+    """(the preflight's diagnoses, the scenarios' entries) of one trainer file, in either
+    mode: its scenarios from the launch's --skip on, each `alone`, its progress lines written
+    as it goes (the header, each scenario's start and entry: relaunch.py reads them back).
+    `where`: the launch's Units, this rank, the index of the file's first scenario; `header`:
+    the file's check header and the name of a scenario's shape (label_positions, sizes)."""
+    from pclab.experiments.trainer_check.probe import device_of
+
+    run, rank, first_unit = where
+    lines, shape = header
+    todo = [(first_unit + j, n, g) for j, (n, g) in enumerate(grids.items())]
+    todo = [u for u in todo if u[0] >= run.skip]
+    found = preflight() if todo else []
+    run.record(rank, {"unit": first_unit, "units": len(grids), "header": lines, "diagnoses": found})
+    scenarios = []
+    for index, name, grid in [] if found else todo:
+        named: dict[str, Any] = {"name": name, shape: [list(row) for row in grid]}
+        run.record(rank, {"started": index, **named})
+        evidence, failure = alone(
+            partial(scenario, name, grid),
+            name,
+            index,
+            (run.timeout_s, run.pg_timeout_s),
+            "nccl" if device == "cuda" else "gloo",
+            device_of(device),
+            partial(_say_seen, run, rank, index),
+        )
+        entry = evidence or named
+        if failure is not None:
+            entry["failure"] = failure
+        run.record(rank, {"unit": index, "scenario": entry})
+        scenarios.append(entry)
+    return found, scenarios
+
+
+def _say_seen(run: Units, rank: int, index: int, seen: dict[str, Any]) -> None:
+    run.record(rank, {"unit": index, "seen": seen})
 
 
 @dataclass(frozen=True)
@@ -229,6 +279,23 @@ class Units:
         if self.progress is not None:
             with Path(self.progress, f"rank{rank}.jsonl").open("a") as out:
                 out.write(json.dumps(line) + "\n")
+
+    def watch_stack(self, rank: int) -> None:
+        """With a progress folder: a rank that dies (a Gloo abort, a segfault) or is stopped
+        (torchrun's SIGTERM once a peer died) leaves its Python stacks in
+        <progress>/rank<r>.stack (faulthandler), from which relaunch.py says what it was
+        doing. Once per process: the file stays open until it exits."""
+        if self.progress is None or _STACKS:
+            return
+        import faulthandler
+        import signal
+
+        _STACKS.append(Path(self.progress, f"rank{rank}.stack").open("w"))  # noqa: SIM115
+        faulthandler.enable(_STACKS[0], all_threads=True)
+        faulthandler.register(signal.SIGTERM, _STACKS[0], all_threads=True, chain=True)
+
+
+_STACKS: list[Any] = []  # the open file faulthandler writes this rank's stacks to
 
 
 def units_of(argv: list[str] | None) -> tuple[list[str] | None, Units]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -292,3 +292,44 @@ def device_of(device: str) -> torch.device:
     if device == "cuda":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
+
+
+@dataclass(frozen=True)
+class RankSteps:
+    """A scenario's steps after its reference, the same in both modes: worker.py defines them
+    (worker.STEPS); the coupled worker gets them from it (it cannot import worker, which
+    imports it)."""
+
+    user_update: Callable[..., Any]
+    compare_updates: Callable[..., dict[str, Any]]
+    sgd_delta: Callable[..., torch.Tensor]
+    rank_spread: Callable[..., float | None]
+    scenario_tolerance: Callable[[float, float | None], float]
+
+
+Solve = Callable[[Trainer, list[list[Batch]], torch.Tensor, str], dict[str, Any]]
+
+
+def judge_scenario(
+    trainer: Trainer,
+    batches: list[list[Batch]],
+    reference: Reference,
+    named: dict[str, Any],
+    at: tuple[float, int, str],
+    steps: RankSteps,
+    solve: Solve,
+) -> dict[str, Any]:
+    """This rank's evidence on one scenario once its reference is stepped, in the order both
+    modes keep: the user's step on this rank's microbatches against the reference (compared,
+    the ranks' spread all-reduced); the step again with SGD at learning rate 1; rank 0 then
+    solves the change (`solve`: each microbatch's weight, or the coupled scheme). Every rank
+    runs every step: the user's collectives and the check's pair up. `named`: the scenario's
+    name and shape, first in the evidence; `at`: --tolerance, this rank, --device."""
+    tolerance, rank, device = at
+    tolerance = steps.scenario_tolerance(tolerance, reference.floor)
+    user = steps.user_update(trainer, batches[rank], device)
+    evidence = {**named, **steps.compare_updates(trainer, user, reference, tolerance, device)}
+    delta = steps.sgd_delta(trainer, batches[rank], device)
+    if rank == 0:  # one rank solves; every rank took part in the collectives above
+        evidence |= solve(trainer, batches, delta, device)
+    return evidence

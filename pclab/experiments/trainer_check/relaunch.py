@@ -5,14 +5,18 @@ The first launch is the plain one (identical requests still share it). When it f
 check runs again with --progress-dir: every rank appends each scenario it starts and judges to
 <dir>/rank<r>.jsonl; when a launch fails again, the scenario its ranks were in gets the
 launcher's one line as its diagnosis (failures.launch_failed) and the next launch starts
-after it (--skip), in the time that is left. The ranks' outputs are then put together from
-those lines, as if one launch had run them all. A failure before any scenario started (a
+after it (--skip), in the time that is left (no launch once no scenario is left). What each
+rank was doing goes with it: what a surviving rank saw (its "seen" line) or the stack
+faulthandler left in <dir>/rank<r>.stack (guard.Units.watch_stack). Both modes of the check
+write these lines (guard.run_units). The ranks' outputs are then put together from those
+lines, as if one launch had run them all. A failure before any scenario started (a
 preflight, an import in the worker) is the run's failure, as before.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import time
 from importlib import metadata
@@ -43,6 +47,64 @@ def _died_in(progress: Path, world_size: int, skip: int) -> dict[str, Any] | Non
         if not all(unit in d for d in done):
             return started[unit]
     return None
+
+
+def _all_done(progress: Path, skip: int, trainers: int) -> bool:
+    """Every trainer file's header written (on rank 0) and no scenario of theirs from `skip`
+    on: a launch from there would run none."""
+    headers = [ln for ln in _lines(progress, 0) if "header" in ln]
+    firsts = {ln["unit"]: ln["units"] for ln in headers}
+    return len(firsts) >= trainers and all(first + n <= skip for first, n in firsts.items())
+
+
+FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
+CHECK_DIR = "pclab/experiments/trainer_check/"  # the check's own frames
+
+
+def _doing(progress: Path, world_size: int, unit: int) -> dict[int, str]:
+    """What each rank was doing in scenario `unit` when the launch ended: what it saw there,
+    when it caught the failure (guard.alone's "seen" line: "in train_step(): a peer left the
+    collective"), else from the stacks faulthandler left (guard.Units.watch_stack): the
+    trainer function the check had called and the innermost line of the user's code, or the
+    check's own step. Ranks without either are left out."""
+    found: dict[int, str] = {}
+    for rank in range(world_size):
+        seen = [
+            ln["seen"]["text"]
+            for ln in _lines(progress, rank)
+            if ln.get("unit") == unit and "seen" in ln
+        ]
+        if seen:
+            found[rank] = seen[-1]
+            continue
+        path = progress / f"rank{rank}.stack"
+        where = _from_stack(path.read_text(errors="replace")) if path.is_file() else None
+        if where is not None:
+            found[rank] = where
+    return found
+
+
+def _from_stack(text: str) -> str | None:
+    """The main thread's place in a faulthandler dump (the thread running the scenarios): the
+    trainer function and the innermost line of the user's code, or the check's own step."""
+    threads = [[FRAME.match(ln) for ln in block.splitlines()] for block in text.split("\n\n")]
+    main = next((t for t in threads if any(m and m["function"] == "run_units" for m in t)), [])
+    frames = [m for m in main if m]  # most recent first
+    called = next((i for i, m in enumerate(frames) if m["path"].endswith("trainer_file.py")), None)
+    if called is None:
+        own = next((m for m in frames if CHECK_DIR in m["path"]), None)
+        return None if own is None else f"in the check's own steps ({own['function']})"
+    user = [m for m in frames[:called] if not _library(m["path"])]
+    if not user:
+        return None
+    inner, outer = user[0], user[-1]
+    name = Path(inner["path"]).name
+    return f"in {outer['function']}() at {name}:{inner['line']} in {inner['function']}"
+
+
+def _library(path: str) -> bool:
+    """A frame of torch, the standard library or an installed package: not the user's."""
+    return "site-packages" in path or "/lib/python3" in path or path.startswith("<")
 
 
 def _payload(
@@ -84,10 +146,13 @@ def run_check(
             died = _died_in(progress, params.world_size, skip)
             if died is None:
                 break
-            scenario = launch_failed(died["name"], last.outcome.value, last.message)
-            entry = {"name": died["name"], "label_positions": died["label_positions"]}
+            entry = {k: v for k, v in died.items() if k != "started"}  # name and shape
+            doing = _doing(progress, params.world_size, died["started"])
+            scenario = launch_failed(entry, last.outcome.value, last.message, doing)
             failed[died["started"]] = {**entry, "failure": scenario}
             skip = died["started"] + 1
+            if _all_done(progress, skip, len(params.trainers)):
+                break  # no scenario left to run: no launch for nothing
         if not failed:
             return first if not last.ok else last
         top = {

@@ -11,6 +11,7 @@ from pclab.core import update_weights
 from pclab.experiments.trainer_check.coupled_report import build_check as coupled_check
 from pclab.experiments.trainer_check.diagnoses import (
     Diagnosis,
+    compared,
     counts_not_terms,
     dtype_after,
     extra_optimizer_state,
@@ -104,27 +105,9 @@ def _scenario(
     if any("failure" in s for s in per_rank):
         return _failed(per_rank, tolerance)
     first_rank = per_rank[0]
-    tolerance = max(s.get("tolerance", tolerance) for s in per_rank)
     rtol = SOLVE_RTOL[dtype]
-    diffs = [s["max_abs_diff"] for s in per_rank]
-    spreads = [s["spread"] for s in per_rank]
-    agree = all(x is not None and x <= tolerance for x in spreads)
-    divergence = next(
-        (
-            {"rank": r, **s["first_divergence"]}
-            for r, s in enumerate(per_rank)
-            if s["first_divergence"]
-        ),
-        None,
-    )
-    if divergence is None and not agree:
-        divergence = {
-            "rank": None,
-            "tensor": None,
-            "abs_diff": max(spreads, default=None),
-            "why": "ranks differ",
-        }
-    passed = divergence is None and None not in diffs and max(diffs) <= tolerance and agree
+    together = compared(per_rank, tolerance)
+    tolerance, agree, passed = together["tolerance"], together["ranks_agree"], together["passed"]
     counts: list[list[int]] = first_rank["counts"]
     labels = first_rank.get("label_positions", counts) if shifts else None
     n = sum(map(sum, counts))
@@ -158,8 +141,8 @@ def _scenario(
         "counts": counts,
         "label_positions": first_rank.get("label_positions", counts),
         "passed": passed,
-        "max_abs_diff": None if None in diffs else max(diffs),
-        "first_divergence": divergence,
+        "max_abs_diff": together["max_abs_diff"],
+        "first_divergence": together["first_divergence"],
         "weights": weights,
         "residual": residual,
         "scheme": scheme,

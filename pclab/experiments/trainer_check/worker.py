@@ -159,17 +159,9 @@ def check_scenario(
     batches = probe.scenario_batches(trainer, name, counts, off_first)
     probe.GLOBAL[0] = batches  # GLOBAL_BATCH: what train_step is handed (step_batches)
     reference = probe.reference_update(trainer, batches, device)
-    tolerance = scenario_tolerance(tolerance, reference.floor)
-    user = user_update(trainer, batches[rank], device)
-    evidence: RankScenario = {
-        "name": name,
-        "label_positions": [list(row) for row in counts],
-        **compare_updates(trainer, user, reference, tolerance, device),
-    }
-    delta = sgd_delta(trainer, batches[rank], device)
-    if rank == 0:  # one rank solves; every rank took part in the collectives above
-        evidence |= _weights(trainer, batches, delta, device)
-    return evidence
+    named = {"name": name, "label_positions": [list(row) for row in counts]}
+    at = (tolerance, rank, device)
+    return probe.judge_scenario(trainer, batches, reference, named, at, STEPS, _weights)
 
 
 def scenario_tolerance(tolerance: float, floor: float | None) -> float:
@@ -313,6 +305,9 @@ def _clip_coefficient(
     return coefficient
 
 
+STEPS = probe.RankSteps(user_update, compare_updates, sgd_delta, rank_spread, scenario_tolerance)
+
+
 def check_trainer(
     path: str,
     accum: int,
@@ -330,11 +325,8 @@ def check_trainer(
     first_unit, run = units
     trainer = trainer_file.load(path)
     if trainer.mode == "coupled":  # issue 28: batch_loss, the coupled mode's own path
-        steps = coupled_worker.RankSteps(
-            user_update, compare_updates, sgd_delta, rank_spread, scenario_tolerance
-        )
         return coupled_worker.check_trainer(
-            trainer, accum, counts, tolerance, rank, world, device, steps
+            trainer, accum, counts, tolerance, (rank, world, device), units, STEPS
         )
     if counts is None:
         grids, skipped = scenario_counts(world, accum, trainer.capacity)
@@ -353,33 +345,17 @@ def check_trainer(
         "device": device,
         "counts_given": None if counts is None else counts_given,
     }
-    todo = [(first_unit + j, n, g) for j, (n, g) in enumerate(grids.items())]
-    todo = [u for u in todo if u[0] >= run.skip]
-    found = preflight(trainer, device, rank) if todo else []
-    run.record(
-        rank, {"unit": first_unit, "units": len(grids), "header": header, "diagnoses": found}
+    off_first = counts is not None and counts_given == "terms"
+    found, scenarios = guard.run_units(
+        (run, rank, first_unit),
+        (header, "label_positions"),
+        grids,
+        partial(preflight, trainer, device, rank),
+        lambda name, grid: check_scenario(
+            trainer, name, grid, tolerance, rank, device, off_first=off_first
+        ),
+        device,
     )
-    scenarios = []
-    for index, name, grid in [] if found else todo:
-        positions = [list(r) for r in grid]
-        run.record(rank, {"started": index, "name": name, "label_positions": positions})
-        evidence, failure = guard.alone(
-            partial(
-                check_scenario,
-                *(trainer, name, grid, tolerance, rank, device),
-                off_first=counts is not None and counts_given == "terms",
-            ),
-            name,
-            index,
-            (run.timeout_s, run.pg_timeout_s),
-            "nccl" if device == "cuda" else "gloo",
-            probe.device_of(device),
-        )
-        entry = evidence or {"name": name, "label_positions": positions}
-        if failure is not None:
-            entry["failure"] = failure
-        run.record(rank, {"unit": index, "scenario": entry})
-        scenarios.append(entry)
     return {**header, "scenarios": scenarios, "diagnoses": found, "units": len(grids)}
 
 
@@ -392,6 +368,7 @@ def main(argv: list[str] | None = None) -> None:
         args, units = guard.units_of(argv)
         params, out_dir = Params.from_worker_args(args)
         rank, world = init_worker(backend="nccl" if params.device == "cuda" else "gloo")
+        units.watch_stack(rank)  # a relaunch: a rank that dies says where
         given = "labels" if params.counts_labels is not None else "terms"
         counts = params.counts if params.counts is not None else params.counts_labels
         accum, tolerance = params.accum_steps, params.tolerance
@@ -399,7 +376,7 @@ def main(argv: list[str] | None = None) -> None:
             raise ValueError(f"--counts has {len(counts)} ranks but the world size is {world}")
         checks: list[dict[str, Any]] = []
         for p in params.trainers:
-            first = sum(c.get("units", 0) for c in checks)  # a coupled check runs no units
+            first = sum(c["units"] for c in checks)  # scenarios of the files before
             checks.append(
                 check_trainer(
                     *(p, accum, counts, tolerance, rank, world, params.device),
