@@ -8,7 +8,7 @@ trainer's own `batch_loss` / `embed` / `embedding_loss` with torch autograd, and
 `name_scheme` says which one the simulated gradient is: residual ~0 at factor 1, or the
 global-batch gradient times one factor per parameter (`scaled`).
 
-    PYTHONPATH=$PWD python tests/trainer_check/independent.py   # prints every trainer's scheme
+    PYTHONPATH=$PWD python tests/trainer_check/blind_reference.py   # prints every trainer's scheme
 """
 
 from __future__ import annotations
@@ -86,7 +86,9 @@ def candidates(trainer: ModuleType, mbs: Microbatches) -> dict[str, Gradient]:
     out = {
         "global_batch": gradient(model, objective(trainer, model, everything)),
         "rank_pool": mean([gradient(model, objective(trainer, model, r)) for r in mbs]),
-        "microbatch_pool": mean([gradient(model, objective(trainer, model, [m])) for m in everything]),
+        "microbatch_pool": mean(
+            [gradient(model, objective(trainer, model, [m])) for m in everything]
+        ),
         "microstep_pool": mean(
             [gradient(model, objective(trainer, model, [r[k] for r in mbs])) for k in range(steps)]
         ),
@@ -95,11 +97,16 @@ def candidates(trainer: ModuleType, mbs: Microbatches) -> dict[str, Gradient]:
         for scheme, remote in (("remote_detached", True), ("query_path_only", False)):
             # the pool a rank's queries see: all its microbatches (the README's wording) ...
             out[scheme] = mean(
-                [gradient(model, _own_queries_loss(trainer, model, mbs, r, remote)) for r in range(ranks)]
+                [
+                    gradient(model, _own_queries_loss(trainer, model, mbs, r, remote))
+                    for r in range(ranks)
+                ]
             )
             # ... or one microstep at a time, averaged over microsteps (not in the README)
             per_step = [
-                gradient(model, _own_queries_loss(trainer, model, [[rk[k]] for rk in mbs], r, remote))
+                gradient(
+                    model, _own_queries_loss(trainer, model, [[rk[k]] for rk in mbs], r, remote)
+                )
                 for k in range(steps)
                 for r in range(ranks)
             ]
@@ -260,6 +267,19 @@ def simulate_batchnorm_classifier_ddp(trainer, mbs: Microbatches) -> Gradient:
     return mean(per_rank)
 
 
+def simulate_whole_batch_detached_doc_bias(trainer, mbs: Microbatches) -> Gradient:
+    """Each rank: every rank's queries and documents in one loss, its own rows with their
+    graph, the others' detached; the ranks' gradients averaged."""
+    model = trainer.build_model()
+    per_rank = []
+    for r in range(len(mbs)):
+        pairs = [trainer.embed(model, _merged(trainer, rank)) for rank in mbs]
+        queries = torch.cat([q if s == r else q.detach() for s, (q, _) in enumerate(pairs)])
+        docs = torch.cat([d if s == r else d.detach() for s, (_, d) in enumerate(pairs)])
+        per_rank.append(gradient(model, trainer.embedding_loss(model, queries, docs)))
+    return mean(per_rank)
+
+
 TRAINERS = [
     "gradcache_tower",
     "naive_accumulation_local",
@@ -269,6 +289,7 @@ TRAINERS = [
     "documents_frozen_everywhere",
     "times_world_size",
     "batchnorm_classifier_ddp",
+    "whole_batch_detached_doc_bias",
 ]
 
 
