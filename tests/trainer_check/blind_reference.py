@@ -138,7 +138,7 @@ def name_scheme(update: Gradient, cands: dict[str, Gradient]) -> dict:
         if float(g.norm()) < TOLERANCE * scale and float(update[name].norm()) < TOLERANCE * scale:
             continue  # no gradient either way (a bias InfoNCE cannot see): no factor to tell
         c, r = fit({name: update[name]}, {name: g})
-        factors[name] = round(c, 9) if r < TOLERANCE else None
+        factors[name] = c if r < TOLERANCE else None
     if all(f is not None for f in factors.values()):
         return {"scheme": "scaled", "factors": factors, "fits": fits}
     return {"scheme": "other", "fits": fits}

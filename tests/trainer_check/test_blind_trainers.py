@@ -22,7 +22,7 @@ from pclab.experiments.trainer_check.params import Params  # noqa: E402
 
 LAUNCHES = {  # (P, K) -> the blind files checked in that one launch
     (2, 2): tuple(blind_reference.TRAINERS),
-    (3, 1): ("times_world_size", "remote_detached_per_microstep", "naive_accumulation_local"),
+    (3, 1): ("times_world_size", "remote_detached_per_microstep", "whole_batch_detached_doc_bias"),
 }
 CASES = [(name, shape) for shape, names in LAUNCHES.items() for name in names]
 
@@ -59,6 +59,7 @@ def test_the_check_names_the_scheme_a_one_process_computation_names(blind_checks
         if mine["scheme"] == "scaled":
             factors = {p: g["factor"] for g in s["scale_groups"] for p in g["parameters"]}
             assert factors.keys() >= mine["factors"].keys(), (factors, mine["factors"])
+            # only parameters with a gradient: see the xfail below for the others
             for parameter, factor in mine["factors"].items():
                 assert factors[parameter] == pytest.approx(factor, rel=1e-9), parameter
         else:
@@ -66,3 +67,20 @@ def test_the_check_names_the_scheme_a_one_process_computation_names(blind_checks
             assert sorted(s["matching_schemes"]) == sorted(named), (s["name"], mine)
         same = mine["scheme"] == "global_batch"
         assert s["verdict"] == ("same_update" if same else "different"), s["name"]
+
+
+SCALED = [c for c in CASES if c[0] in ("times_world_size", "whole_batch_detached_doc_bias")]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the check gives a parameter whose gradient is rounding noise under every "
+    "candidate (a document bias InfoNCE cannot see) a factor of its own (e.g. -0.19) or "
+    "lists it in the uniform one",
+)
+@pytest.mark.parametrize("case", SCALED, ids=lambda c: f"{c[0]}-P{c[1][0]}K{c[1][1]}")
+def test_a_factor_is_given_only_to_parameters_with_a_gradient(blind_checks, case):
+    for s in blind_checks[case]["scenarios"]:
+        mine = blind_reference.independent_scheme(case[0], s["sizes"])
+        named = {p for g in s["scale_groups"] for p in g["parameters"]}
+        assert named == set(mine["factors"]), (s["name"], s["scale_groups"])
