@@ -285,6 +285,18 @@ def simulate_whole_batch_detached_doc_bias(trainer, mbs: Microbatches) -> Gradie
     return mean(per_rank)
 
 
+def simulate_batchnorm_accumulated_ddp(trainer, mbs: Microbatches) -> Gradient:
+    """DDP with accumulation: a forward per microbatch (its own statistics), each loss ÷ K,
+    the ranks' sums averaged."""
+    model = trainer.build_model()
+    steps = len(mbs[0])
+
+    def loss(mb: dict) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(model(mb["x"]), mb["y"]) / steps
+
+    return mean([_sum([gradient(model, loss(mb)) for mb in rank]) for rank in mbs])
+
+
 TRAINERS = [
     "gradcache_tower",
     "naive_accumulation_local",
@@ -295,6 +307,7 @@ TRAINERS = [
     "times_world_size",
     "batchnorm_classifier_ddp",
     "whole_batch_detached_doc_bias",
+    "batchnorm_accumulated_ddp",
 ]
 
 
