@@ -1,8 +1,12 @@
 """Issue 28's blind check: trainers written from the README's coupled contract alone
 (tests/trainer_check/blind/) get, from the real check on Gloo processes, the scheme that an
 independent one-process float64 computation (`blind_reference`, torch autograd, no pclab
-code) names at the very sizes the check used. Two warm launches for the whole module: every
-file at P = 2, K = 2 (the defaults), and three at P = 3, K = 1."""
+code) names at the very sizes the check used; that account in turn names what each file was
+written to do (WRITTEN_FOR). Two warm launches for the whole module, in a session fixture:
+every file at P = 2, K = 2 (the defaults), and three at P = 3, K = 1. Measured: ~30 s on a
+box at load 23-28 (17-23 s of it the warm pool's start and the two launches).
+
+    PYTHONPATH=$PWD python -m pytest -n 0 tests/trainer_check/test_blind_trainers.py"""
 
 from __future__ import annotations
 
@@ -25,6 +29,36 @@ LAUNCHES = {  # (P, K) -> the blind files checked in that one launch
     (3, 1): ("times_world_size", "remote_detached_per_microstep", "whole_batch_detached_doc_bias"),
 }
 CASES = [(name, shape) for shape, names in LAUNCHES.items() for name in names]
+
+
+# what each file was written to do, (P, K) -> scheme: the independent account must say so too
+WRITTEN_FOR = {
+    "gradcache_tower": {(2, 2): "global_batch", (3, 1): "global_batch"},
+    "naive_accumulation_local": {(2, 2): "microbatch_pool", (3, 1): "rank_pool"},
+    "accumulate_gather_with_grad": {(2, 2): "microstep_pool", (3, 1): "global_batch"},
+    "remote_documents_detached": {(2, 2): "remote_detached", (3, 1): "remote_detached"},
+    "remote_detached_per_microstep": {(2, 2): "other", (3, 1): "remote_detached"},
+    "documents_frozen_everywhere": {(2, 2): "query_path_only", (3, 1): "query_path_only"},
+    "times_world_size": {(2, 2): "scaled", (3, 1): "scaled"},
+    "batchnorm_classifier_ddp": {(2, 2): "rank_pool", (3, 1): "rank_pool"},
+    "whole_batch_detached_doc_bias": {(2, 2): "scaled", (3, 1): "scaled"},
+    "batchnorm_accumulated_ddp": {(2, 2): "microbatch_pool", (3, 1): "rank_pool"},
+}
+SIZES = {(2, 2): [[3, 2], [3, 2]], (3, 1): [[4], [4], [4]]}
+
+
+@pytest.mark.parametrize("name", blind_reference.TRAINERS)
+def test_the_independent_account_names_what_each_file_was_written_to_do(name):
+    for shape, scheme in WRITTEN_FOR[name].items():
+        found = blind_reference.independent_scheme(name, SIZES[shape])
+        assert _contract_name(found["scheme"]) == scheme, (shape, found)
+    factors = blind_reference.independent_scheme(name, SIZES[(2, 2)]).get("factors", {})
+    if name == "times_world_size":  # x P everywhere InfoNCE gives a gradient
+        assert factors == pytest.approx({"tau": 2, "w_q.weight": 2, "w_d.weight": 2})
+    if name == "whole_batch_detached_doc_bias":  # encoder / P, temperature x 1
+        assert factors == pytest.approx(
+            {"tau": 1, "query_proj.weight": 0.5, "doc_proj.weight": 0.5}
+        )
 
 
 @pytest.fixture(scope="session")
