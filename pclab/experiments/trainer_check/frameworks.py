@@ -314,6 +314,11 @@ PRELOAD = {
 }
 
 
+# package -> its pin in requirements-nodeps.txt, installed with `pip install --no-deps -r`:
+# its declared dependencies would replace the lab's torch (open-clip-torch: torchvision)
+NO_DEPS = {"open-clip-torch": "open-clip-torch==3.3.0"}
+
+
 def preload_modules() -> tuple[str, ...]:
     """PRELOAD's modules of the packages this Python has."""
     return tuple(m for p, modules in PRELOAD.items() if installed_version(p) for m in modules)
