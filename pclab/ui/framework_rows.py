@@ -106,7 +106,7 @@ def why_not_here(setting: frameworks.Setting) -> str | None:
         if key in i18n.catalogue(lang()):
             return t(key)
         if pin := frameworks.NO_DEPS.get(setting.package):
-            return t("frameworks.reason.not_installed_no_deps", pin=plain(pin))
+            return t("frameworks.reason.not_installed_no_deps", pin=pin)  # ours, in a code span
         return t("frameworks.reason.not_installed", package=plain(setting.package))
     if not views.bundled_path(code).is_file():  # an installed wheel carries no examples/
         return t("frameworks.reason.no_examples")
@@ -221,7 +221,8 @@ def _factors(record: dict) -> None:
         factor = f"{record['global_batch_factor']:.6g}"
         st.markdown("- " + t("frameworks.factor_everywhere", factor=factor))
     for group in groups:
-        parameters = i18n.join(lang(), [f"`{plain(p)}`" for p in group["parameters"]])
+        # in code spans, as the check page shows them (a bundled model's parameter names)
+        parameters = i18n.join(lang(), [f"`{p}`" for p in group["parameters"]])
         factor = f"{group['factor']:.6g}"
         st.markdown("- " + t("coupled.explain.factor", factor=factor, parameters=parameters))
     if record["scheme"] == "other":
