@@ -141,16 +141,21 @@ def test_upstream_issues_are_links_built_from_data():
         framework_rows.issue_url("pytorch/torchtitan", 0)
 
 
-def test_a_framework_missing_on_the_server_shows_its_record_and_why(monkeypatch):
+def page_without(monkeypatch, package: str):
+    """The page on a server whose Python lacks `package`."""
     real = framework_rows.installed_version
     monkeypatch.setattr(
-        framework_rows, "installed_version", lambda p: None if p == "lightning" else real(p)
+        framework_rows, "installed_version", lambda p: None if p == package else real(p)
     )
     framework_rows.installed_versions.clear()
     try:
-        at = open_section(PAGE)
+        return open_section(PAGE)
     finally:
         framework_rows.installed_versions.clear()
+
+
+def test_a_framework_missing_on_the_server_shows_its_record_and_why(monkeypatch):
+    at = page_without(monkeypatch, "lightning")
     missing = i18n.text("en", "frameworks.reason.not_installed", package="lightning")
     assert infos(at).count(missing) == 2  # both Lightning rows
     assert not {"lightning_accumulate", "lightning_global_tokens"} & run_buttons(at)
@@ -221,21 +226,12 @@ def test_the_openclip_rows_show_a_factor_per_parameter_group(lang):
 
 
 def test_a_missing_open_clip_says_to_install_it_without_its_dependencies(monkeypatch):
-    real = framework_rows.installed_version
-    monkeypatch.setattr(
-        framework_rows, "installed_version", lambda p: None if p == "open-clip-torch" else real(p)
-    )
-    framework_rows.installed_versions.clear()
-    try:
-        at = open_section(PAGE)
-    finally:
-        framework_rows.installed_versions.clear()
+    at = page_without(monkeypatch, "open-clip-torch")
     pin = frameworks.NO_DEPS["open-clip-torch"]
     missing = i18n.text("en", "frameworks.reason.not_installed_no_deps", pin=pin)
     assert infos(at).count(missing) == 5 and "--no-deps" in missing
-    assert not {
-        s.code for s in frameworks.SETTINGS if s.package == "open-clip-torch"
-    } & run_buttons(at)
+    codes = {s.code for s in frameworks.SETTINGS if s.package == "open-clip-torch"}
+    assert not codes & run_buttons(at)
 
 
 def test_an_openclip_row_runs_live_at_k_1(launches):  # noqa: F811
