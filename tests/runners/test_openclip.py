@@ -14,7 +14,9 @@ OpenCLIP's own objective at world_size 1 over every rank's pairs:
   1/P, logit_scale 1: every rank takes the whole batch's loss, only its own rows with a graph;
 - gather_with_grad=True, with or without local_loss: the same update (global_batch), to 2e-16;
 - local_loss=True without gather_with_grad: `other`, no factor fits (residual ~0.5);
-- the defaults with the loss x P (tevatron#30): `scaled`, the towers 1, logit_scale P.
+- the defaults with the loss x P (tevatron#30): `scaled`, the towers 1, logit_scale P;
+- the defaults with AdamW (tests/trainers/openclip_defaults_adamw.py): the same factors, but
+  every parameter within ~1e-10 after the step; the first moments carry the factor.
 
     python -m pytest tests/runners/test_openclip.py -q
 """
@@ -30,7 +32,8 @@ from types import SimpleNamespace
 import pytest
 from runner_support import ROOT
 
-from pclab.experiments.trainer_check import frameworks
+from pclab.experiments.trainer_check import EXPERIMENT, frameworks
+from pclab.experiments.trainer_check.params import Params
 
 RECORD_ENV = "PCL_FRAMEWORK_RECORD"  # examples/trainers/openclip_clip_loss.py writes it
 PACKAGE = "open-clip-torch"
@@ -54,6 +57,7 @@ SCALED = {
     "openclip_times_world_size": {1.0: TOWERS, float(P): {"logit_scale"}},
 }
 SAME = {"openclip_global_gather_grad", "openclip_local_gather_grad"}
+ADAMW = ROOT / "tests" / "trainers" / "openclip_defaults_adamw.py"  # the defaults, with AdamW
 NOT_INSTALLED = (
     "open-clip-torch is not installed: pip install --no-deps -r requirements-nodeps.txt "
     "(without its dependencies: they would bring torchvision, which would replace torch)"
@@ -66,7 +70,8 @@ needs_open_clip = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, warm_pool):
     """One launch of the five adapters (frameworks.check_adapters, as `--only open-clip-torch`
-    records them) through the module's warm pool, with every rank's evidence."""
+    records them) and one of the defaults with AdamW ("adamw"), through the module's warm
+    pool, with every rank's evidence."""
     record = tmp_path_factory.mktemp("openclip") / "record.jsonl"
     saved = os.environ.get(RECORD_ENV)
     os.environ[RECORD_ENV] = str(record)
@@ -74,6 +79,10 @@ def runs(tmp_path_factory, warm_pool):
         checks = frameworks.check_adapters(SETTINGS, runtime=warm_pool)
     finally:
         os.environ.pop(RECORD_ENV) if saved is None else os.environ.__setitem__(RECORD_ENV, saved)
+    params = Params.checked([str(ADAMW)], world_size=P, accum=1)  # its evidence: not recorded
+    result = EXPERIMENT.run(params, runtime=warm_pool)
+    assert result.ok, result.message
+    (checks["adamw"],) = result.report["checks"]
     lines = [json.loads(x) for x in record.read_text().splitlines()]
     return SimpleNamespace(checks=checks, lines=lines)
 
@@ -190,3 +199,23 @@ def test_checking_the_contract_imports_no_open_clip():
         assert load(ROOT / "examples" / "trainers" / f"{adapter}.py").mode == "coupled"
     after = {m for m in ("open_clip", "torchvision", "pclab_open_clip_loss") if m in sys.modules}
     assert after == before
+
+
+@needs_open_clip
+@pytest.mark.slow
+def test_the_defaults_under_adamw_differ_in_the_moments_not_the_step(runs):
+    """The defaults with AdamW (tests/trainers/openclip_defaults_adamw.py): the same factors
+    per group, but Adam divides each gradient by its running magnitude, so a constant factor
+    cancels in the step up to eps: every parameter within ~1e-10 of the reference's, the
+    first moment off by the gradient's x 0.5."""
+    check = runs.checks["adamw"]
+    assert check["status"] == "different"
+    for s in check["scenarios"]:
+        want = {round(f, 9): group for f, group in SCALED["openclip_global_loss"].items()}
+        assert s["scheme"] == "scaled" and _groups(s) == want, s["scale_groups"]
+        first = s["first_divergence"]
+        if first["tensor"].startswith("parameter "):  # the step itself: eps, no more
+            assert first["abs_diff"] < 1e-9, first
+        else:  # every parameter within the tolerance (1e-10); the moments carry the factor
+            assert first["tensor"].startswith("optimizer exp_avg of "), first
+            assert first["abs_diff"] > 1e-3
