@@ -9,8 +9,9 @@ Every adapter the framework table lists (pclab.experiments.trainer_check.framewo
 whose package this Python has, and one whose package lives in an environment of its own
 (bench/framework_env.py: litgpt) under that environment's Python; beside them the bundled
 correct trainer with no framework (correct_manual.py), the baseline. Each is checked as the
-table records it (P = 2, K = 2, five scenarios), once per mode, with bench.runs.timed_checks: a
-child process per Python and mode. An adapter that cannot run here keeps its last row.
+table records it (P = 2, K = 2, five scenarios; OpenCLIP's coupled rows K = 1, two), once
+per mode, with bench.runs.timed_checks: a child process per Python and mode. An adapter
+that cannot run here keeps its last row.
 """
 
 from __future__ import annotations
@@ -85,9 +86,8 @@ def measure_here(mode: str, adapters: list[str]) -> dict:
         s = _setting(adapter)
         version = None if s is None else frameworks.installed_version(s.package)
         row = {"adapter": adapter, "version": version}
-        cases.append(
-            (row, str(examples / f"{adapter}.py"), frameworks.WORLD_SIZE, frameworks.ACCUM)
-        )
+        accum = frameworks.ACCUM if s is None else s.accum  # as the table records it
+        cases.append((row, str(examples / f"{adapter}.py"), frameworks.WORLD_SIZE, accum))
     packages = {s.package for a in adapters if (s := _setting(a)) is not None}
     preload = (
         [m for p in sorted(packages) for m in PRELOAD.get(p, ())] if mode == "preloaded" else []

@@ -52,6 +52,14 @@ ISSUES = {
     "torchtune_full_finetune": (("meta-pytorch/torchtune", 2613),),
     "olmo_core_train_module": (("pytorch/torchtitan", 2206),),
     "megatron-core": (("NVIDIA/Megatron-LM", 936),),
+    "openclip_global_loss": (("mlfoundations/open_clip", 616), ("mlfoundations/open_clip", 894)),
+    "openclip_global_gather_grad": (("mlfoundations/open_clip", 616),),
+    "openclip_local_loss": (("mlfoundations/open_clip", 894),),
+    "openclip_local_gather_grad": (
+        ("mlfoundations/open_clip", 894),
+        ("mlfoundations/open_clip", 980),
+    ),
+    "openclip_times_world_size": (("texttron/tevatron", 30), ("texttron/tevatron", 143)),
 }
 REPOSITORY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 VERDICT_CODES = ("same_update", "different", "no_evidence")  # a check's status, as recorded
@@ -97,6 +105,8 @@ def why_not_here(setting: frameworks.Setting) -> str | None:
         key = f"frameworks.reason.{code}"
         if key in i18n.catalogue(lang()):
             return t(key)
+        if pin := frameworks.NO_DEPS.get(setting.package):
+            return t("frameworks.reason.not_installed_no_deps", pin=pin)  # ours, in a code span
         return t("frameworks.reason.not_installed", package=plain(setting.package))
     if not views.bundled_path(code).is_file():  # an installed wheel carries no examples/
         return t("frameworks.reason.no_examples")
@@ -138,6 +148,8 @@ def verdict(record: dict) -> str:
 def scheme(record: dict) -> str:
     if record["scheme"] is None:
         return t("frameworks.nothing_measured")
+    if record.get("mode") == "coupled":  # the coupled mode's schemes (pools, paths, scaled)
+        return t(f"coupled.scheme.{record['scheme']}")
     return views.scheme_text({"scheme": record["scheme"]})
 
 
@@ -167,7 +179,7 @@ def _run(setting: frameworks.Setting):
     params = {
         "trainer": str(views.bundled_path(setting.code)),
         "world_size": frameworks.WORLD_SIZE,
-        "accum": frameworks.ACCUM,
+        "accum": setting.accum,
     }
     return run_panel(
         "trainer_check",
@@ -200,7 +212,28 @@ def summary(shown: list[tuple[frameworks.Setting, dict]]) -> None:
     downloads.table(frame(verdict), "frameworks", data=data, static=True, column_config=config)
 
 
+def _factors(record: dict) -> None:
+    """A coupled record's finding: its factor on each parameter group (scaled), every
+    parameter at 1 (global_batch), or no factor at all (other), with the residual."""
+    st.caption(t("frameworks.coupled_caption", accum=record["accum"]))
+    groups = record["scale_groups"] or []
+    if not groups and record["scheme"] != "other":  # one factor fits every parameter
+        factor = f"{record['global_batch_factor']:.6g}"
+        st.markdown("- " + t("frameworks.factor_everywhere", factor=factor))
+    for group in groups:
+        # in code spans, as the check page shows them (a bundled model's parameter names)
+        parameters = i18n.join(lang(), [f"`{p}`" for p in group["parameters"]])
+        factor = f"{group['factor']:.6g}"
+        st.markdown("- " + t("coupled.explain.factor", factor=factor, parameters=parameters))
+    if record["scheme"] == "other":
+        st.markdown(t("frameworks.no_factor", factor=f"{record['global_batch_factor']:.3g}"))
+    st.caption(t("frameworks.residual", residual=f"{record['residual']:.1e}"))
+
+
 def _grid(code: str, record: dict) -> None:
+    if record.get("mode") == "coupled":
+        _factors(record)
+        return
     if record["weights"] is None:
         st.caption(t("frameworks.no_grid"))
         return

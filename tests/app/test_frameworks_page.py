@@ -49,6 +49,12 @@ FINDINGS = {
     "transformers": None,  # run_clm_no_trainer.py as shipped: equal counts, a reason
     "clm_no_trainer_padded": "different",
     "megatron-core": None,  # needs Python >= 3.12: a reason, no verdict
+    "openclip_global_loss": "different",  # scaled: the towers 1/P, logit_scale 1
+    "openclip_global_gather_grad": "same_update",
+    "openclip_local_loss": "different",  # other: no factor fits
+    "openclip_local_gather_grad": "same_update",
+    "openclip_times_world_size": "different",  # scaled: the towers 1, logit_scale P
+    "composer": None,  # needs torch < 2.7.1: a reason, no verdict
 }
 COLOURS = {"same_update": "green", "different": "red", "no_evidence": "orange", None: "gray"}
 BADGE = re.compile(r":(\w+)-badge\[([^\]]+)\]")
@@ -135,16 +141,21 @@ def test_upstream_issues_are_links_built_from_data():
         framework_rows.issue_url("pytorch/torchtitan", 0)
 
 
-def test_a_framework_missing_on_the_server_shows_its_record_and_why(monkeypatch):
+def page_without(monkeypatch, package: str):
+    """The page on a server whose Python lacks `package`."""
     real = framework_rows.installed_version
     monkeypatch.setattr(
-        framework_rows, "installed_version", lambda p: None if p == "lightning" else real(p)
+        framework_rows, "installed_version", lambda p: None if p == package else real(p)
     )
     framework_rows.installed_versions.clear()
     try:
-        at = open_section(PAGE)
+        return open_section(PAGE)
     finally:
         framework_rows.installed_versions.clear()
+
+
+def test_a_framework_missing_on_the_server_shows_its_record_and_why(monkeypatch):
+    at = page_without(monkeypatch, "lightning")
     missing = i18n.text("en", "frameworks.reason.not_installed", package="lightning")
     assert infos(at).count(missing) == 2  # both Lightning rows
     assert not {"lightning_accumulate", "lightning_global_tokens"} & run_buttons(at)
@@ -186,3 +197,56 @@ def test_a_live_run_that_measures_another_scheme_says_so(launches):  # noqa: F81
     assert any(m.value.startswith(changed) for m in at.markdown)
     advice = i18n.text("en", "frameworks.advice.accelerate_guide")
     assert not any(m.value == advice for m in at.markdown)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_openclip_rows_show_a_factor_per_parameter_group(lang):
+    """The coupled rows: no grid but each group's factor, as recorded (the defaults: the towers
+    1/P, logit_scale 1; the x P compensation: the towers 1, logit_scale P), a single factor 1
+    where the update is the global batch's, and no factor for local_loss alone."""
+    at = open_section(PAGE, lang=lang)
+    assert not at.exception
+    lines = [m.value for m in at.markdown]
+    towers = i18n.join(lang, ["`visual.weight`", "`visual.bias`", "`text.weight`", "`text.bias`"])
+    for factor, parameters in (("0.5", towers), ("1", "`logit_scale`"), ("2", "`logit_scale`")):
+        want = "- " + i18n.text(
+            lang, "coupled.explain.factor", factor=factor, parameters=parameters
+        )
+        assert want in lines, want
+    everywhere = "- " + i18n.text(lang, "frameworks.factor_everywhere", factor="1")
+    assert lines.count(everywhere) == 2  # gather_with_grad, with and without local_loss
+    records = frameworks.load()["records"]
+    (local,) = [r for r in records if r.get("mode") == "coupled" and r["scheme"] == "other"]
+    no_factor = i18n.text(
+        lang, "frameworks.no_factor", factor=f"{local['global_batch_factor']:.3g}"
+    )
+    assert no_factor in lines
+    caption = i18n.text(lang, "frameworks.coupled_caption", accum=1)
+    assert [c.value for c in at.caption].count(caption) == 5
+
+
+def test_a_missing_open_clip_says_to_install_it_without_its_dependencies(monkeypatch):
+    at = page_without(monkeypatch, "open-clip-torch")
+    pin = frameworks.NO_DEPS["open-clip-torch"]
+    missing = i18n.text("en", "frameworks.reason.not_installed_no_deps", pin=pin)
+    assert infos(at).count(missing) == 5 and "--no-deps" in missing
+    codes = {s.code for s in frameworks.SETTINGS if s.package == "open-clip-torch"}
+    assert not codes & run_buttons(at)
+
+
+def test_an_openclip_row_runs_live_at_k_1(launches):  # noqa: F811
+    """Its Run launches the bundled adapter at P = 2 and K = 1 and shows the coupled record
+    it makes (the stand-in reports real ranks recorded from scaled_by_world_size.py at K = 1:
+    factor 2 everywhere)."""
+    from tests.app.test_check_trainer_coupled import RECORDED
+
+    launches.use(lambda world_size, accum, example: tuple(RECORDED["scaled_by_world_size"]))
+    at = open_section(PAGE)
+    at.button(key="fw_run_openclip_times_world_size").click().run()
+    assert not at.exception
+    assert launches == [((str(views.bundled_path("openclip_times_world_size")),), 2, 1)]
+    here = i18n.text("en", "frameworks.measured_here").split("{")[0]
+    assert sum(line.startswith(here) for line in provenance(at)) == 1
+    parameters = i18n.join("en", ["`logit_scale`", "`encoder.weight`", "`encoder.bias`"])
+    factor = "- " + i18n.text("en", "coupled.explain.factor", factor="2", parameters=parameters)
+    assert factor in [m.value for m in at.markdown]

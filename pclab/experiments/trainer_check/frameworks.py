@@ -28,8 +28,11 @@ if TYPE_CHECKING:
     from pclab.runners.runtime import Runtime
 
 RECORDED = PACKAGE_DIR / "artifacts" / "framework_checks.json"
-WORLD_SIZE, ACCUM = 2, 2  # P and K of every record
+WORLD_SIZE, ACCUM = 2, 2  # P and K of every record (K: unless its setting says otherwise)
 MEASURED_SCENARIO = "uneven"  # the record's scheme, weights and max_abs_diff are this one's
+MEASURED_COUPLED = "uneven_microsteps"  # a coupled record's scheme and factors: this one's
+OPENCLIP = "OpenCLIP ClipLoss"
+OPENCLIP_ACCUM = 1  # ClipLoss has no accumulation (open_clip_train's accum_freq: its train.py)
 NEEDS_V2 = "the trainer check's v2 contract (issue 22)"
 TRL_DEFAULTS = (  # float32: TRL's fused LM head computes its log-softmax in float32 anyway
     "defaults (text data, labels from the inputs), bf16=False: a float32 model, no autocast"
@@ -45,6 +48,7 @@ class Setting:
     adapter: str | None = None  # examples/trainers/<adapter>.py; None: cannot run here
     reason: str | None = None  # why not, when adapter is None
     examined: str | None = None  # the version the reason is about, when none is installed
+    accum: int = ACCUM  # K of its check: 1 where the library has no accumulation of its own
 
     @property
     def code(self) -> str:
@@ -228,6 +232,62 @@ SETTINGS = (
         False,
         "clm_no_trainer_padded",
     ),
+    Setting(  # pip install --no-deps -r requirements-nodeps.txt (examples/trainers/openclip_*)
+        OPENCLIP,
+        "open-clip-torch",
+        "local_loss=False, gather_with_grad=False, learnable logit_scale, DDP",
+        True,
+        "openclip_global_loss",
+        accum=OPENCLIP_ACCUM,
+    ),
+    Setting(
+        OPENCLIP,
+        "open-clip-torch",
+        "local_loss=False, gather_with_grad=True",
+        False,
+        "openclip_global_gather_grad",
+        accum=OPENCLIP_ACCUM,
+    ),
+    Setting(
+        OPENCLIP,
+        "open-clip-torch",
+        "local_loss=True, gather_with_grad=False",
+        False,
+        "openclip_local_loss",
+        accum=OPENCLIP_ACCUM,
+    ),
+    Setting(
+        OPENCLIP,
+        "open-clip-torch",
+        "local_loss=True, gather_with_grad=True",
+        False,
+        "openclip_local_gather_grad",
+        accum=OPENCLIP_ACCUM,
+    ),
+    Setting(
+        OPENCLIP,
+        "open-clip-torch",
+        "the defaults with the loss x P before backward (tevatron's compensation for a gather "
+        "without gradient)",
+        False,
+        "openclip_times_world_size",
+        accum=OPENCLIP_ACCUM,
+    ),
+    Setting(
+        "Composer",
+        "composer",
+        "its Trainer: the default, accumulate_train_batch_on_tokens=True with its default token "
+        "counter, and with a counter of loss-generating tokens",
+        True,
+        reason="composer 0.32.1 cannot share the lab's environment: its METADATA requires "
+        "'torch<2.7.1,>=2.6.0' and 'torchvision<0.22.1,>=0.21.0', and the lab runs torch "
+        "2.13.0 (CPU). An environment of its own needs torch 2.6.x or 2.7.0: this machine's "
+        "wheel store holds no CPU build of either (torch 2.13.0+cpu and 2.14.1 only), and the "
+        "package index offers PyPI's CUDA build (torch-2.7.0 manylinux wheel 865.2 MB, plus 14 "
+        "nvidia-*-cu12 packages). Not measured; its arithmetic is not reproduced by hand: that "
+        "would be no measurement",
+        examined="0.32.1",
+    ),
     Setting(
         "Megatron-core",
         "megatron-core",
@@ -244,6 +304,7 @@ SETTINGS = (
 
 ADAPTERS = tuple(s.adapter for s in SETTINGS if s.adapter)  # their file stems
 MODEL_MODULE = "framework_lm"  # the model the Accelerate and Lightning adapters share
+OPENCLIP_MODULE = "openclip_clip_loss"  # what the OpenCLIP adapters share: model, ClipLoss
 # package -> the modules its adapters' ranks import, which a warm-pool zygote can import ahead
 # (the server does unless PCL_PRELOAD_FRAMEWORKS=0: BENCHMARKS.md, "Frameworks")
 PRELOAD = {
@@ -252,6 +313,11 @@ PRELOAD = {
     "transformers": ("transformers.trainer", "transformers.models.llama.modeling_llama"),
     "litgpt": ("litgpt.finetune.full",),
 }
+
+
+# package -> its pin in requirements-nodeps.txt, installed with `pip install --no-deps -r`:
+# its declared dependencies would replace the lab's torch (open-clip-torch: torchvision)
+NO_DEPS = {"open-clip-torch": "open-clip-torch==3.3.0"}
 
 
 def preload_modules() -> tuple[str, ...]:
@@ -284,10 +350,44 @@ def _base(setting: Setting, now: str) -> dict[str, Any]:
     }
 
 
+def _command(setting: Setting) -> str:
+    trainer = shown(EXAMPLES_DIR / f"{setting.adapter}.py")
+    accum = "" if setting.accum == ACCUM else f" --accum {setting.accum}"
+    return f"pclab check {trainer}{accum} --json"
+
+
+def measured_coupled(setting: Setting, check: dict[str, Any], now: str) -> dict[str, Any]:
+    """The record of one real run in the coupled mode: the uneven_microsteps scenario's
+    scheme, its factor on each parameter group (scaled), its residual and difference."""
+    found = next(s for s in check["scenarios"] if s["name"] == MEASURED_COUPLED)
+    return _base(setting, now) | {
+        "mode": "coupled",
+        "accum": setting.accum,
+        "scheme": found["scheme"],
+        "weights": None,  # no loss per label: scale_groups says what each group got
+        "counts": None,
+        "sizes": found["sizes"],
+        "scale_groups": found["scale_groups"],
+        "global_batch_factor": found["fits"]["global_batch"]["factor"],
+        "residual": found["residual"],
+        "passed": check["passed"],
+        "status": check["status"],
+        "max_abs_diff": found["max_abs_diff"],
+        "tolerance": found["tolerance"],
+        "dtype": check["dtype"],
+        "scenarios": {s["name"]: s["passed"] for s in check["scenarios"]},
+        "diagnoses": sorted({d["code"] for d in check["diagnoses"]}),
+        "command": _command(setting),
+        "reason": None,
+    }
+
+
 def measured(setting: Setting, check: dict[str, Any], now: str) -> dict[str, Any]:
-    """The record of one real run: the uneven scenario's scheme, weights and difference."""
+    """The record of one real run: the uneven scenario's scheme, weights and difference (a
+    coupled check's: measured_coupled)."""
+    if check.get("mode") == "coupled":
+        return measured_coupled(setting, check, now)
     uneven = _uneven(check)
-    trainer = EXAMPLES_DIR / f"{setting.adapter}.py"
     return _base(setting, now) | {
         "scheme": uneven["scheme"],
         "weights": uneven["weights"],
@@ -298,7 +398,7 @@ def measured(setting: Setting, check: dict[str, Any], now: str) -> dict[str, Any
         "tolerance": uneven["tolerance"],  # the one its verdict used (measured below float64)
         "dtype": check["dtype"],
         "scenarios": {s["name"]: s["passed"] for s in check["scenarios"]},
-        "command": f"pclab check {shown(trainer)} --json",
+        "command": _command(setting),
         "reason": None,
     }
 
@@ -319,7 +419,11 @@ def check_adapters(
     from pclab.experiments.trainer_check.params import Params
 
     files = [str(EXAMPLES_DIR / f"{s.adapter}.py") for s in settings]
-    params = Params.checked(files, world_size=WORLD_SIZE, accum=ACCUM)
+    accums = {s.accum for s in settings} or {ACCUM}
+    if len(accums) != 1:
+        raise ValueError(f"accum={sorted(accums)}: one launch checks its adapters at one K")
+    (accum,) = accums
+    params = Params.checked(files, world_size=WORLD_SIZE, accum=accum)
     result = EXPERIMENT.run(params, runtime=runtime)
     if not result.ok:
         raise RuntimeError(f"{', '.join(files)}: the check did not finish: {result.message}")
@@ -337,14 +441,14 @@ def load(path: Path = RECORDED) -> dict[str, Any]:
 
 def record(only: set[str] | None = None, path: Path = RECORDED) -> dict[str, Any]:
     """Run every installed adapter (of the packages in `only`, when given), one launch per
-    package, and rewrite the table; other settings keep their last record."""
+    package and K, and rewrite the table; other settings keep their last record."""
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     before = {(r["framework"], r["setting"]): r for r in load(path)["records"]}
     chosen = [s for s in SETTINGS if only is None or s.package in only]
     runnable = [s for s in chosen if s.adapter and installed_version(s.package)]
     checks: dict[str, dict[str, Any]] = {}
-    for package in dict.fromkeys(s.package for s in runnable):
-        checks |= check_adapters([s for s in runnable if s.package == package])
+    for package, accum in dict.fromkeys((s.package, s.accum) for s in runnable):
+        checks |= check_adapters([s for s in runnable if (s.package, s.accum) == (package, accum)])
     records = []
     for s in SETTINGS:
         kept = before.get((s.framework, s.setting))
@@ -357,8 +461,9 @@ def record(only: set[str] | None = None, path: Path = RECORDED) -> dict[str, Any
         else:
             records.append(not_run(s, s.reason or f"{s.package} is not installed here", now))
     payload = {
-        "about": "The trainer check on each framework setting (P = 2, K = 2), the uneven "
-        "scenario's scheme and weight x N, recorded by "
+        "about": "The trainer check on each framework setting (P = 2, K = 2 unless a record's "
+        "accum says otherwise), the uneven scenario's scheme and weight x N (a coupled "
+        "record: uneven_microsteps' scheme and factor per parameter group), recorded by "
         "`python -m pclab.experiments.trainer_check.frameworks`.",
         "records": records,
     }
