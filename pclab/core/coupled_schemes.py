@@ -67,7 +67,7 @@ class SchemeSolve:
     matching_schemes: every candidate within rtol, NAMED_SCHEMES order; gaps: gap_s per
     candidate; fits: each candidate's least-squares factor (`scale` is global_batch's);
     parameter_scales: c_p per parameter against the global-batch gradient (None where
-    g_p = 0); scale_groups: the distinct factors when scheme is "scaled", else ();
+    |g_p| <= rtol |g|); scale_groups: the distinct factors when scheme is "scaled", else ();
     residual: the named explanation's misfit (its gap; for scaled and other the fit's;
     None when delta = 0); coinciding: groups of candidates alike at this scenario; untold:
     those alike with global_batch; evidence: a pass here rules every other given candidate
@@ -112,7 +112,7 @@ def solve_schemes(delta: object, candidates: object, rtol: float = SCHEME_RTOL) 
     reference = grads[REFERENCE]
     fits = {s: Fit(*_fit(_flat(change), _flat(g))) for s, g in grads.items()}
     scale, uniform_residual = fits[REFERENCE].factor, fits[REFERENCE].residual
-    parameter_scales, per_residual = _per_parameter(change, reference)
+    parameter_scales, per_residual = _per_parameter(change, reference, rtol)
     coinciding = _coinciding(grads, rtol)
     untold = next((g[1:] for g in coinciding if g[0] == REFERENCE), ())
     groups: tuple[ScaleGroup, ...] = ()
@@ -152,10 +152,17 @@ def _fit(change: np.ndarray, grad: np.ndarray) -> tuple[float | None, float | No
     return c, _norm(change + (c or 0.0) * grad) / size
 
 
-def _per_parameter(change: Vectors, grad: Vectors) -> tuple[dict[str, float | None], float | None]:
+def _per_parameter(
+    change: Vectors, grad: Vectors, rtol: float
+) -> tuple[dict[str, float | None], float | None]:
     """Each parameter's own least-squares c_p, and the residual they leave together:
-    sqrt(sum_p |delta_p + c_p g_p|^2) / |delta| (None when delta = 0)."""
-    scales = {n: _fit(change[n], grad[n])[0] for n in change}
+    sqrt(sum_p |delta_p + c_p g_p|^2) / |delta| (None when delta = 0). A parameter whose
+    gradient is at most rtol of the whole gradient gets no c_p (None): at that tolerance it
+    cannot be told from rounding (an InfoNCE document bias, which no score depends on, has a
+    gradient of 1e-17 and would get any factor at all); its change still counts in the
+    residual."""
+    floor = rtol * _norm(grad)
+    scales = {n: _fit(change[n], grad[n])[0] if _norm(grad[n]) > floor else None for n in change}
     size = _norm(change)
     if size == 0:
         return scales, None

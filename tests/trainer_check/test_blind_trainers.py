@@ -93,7 +93,7 @@ def test_the_check_names_the_scheme_a_one_process_computation_names(blind_checks
         if mine["scheme"] == "scaled":
             factors = {p: g["factor"] for g in s["scale_groups"] for p in g["parameters"]}
             assert factors.keys() >= mine["factors"].keys(), (factors, mine["factors"])
-            # only parameters with a gradient: see the xfail below for the others
+            # only parameters with a gradient: see the test below for the others
             for parameter, factor in mine["factors"].items():
                 assert factors[parameter] == pytest.approx(factor, rel=1e-9), parameter
         else:
@@ -106,12 +106,6 @@ def test_the_check_names_the_scheme_a_one_process_computation_names(blind_checks
 SCALED = [c for c in CASES if c[0] in ("times_world_size", "whole_batch_detached_doc_bias")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the check gives a parameter whose gradient is rounding noise under every "
-    "candidate (a document bias InfoNCE cannot see) a factor of its own (e.g. -0.19) or "
-    "lists it in the uniform one",
-)
 @pytest.mark.parametrize("case", SCALED, ids=lambda c: f"{c[0]}-P{c[1][0]}K{c[1][1]}")
 def test_a_factor_is_given_only_to_parameters_with_a_gradient(blind_checks, case):
     for s in blind_checks[case]["scenarios"]:
