@@ -13,7 +13,7 @@ import streamlit as st
 from pclab.core import update_weights
 from pclab.experiments.trainer_check import frameworks
 from pclab.ui import framework_rows as rows
-from pclab.ui.language import t
+from pclab.ui.language import page_link, t
 from pclab.ui.page_header import header
 from pclab.ui.show_code import show_code
 
@@ -21,7 +21,7 @@ header("frameworks", share=False)
 st.markdown(t("frameworks.how", world_size=frameworks.WORLD_SIZE, accum=frameworks.ACCUM))
 st.caption(t("check.results.weights_caption"))
 check_page = "pclab/sections/check_trainer.py"
-st.page_link(check_page, label=t("frameworks.to_check"), icon=":material/troubleshoot:")
+page_link(check_page, label=t("frameworks.to_check"), icon=":material/troubleshoot:")
 
 table = rows.records()
 shown = []

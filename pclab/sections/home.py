@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from pclab.ui.language import t
+from pclab.ui.language import page_link, t
 from pclab.ui.page_header import header
 from pclab.ui.pages import WORKSHOP
 from pclab.ui.trainer_examples import EXAMPLES
@@ -11,7 +11,7 @@ header("home", share=False)
 # Where to start, before the why: a learner opens 01; an instructor learns workshop mode exists.
 with st.container(border=True):
     st.markdown(f"**{t('home.start_title')}**")
-    st.page_link(
+    page_link(
         "pclab/sections/01_denominator.py", label=t("home.start_link"), icon=":material/play_arrow:"
     )
     st.markdown(t("home.start_workshop"))
@@ -27,8 +27,11 @@ for page in WORKSHOP:  # in the order of the navigation
     with st.container(border=True):
         left, right = st.columns([1, 4])
         left.markdown(f"**{minutes}′**")
-        right.page_link(
-            page.file, label=f"**{t(page.title_key)}**", icon=":material/arrow_forward:"
+        page_link(
+            page.file,
+            label=f"**{t(page.title_key)}**",
+            icon=":material/arrow_forward:",
+            where=right,
         )
         right.markdown(shows)
         right.markdown(f":material/help: {ask}")

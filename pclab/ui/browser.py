@@ -9,6 +9,8 @@ from the instructor's laptop. So:
   tables wrap their cells and wide charts scroll inside their own frame;
 - the copy button uses the clipboard where the browser gives one (https, localhost) and
   otherwise shows the link selected in a field, saying why;
+- one action of the reader's is one browser-history entry, so Back returns to the page before
+  (Streamlit's frontend pushes a page change and the script's URL writes after it apart);
 - a number typed outside an input's range gets the reason in the page's language:
   Streamlit's frontend writes it (and its "Press Enter to apply" hint) in English, so the
   script rewrites those messages as they appear.
@@ -120,6 +122,22 @@ SCRIPT = r"""
 window.pclTexts = %(texts)s;
 if (!window.pclRoomReady) {
   window.pclRoomReady = true;
+  // One action of the reader's, one history entry. Streamlit's frontend pushes an entry for
+  // a page change and another for each query parameter the script then writes (the page
+  // opened puts ?lang= back: Streamlit dropped it), in either order: Back landed on the page
+  // just opened, or on the old one with the new one's parameters. A push with no pointer or
+  // key input since the last one (or since Back) belongs to that action: it replaces.
+  let acted = false;
+  for (const kind of ["pointerdown", "keydown"]) {
+    window.addEventListener(kind, () => { acted = true; }, true);
+  }
+  window.addEventListener("popstate", () => { acted = false; });
+  const push = history.pushState.bind(history), replace = history.replaceState.bind(history);
+  history.pushState = (state, title, url) => {
+    const own = acted;
+    acted = false;
+    return own ? push(state, title, url) : replace(state, title, url);
+  };
   const sidebar = () => document.querySelector('[data-testid="stSidebar"]');
   let request = 0;  // the latest navigation's number: a reader's own click cancels it
   const collapse = (asked, tries) => {

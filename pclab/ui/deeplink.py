@@ -43,10 +43,12 @@ def _initial(key: str, options: Sequence[str], default: str) -> str:
 
 
 def _to_url(key: str, value: str | None, default: str | None) -> None:
-    """Mirror the choice into the URL; the default is left out to keep links short."""
+    """Mirror the choice into the URL; the default is left out to keep links short. A value
+    the URL already holds is not written again: each write reaches the browser, which records
+    a changed address as a history entry of its own (Back would stay on the page)."""
     if value is None or value == default:
         st.query_params.pop(key, None)
-    else:
+    elif st.query_params.get(key) != value:
         st.query_params[key] = value
 
 
@@ -248,3 +250,10 @@ def unusable() -> list[tuple[str, str, object]]:
                 found.append((key, raw, value))
     st.session_state[FOUND_KEY] = found
     return found
+
+
+def last_parameters(page: str) -> dict[str, str]:
+    """The parameters of `page`'s own inputs as its last run this session left them (what
+    `_remember` would give back to a bare return), for a link to it to carry."""
+    last = st.session_state.get(LAST_KEY, {}).get(page) or {}
+    return {k: v for k, v in last.items() if k not in SHARED_PARAMS and v is not None}

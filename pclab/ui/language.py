@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pclab.ui import deeplink, i18n
+from pclab.ui.pages import PAGES
 
 LANG_KEY = "lang"
 # The language last shown, in a plain session key: Streamlit clears a widget's key when the
@@ -71,3 +72,19 @@ def coded_choice(
         format_func=lambda code: t(f"{labels}{code}"),
         **kwargs,
     )
+
+
+def page_link(page_file: str, *, label: str, icon: str, where=st, **query: str) -> None:
+    """`where.page_link` to another page of the lab, opening it in the reader's language with
+    `query` (a deep link's parameters), or with none given, as the page was last left.
+
+    Both travel in the link because Streamlit drops a page's query parameters on a page
+    change: the page it opens would write them back after loading (`?lang=`, and the
+    parameters ui.deeplink gives back to a bare return), and Streamlit's frontend pushes each
+    such write as a browser-history entry of its own, so Back would land on the page just
+    opened (issue 31). With them in the link those writes change nothing (ui.deeplink leaves
+    an unchanged parameter alone): one click, one history entry.
+    """
+    page = next(p for p in PAGES if p.file == page_file)
+    params = query or deeplink.last_parameters(page.key)
+    where.page_link(page_file, label=label, icon=icon, query_params={**params, LANG_KEY: lang()})

@@ -20,7 +20,7 @@ from pclab.paths import EXAMPLES_DIR
 from pclab.ui import i18n, trainer_diagnoses
 from pclab.ui import trainer_views as views
 from pclab.ui.input_errors import guard
-from pclab.ui.language import lang, t
+from pclab.ui.language import lang, page_link, t
 from pclab.ui.pages import PAGES
 from pclab.ui.run_panel import run_panel
 from pclab.ui.show_code import show_code
@@ -41,11 +41,11 @@ STATUS_BOX = {"same_update": st.success, "different": st.error, "no_evidence": s
 
 def link_to_coupled_check() -> None:
     """Pages 05 and 06: a link to this page's GradCache example (deep-linked)."""
-    st.page_link(
+    page_link(
         "pclab/sections/check_trainer.py",
         label=t("coupled.to_check"),
         icon=":material/troubleshoot:",
-        query_params={"chk_example": "gradcache"},
+        chk_example="gradcache",
     )
 
 
@@ -117,7 +117,7 @@ def results(check: dict) -> None:
         for key in TEACHES[wrong]:
             page = next(p for p in PAGES if p.key == key)
             label = t("coupled.fix.link", page=t(page.title_key))
-            st.page_link(page.file, label=label, icon=":material/school:")
+            page_link(page.file, label=label, icon=":material/school:")
 
 
 def said(d: dict, check: dict) -> str:

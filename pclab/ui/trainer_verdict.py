@@ -21,7 +21,7 @@ from pclab.ui import hf_trainer_views as hf_views
 from pclab.ui import trainer_diagnoses as diagnoses
 from pclab.ui import trainer_views as views
 from pclab.ui.figures import fmt
-from pclab.ui.language import lang, t
+from pclab.ui.language import lang, page_link, t
 from pclab.ui.pages import PAGES
 
 TEACHES = {  # cause -> the page (pclab.ui.pages key) that teaches its fix
@@ -91,7 +91,7 @@ def fixes(check: dict, example: str) -> None:
             st.markdown(t(f"check.fix.{why}", scenarios=i18n.join(lang(), scenarios)))
         page = _page(TEACHES[why])
         label = t("check.fix.link", page=t(page.title_key))
-        st.page_link(page.file, label=label, icon=":material/school:")
+        page_link(page.file, label=label, icon=":material/school:")
 
 
 TENSOR = (  # the report's tensor names (probe.State) -> their words in the reader's language
