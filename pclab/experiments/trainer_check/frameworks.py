@@ -1,6 +1,7 @@
 """Frameworks, measured: the trainer check run on each bundled framework adapter
 (examples/trainers/<adapter>.py; P = 2, K = 2), one record per framework setting, written with
-the versions that ran it to pclab/artifacts/framework_checks.json. A setting that cannot run
+the versions that ran it to pclab/artifacts/framework_checks.json. A coupled adapter (a loss over
+in-batch negatives: sentence-transformers) is recorded with its scheme's factor and residual. A setting that cannot run
 here keeps a record too, with the exact reason instead of a measurement.
 
     python -m pclab.experiments.trainer_check.frameworks              # every installed one
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 RECORDED = PACKAGE_DIR / "artifacts" / "framework_checks.json"
 WORLD_SIZE, ACCUM = 2, 2  # P and K of every record
 MEASURED_SCENARIO = "uneven"  # the record's scheme, weights and max_abs_diff are this one's
+COUPLED_SCENARIO = "uneven_microsteps"  # a coupled record's (its scheme, factor, residual)
 NEEDS_V2 = "the trainer check's v2 contract (issue 22)"
 TRL_DEFAULTS = (  # float32: TRL's fused LM head computes its log-softmax in float32 anyway
     "defaults (text data, labels from the inputs), bf16=False: a float32 model, no autocast"
@@ -229,6 +231,44 @@ SETTINGS = (
         "clm_no_trainer_padded",
     ),
     Setting(
+        "sentence-transformers",
+        "sentence-transformers",
+        "MultipleNegativesRankingLoss, gather_across_devices=False (its default): the rank's K "
+        "microbatches one per-device batch, torch DDP",
+        True,
+        "sbert_mnrl",
+    ),
+    Setting(
+        "sentence-transformers",
+        "sentence-transformers",
+        "MultipleNegativesRankingLoss, gather_across_devices=True",
+        False,
+        "sbert_mnrl_gather",
+    ),
+    Setting(
+        "sentence-transformers",
+        "sentence-transformers",
+        "CachedMultipleNegativesRankingLoss (GradCache), gather_across_devices=False, "
+        "mini_batch_size = the largest microbatch",
+        False,
+        "sbert_cached_mnrl",
+    ),
+    Setting(
+        "sentence-transformers",
+        "sentence-transformers",
+        "CachedMultipleNegativesRankingLoss (GradCache), gather_across_devices=True",
+        False,
+        "sbert_cached_mnrl_gather",
+    ),
+    Setting(
+        "sentence-transformers",
+        "sentence-transformers",
+        "MultipleNegativesRankingLoss with naive gradient accumulation: one microbatch a "
+        "microstep, each loss / K, DDP's no_sync but the last",
+        False,
+        "sbert_mnrl_accumulate",
+    ),
+    Setting(
         "Megatron-core",
         "megatron-core",
         "calculate_per_token_loss=False (its default) and True",
@@ -251,6 +291,7 @@ PRELOAD = {
     "lightning": ("lightning.pytorch",),
     "transformers": ("transformers.trainer", "transformers.models.llama.modeling_llama"),
     "litgpt": ("litgpt.finetune.full",),
+    "sentence-transformers": ("sentence_transformers.sentence_transformer.losses",),
 }
 
 
@@ -268,7 +309,8 @@ def setting_of(record: dict[str, Any]) -> Setting:
 
 
 def _uneven(check: dict[str, Any]) -> dict[str, Any]:
-    found: dict[str, Any] = next(s for s in check["scenarios"] if s["name"] == MEASURED_SCENARIO)
+    name = COUPLED_SCENARIO if check.get("mode") == "coupled" else MEASURED_SCENARIO
+    found: dict[str, Any] = next(s for s in check["scenarios"] if s["name"] == name)
     return found
 
 
@@ -284,14 +326,32 @@ def _base(setting: Setting, now: str) -> dict[str, Any]:
     }
 
 
+def _coupled(uneven: dict[str, Any], check: dict[str, Any]) -> dict[str, Any]:
+    """A coupled check's coefficients: no weights per label (a coupled loss has none), the
+    measured scheme's least-squares factor and residual, the scheme of every scenario."""
+    fit = uneven["fits"].get(uneven["scheme"] or "", {})
+    return {
+        "mode": "coupled",
+        "weights": None,
+        "counts": None,
+        "sizes": uneven["sizes"],
+        "factor": fit.get("factor", uneven["scale"]),
+        "residual": uneven["residual"],
+        "scale_groups": uneven["scale_groups"],
+        "schemes": {s["name"]: s["scheme"] for s in check["scenarios"]},
+    }
+
+
 def measured(setting: Setting, check: dict[str, Any], now: str) -> dict[str, Any]:
-    """The record of one real run: the uneven scenario's scheme, weights and difference."""
+    """The record of one real run: the uneven scenario's scheme, weights and difference (a
+    coupled check: its scheme's factor and residual instead of weights)."""
     uneven = _uneven(check)
     trainer = EXAMPLES_DIR / f"{setting.adapter}.py"
+    coupled = check.get("mode") == "coupled"
     return _base(setting, now) | {
         "scheme": uneven["scheme"],
-        "weights": uneven["weights"],
-        "counts": uneven["counts"],
+        "weights": None if coupled else uneven["weights"],
+        "counts": None if coupled else uneven["counts"],
         "passed": check["passed"],
         "status": check["status"],  # the check's own verdict: same_update, different, no_evidence
         "max_abs_diff": uneven["max_abs_diff"],
@@ -300,7 +360,7 @@ def measured(setting: Setting, check: dict[str, Any], now: str) -> dict[str, Any
         "scenarios": {s["name"]: s["passed"] for s in check["scenarios"]},
         "command": f"pclab check {shown(trainer)} --json",
         "reason": None,
-    }
+    } | (_coupled(uneven, check) if coupled else {})
 
 
 def not_run(setting: Setting, reason: str, now: str) -> dict[str, Any]:
@@ -358,7 +418,8 @@ def record(only: set[str] | None = None, path: Path = RECORDED) -> dict[str, Any
             records.append(not_run(s, s.reason or f"{s.package} is not installed here", now))
     payload = {
         "about": "The trainer check on each framework setting (P = 2, K = 2), the uneven "
-        "scenario's scheme and weight x N, recorded by "
+        "scenario's scheme and weight x N (a coupled loss: the uneven_microsteps scenario's "
+        "scheme, its factor and residual), recorded by "
         "`python -m pclab.experiments.trainer_check.frameworks`.",
         "records": records,
     }

@@ -1,0 +1,16 @@
+"""sentence-transformers 6.2.0, MultipleNegativesRankingLoss(gather_across_devices=True): each
+rank's K microbatches are its one per-device batch; the library all-gathers every rank's
+embeddings with their gradient (torch.distributed.nn.all_gather) and scores this rank's anchors
+against every rank's positives; torch DDP averages the gradients over the ranks.
+
+    pclab check examples/trainers/sbert_mnrl_gather.py --json
+"""
+
+from sbert_model import build_model, embed, embedding_loss, make_microbatch, step_on_batch
+
+__all__ = ["build_model", "embed", "embedding_loss", "make_microbatch", "train_step"]
+
+
+def train_step(model, optimizer, microbatches):
+    options = {"gather_across_devices": True}
+    step_on_batch(model, optimizer, microbatches, "MultipleNegativesRankingLoss", **options)
