@@ -1,8 +1,9 @@
 """Frameworks, measured: the trainer check run on each bundled framework adapter
 (examples/trainers/<adapter>.py; P = 2, K = 2), one record per framework setting, written with
 the versions that ran it to pclab/artifacts/framework_checks.json. A coupled adapter (a loss over
-in-batch negatives: sentence-transformers) is recorded with its scheme's factor and residual. A setting that cannot run
-here keeps a record too, with the exact reason instead of a measurement.
+in-batch negatives: sentence-transformers) is recorded with its scheme's factor and residual.
+A setting that cannot run here keeps a record too, with the exact reason instead of a
+measurement.
 
     python -m pclab.experiments.trainer_check.frameworks              # every installed one
     python -m pclab.experiments.trainer_check.frameworks --only lightning
