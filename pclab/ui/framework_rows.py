@@ -27,6 +27,7 @@ from pclab.ui import trainer_views as views
 from pclab.ui.language import lang, t
 from pclab.ui.plain_text import plain
 from pclab.ui.run_panel import run_panel
+from pclab.ui.trainer_coupled import sizes_text
 
 # setting code -> the upstream issues and pull requests README "Frameworks, measured" names for
 # its finding, as (owner/repository, number): data, made into links by `issue_url` alone.
@@ -52,6 +53,17 @@ ISSUES = {
     "torchtune_full_finetune": (("meta-pytorch/torchtune", 2613),),
     "olmo_core_train_module": (("pytorch/torchtitan", 2206),),
     "megatron-core": (("NVIDIA/Megatron-LM", 936),),
+    "sbert_mnrl": (
+        ("huggingface/sentence-transformers", 2831),
+        ("huggingface/sentence-transformers", 3442),
+    ),
+    "sbert_mnrl_gather": (("huggingface/sentence-transformers", 3442),),
+    "sbert_cached_mnrl": (
+        ("huggingface/sentence-transformers", 2916),
+        ("huggingface/sentence-transformers", 3442),
+    ),
+    "sbert_cached_mnrl_gather": (("huggingface/sentence-transformers", 3442),),
+    "sbert_mnrl_accumulate": (("huggingface/sentence-transformers", 2916),),
 }
 REPOSITORY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 VERDICT_CODES = ("same_update", "different", "no_evidence")  # a check's status, as recorded
@@ -135,9 +147,17 @@ def verdict(record: dict) -> str:
     return views.verdict_badge({"verdict": status})
 
 
+def coupled(record: dict) -> bool:
+    """A coupled check's record (a loss over in-batch negatives): a scheme of the coupled
+    mode, a factor and residual, no weight per label."""
+    return record.get("mode") == "coupled"
+
+
 def scheme(record: dict) -> str:
     if record["scheme"] is None:
         return t("frameworks.nothing_measured")
+    if coupled(record):
+        return t(f"coupled.scheme.{record['scheme']}")
     return views.scheme_text({"scheme": record["scheme"]})
 
 
@@ -200,7 +220,26 @@ def summary(shown: list[tuple[frameworks.Setting, dict]]) -> None:
     downloads.table(frame(verdict), "frameworks", data=data, static=True, column_config=config)
 
 
+def _fit(record: dict) -> None:
+    """A coupled row's right column: the items per microbatch, the objective the step
+    minimised, its factor and residual (no grid: a coupled loss has no weight per label)."""
+    st.markdown(t("frameworks.coupled_items", sizes=sizes_text(record["sizes"])))
+    objective = t(f"coupled.explain.{record['scheme'] or 'other'}")
+    st.markdown(t("frameworks.coupled_objective", objective=objective))
+    factor, residual = record["factor"], record["residual"]
+    st.caption(
+        t(
+            "frameworks.coupled_fit",
+            factor="—" if factor is None else f"{factor:.6f}",
+            residual="—" if residual is None else f"{residual:.1e}",
+        )
+    )
+
+
 def _grid(code: str, record: dict) -> None:
+    if coupled(record):
+        _fit(record)
+        return
     if record["weights"] is None:
         st.caption(t("frameworks.no_grid"))
         return

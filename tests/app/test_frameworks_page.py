@@ -49,6 +49,11 @@ FINDINGS = {
     "transformers": None,  # run_clm_no_trainer.py as shipped: equal counts, a reason
     "clm_no_trainer_padded": "different",
     "megatron-core": None,  # needs Python >= 3.12: a reason, no verdict
+    "sbert_mnrl": "different",  # a pool per rank
+    "sbert_mnrl_gather": "same_update",
+    "sbert_cached_mnrl": "different",  # a pool per rank
+    "sbert_cached_mnrl_gather": "same_update",
+    "sbert_mnrl_accumulate": "different",  # a pool per microbatch
 }
 COLOURS = {"same_update": "green", "different": "red", "no_evidence": "orange", None: "gray"}
 BADGE = re.compile(r":(\w+)-badge\[([^\]]+)\]")
@@ -186,3 +191,33 @@ def test_a_live_run_that_measures_another_scheme_says_so(launches):  # noqa: F81
     assert any(m.value.startswith(changed) for m in at.markdown)
     advice = i18n.text("en", "frameworks.advice.accelerate_guide")
     assert not any(m.value == advice for m in at.markdown)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_coupled_row_shows_its_objective_factor_and_residual_not_a_grid(lang):
+    """The sentence-transformers rows (coupled checks): the scheme in the coupled mode's words,
+    the items per microbatch, the objective explained, the record's factor and residual; a
+    heat map only for rows with weights per label."""
+    at = open_section(PAGE, lang=lang)
+    records = frameworks.load()["records"]
+    mine = [r for r in records if r.get("mode") == "coupled"]
+    assert {frameworks.setting_of(r).code for r in mine} >= {
+        c for c in FINDINGS if c.startswith("sbert_")
+    }
+    texts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    for r in mine:
+        fit = i18n.text(
+            lang,
+            "frameworks.coupled_fit",
+            factor=f"{r['factor']:.6f}",
+            residual=f"{r['residual']:.1e}",
+        )
+        assert fit in texts, r["setting"]
+        objective = i18n.text(lang, f"coupled.explain.{r['scheme']}")
+        assert i18n.text(lang, "frameworks.coupled_objective", objective=objective) in texts
+    scheme = i18n.text(lang, "coupled.scheme.microbatch_pool")
+    assert any(line.endswith(scheme) for line in texts if BADGE.match(line))
+    items = i18n.text(lang, "frameworks.coupled_items", sizes="0: 3 + 2 · 1: 3 + 2")
+    assert texts.count(items) == len(mine)
+    with_weights = [r for r in records if r["weights"] is not None]
+    assert len(chart_frames(at)) == len(with_weights)
