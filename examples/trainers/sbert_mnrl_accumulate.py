@@ -9,9 +9,20 @@ negatives (sentence-transformers #2916).
 """
 
 from contextlib import nullcontext
+from pathlib import Path
 
-from sbert_model import build_model, embed, embedding_loss, features, make_microbatch, wrapped
+from sbert_model import (
+    build_model,
+    counting_forwards,
+    embed,
+    embedding_loss,
+    evidence,
+    features,
+    make_microbatch,
+    wrapped,
+)
 
+ADAPTER = Path(__file__).stem  # its name in the tests' evidence
 __all__ = ["build_model", "embed", "embedding_loss", "make_microbatch", "train_step"]
 
 
@@ -21,6 +32,7 @@ def train_step(model, optimizer, microbatches):
     ddp = wrapped(model)
     loss = MultipleNegativesRankingLoss(model)  # gather_across_devices=False, the default
     loss.model = ddp
+    rows, handle = counting_forwards(model)
     optimizer.zero_grad()
     k = len(microbatches)
     for step, mb in enumerate(microbatches):
@@ -29,3 +41,5 @@ def train_step(model, optimizer, microbatches):
             columns = [features(model, mb[c]) for c in ("anchor", "positive")]
             (loss(columns, None) / k).backward()
     optimizer.step()
+    handle.remove()
+    evidence(ADAPTER, loss, ddp, rows, k)

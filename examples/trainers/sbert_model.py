@@ -107,7 +107,33 @@ def wrapped(model):
     return DistributedDataParallel(model)
 
 
-def step_on_batch(model, optimizer, microbatches, loss_name, **options):
+def counting_forwards(model):
+    """A list that gets each forward's row count (the tests' evidence of how the library ran
+    the model: once per column, or per mini-batch twice under GradCache); the hook's handle."""
+    rows: list[int] = []
+    handle = model.register_forward_hook(
+        lambda module, args, output: rows.append(len(output["sentence_embedding"]))
+    )
+    return rows, handle
+
+
+def evidence(adapter, loss, ddp, rows, microsteps):
+    """This rank's evidence of what ran ($PCL_FRAMEWORK_RECORD, framework_lm.record)."""
+    from framework_lm import record
+
+    record(
+        adapter,
+        loss_class=f"{type(loss).__module__}.{type(loss).__name__}",
+        gather_across_devices=loss.gather_across_devices,
+        mini_batch_size=getattr(loss, "mini_batch_size", None),
+        wrapped_in=type(loss.model).__name__,
+        is_the_wrapper=loss.model is ddp,
+        forward_rows=rows,
+        microsteps=microsteps,
+    )
+
+
+def step_on_batch(adapter, model, optimizer, microbatches, loss_name, **options):
     """One update: the rank's K microbatches as ONE per-device batch of the library's loss
     `loss_name` (built on the model, as a user builds it, with `options`), loss.model the DDP
     wrapper, one forward and backward (DDP averages the gradients over the ranks), one step."""
@@ -116,6 +142,9 @@ def step_on_batch(model, optimizer, microbatches, loss_name, **options):
     ddp = wrapped(model)
     loss = getattr(losses, loss_name)(model, **options)
     loss.model = ddp
+    rows, handle = counting_forwards(model)
     optimizer.zero_grad()
     loss([features(model, texts) for texts in columns(microbatches)], None).backward()
     optimizer.step()
+    handle.remove()
+    evidence(adapter, loss, ddp, rows, 1)
