@@ -292,7 +292,6 @@ PRELOAD = {
     "lightning": ("lightning.pytorch",),
     "transformers": ("transformers.trainer", "transformers.models.llama.modeling_llama"),
     "litgpt": ("litgpt.finetune.full",),
-    "sentence-transformers": ("sentence_transformers.sentence_transformer.losses",),
 }
 
 
@@ -349,7 +348,7 @@ def measured(setting: Setting, check: dict[str, Any], now: str) -> dict[str, Any
     uneven = _uneven(check)
     trainer = EXAMPLES_DIR / f"{setting.adapter}.py"
     coupled = check.get("mode") == "coupled"
-    return _base(setting, now) | {
+    found = _base(setting, now) | {
         "scheme": uneven["scheme"],
         "weights": None if coupled else uneven["weights"],
         "counts": None if coupled else uneven["counts"],
@@ -361,7 +360,8 @@ def measured(setting: Setting, check: dict[str, Any], now: str) -> dict[str, Any
         "scenarios": {s["name"]: s["passed"] for s in check["scenarios"]},
         "command": f"pclab check {shown(trainer)} --json",
         "reason": None,
-    } | (_coupled(uneven, check) if coupled else {})
+    }
+    return (found | _coupled(uneven, check)) if coupled else found
 
 
 def not_run(setting: Setting, reason: str, now: str) -> dict[str, Any]:
