@@ -221,3 +221,32 @@ def test_a_coupled_row_shows_its_objective_factor_and_residual_not_a_grid(lang):
     assert texts.count(items) == len(mine)
     with_weights = [r for r in records if r["weights"] is not None]
     assert len(chart_frames(at)) == len(with_weights)
+
+
+def test_a_live_run_of_a_coupled_row_shows_what_it_measured(launches):  # noqa: F811
+    """Run on a sentence-transformers row: the coupled report (a real run's rank outputs, the
+    coupled page's fixture: GradCache, the global batch) replaces the record; its scheme in the
+    coupled words, the changed line, and the live factor."""
+    from tests.app.test_check_trainer_coupled import RECORDED
+
+    launches.use(lambda world_size, accum, example: tuple(RECORDED["gradcache"]))
+    at = open_section(PAGE)
+    at.button(key="fw_run_sbert_mnrl").click().run()
+    assert not at.exception
+    path = str(views.bundled_path("sbert_mnrl"))
+    assert launches == [((path,), 2, 2)]
+    codes = [s.code for s in frameworks.SETTINGS]
+    line = verdict_lines(at)[codes.index("sbert_mnrl")]
+    assert line == badge("en", "same_update")
+    say = i18n.catalogue("en")
+    changed = i18n.text(
+        "en",
+        "frameworks.changed",
+        scheme=say["coupled.scheme.global_batch"],
+        recorded=say["coupled.scheme.rank_pool"],
+    )
+    assert changed in [m.value for m in at.markdown]
+    objective = i18n.text("en", "coupled.explain.global_batch")
+    assert i18n.text("en", "frameworks.coupled_objective", objective=objective) in [
+        m.value for m in at.markdown
+    ]
