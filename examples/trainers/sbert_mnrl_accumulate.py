@@ -1,9 +1,11 @@
 """sentence-transformers 6.2.0, MultipleNegativesRankingLoss with its defaults and naive
 gradient accumulation: one microbatch per microstep (per_device_train_batch_size = its items,
 gradient_accumulation_steps = K), each loss divided by K and back-propagated under DDP's no_sync
-but the last, as the transformers Trainer under SentenceTransformerTrainer does for a loss that
-takes no num_items_in_batch; one optimizer step. Accumulation does not enlarge the pool of
-negatives (sentence-transformers #2916).
+but the last, as the transformers Trainer under SentenceTransformerTrainer does: its collator
+puts no "labels" in a batch (a label column becomes "label"), so Trainer counts no
+num_items_in_batch and divides each loss by K (transformers 5.24.0, Trainer.training_step); one
+optimizer step. Accumulation does not enlarge the pool of negatives (sentence-transformers
+#2916).
 
     pclab check examples/trainers/sbert_mnrl_accumulate.py --json
 """
