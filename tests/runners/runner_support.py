@@ -162,3 +162,21 @@ def assert_coupled_record_is_fresh(check: dict, adapter: str) -> dict:
     else:
         assert fresh["max_abs_diff"] == pytest.approx(recorded["max_abs_diff"], rel=1e-6)
     return fresh
+
+
+def checked_with_evidence(settings: list, runtime: Runtime, folder: Path) -> tuple[dict, list]:
+    """frameworks.check_adapters(settings) in one launch, with every rank's evidence: the
+    adapters write it to $PCL_FRAMEWORK_RECORD, pointed at folder/record.jsonl for the launch
+    only. Returns (adapter -> its check, the evidence lines parsed)."""
+    import json
+
+    import pytest
+
+    from pclab.experiments.trainer_check import frameworks
+
+    record = folder / "record.jsonl"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PCL_FRAMEWORK_RECORD", str(record))
+        checks = frameworks.check_adapters(settings, runtime=runtime)
+    lines = [json.loads(x) for x in record.read_text().splitlines()] if record.exists() else []
+    return checks, lines

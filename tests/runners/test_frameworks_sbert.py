@@ -23,18 +23,15 @@ it is tested here against InfoNCE written out by hand (cosine similarity x 20, f
 
 from __future__ import annotations
 
-import json
-import os
 from types import SimpleNamespace
 
 import pytest
 import torch
-from runner_support import ROOT, assert_coupled_record_is_fresh
+from runner_support import ROOT, assert_coupled_record_is_fresh, checked_with_evidence
 
 from pclab.experiments.trainer_check import frameworks
 
 PACKAGE = "sentence-transformers"
-RECORD_ENV = "PCL_FRAMEWORK_RECORD"  # examples/trainers/framework_lm.record writes it
 STEPS_PER_SCENARIO = 2  # the check's train_step calls: the user's optimizer, then SGD at lr 1
 SCHEMES = {  # adapter -> the objective its arithmetic names
     "sbert_mnrl": "rank_pool",
@@ -58,14 +55,8 @@ def runs(tmp_path_factory, warm_pool):
     """One launch of every sentence-transformers adapter, with every rank's evidence."""
     if not _installed():
         pytest.skip(f"{PACKAGE} is not installed")
-    record = tmp_path_factory.mktemp("sbert") / "record.jsonl"
-    saved = os.environ.get(RECORD_ENV)
-    os.environ[RECORD_ENV] = str(record)
-    try:
-        checks = frameworks.check_adapters(SETTINGS, runtime=warm_pool)
-    finally:
-        os.environ.pop(RECORD_ENV) if saved is None else os.environ.__setitem__(RECORD_ENV, saved)
-    lines = [json.loads(x) for x in record.read_text().splitlines()] if record.exists() else []
+    folder = tmp_path_factory.mktemp("sbert")
+    checks, lines = checked_with_evidence(SETTINGS, warm_pool, folder)
     return SimpleNamespace(checks=checks, lines=lines)
 
 

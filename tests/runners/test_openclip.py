@@ -23,19 +23,16 @@ OpenCLIP's own objective at world_size 1 over every rank's pairs:
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from runner_support import ROOT, assert_coupled_record_is_fresh
+from runner_support import ROOT, assert_coupled_record_is_fresh, checked_with_evidence
 
 from pclab.experiments.trainer_check import EXPERIMENT, frameworks
 from pclab.experiments.trainer_check.params import Params
 
-RECORD_ENV = "PCL_FRAMEWORK_RECORD"  # examples/trainers/openclip_clip_loss.py writes it
 PACKAGE = "open-clip-torch"
 SETTINGS = [s for s in frameworks.SETTINGS if s.package == PACKAGE]
 ADAPTERS = [s.adapter for s in SETTINGS]
@@ -72,18 +69,12 @@ def runs(tmp_path_factory, warm_pool):
     """One launch of the five adapters (frameworks.check_adapters, as `--only open-clip-torch`
     records them) and one of the defaults with AdamW ("adamw"), through the module's warm
     pool, with every rank's evidence."""
-    record = tmp_path_factory.mktemp("openclip") / "record.jsonl"
-    saved = os.environ.get(RECORD_ENV)
-    os.environ[RECORD_ENV] = str(record)
-    try:
-        checks = frameworks.check_adapters(SETTINGS, runtime=warm_pool)
-    finally:
-        os.environ.pop(RECORD_ENV) if saved is None else os.environ.__setitem__(RECORD_ENV, saved)
+    folder = tmp_path_factory.mktemp("openclip")
+    checks, lines = checked_with_evidence(SETTINGS, warm_pool, folder)
     params = Params.checked([str(ADAMW)], world_size=P, accum=1)  # its evidence: not recorded
     result = EXPERIMENT.run(params, runtime=warm_pool)
     assert result.ok, result.message
     (checks["adamw"],) = result.report["checks"]
-    lines = [json.loads(x) for x in record.read_text().splitlines()]
     return SimpleNamespace(checks=checks, lines=lines)
 
 
