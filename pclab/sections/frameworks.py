@@ -1,8 +1,10 @@
 """Frameworks, measured: the trainer check on the trainers people use (Accelerate, Lightning,
-transformers' Trainer, TRL, DeepSpeed, FSDP2, litgpt, torchtitan, OpenCLIP), one row per
-setting, from the recorded table pclab/artifacts/framework_checks.json
+transformers' Trainer, TRL, DeepSpeed, FSDP2, litgpt, torchtitan, OpenCLIP,
+sentence-transformers), one row per setting, from the recorded table
+pclab/artifacts/framework_checks.json
 (`python -m pclab.experiments.trainer_check.frameworks`). Each row's verdict, measured scheme
-and weight x N grid of the uneven scenario; a row whose framework is installed here runs live
+and weight x N grid of the uneven scenario (a coupled row: its objective, factors and
+residual instead of the grid); a row whose framework is installed here runs live
 (ui.framework_rows), the others say which versions recorded them and why they cannot run.
 
 The page only ever runs the bundled adapters in examples/trainers/, by their fixed codes.

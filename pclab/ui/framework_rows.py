@@ -1,13 +1,14 @@
 """The rows of the "Frameworks, measured" page (sections/frameworks.py): one bordered row per
 framework setting of the recorded table (pclab/artifacts/framework_checks.json, written by
 `python -m pclab.experiments.trainer_check.frameworks`), with its verdict, measured scheme,
-weight x N grid (ui.trainer_views' heat map), one line on what to set and the upstream issues.
+weight x N grid (ui.trainer_views' heat map; a coupled row: the objective its step minimised,
+its factors and residual), one line on what to set and the upstream issues.
 
 A row whose framework this server's Python has runs live: its Run button checks the bundled
 adapter through ui.run_panel (the warm pool, the cache the "Check a trainer" page shares: the
-same trainer file, P = 2, K = 2), and the measured record replaces the recorded one. The rest
-are shown from their record, labelled with the versions that made it, and say why they cannot
-run here.
+same trainer file, P = 2, the setting's K), and the measured record replaces the recorded
+one. The rest are shown from their record, labelled with the versions that made it, and say
+why they cannot run here.
 
     python -c "from pclab.ui import framework_rows as f; print(f.ISSUES['torchtitan'])"
 """
@@ -27,6 +28,7 @@ from pclab.ui import trainer_views as views
 from pclab.ui.language import lang, t
 from pclab.ui.plain_text import plain
 from pclab.ui.run_panel import run_panel
+from pclab.ui.trainer_coupled import sizes_text
 
 # setting code -> the upstream issues and pull requests README "Frameworks, measured" names for
 # its finding, as (owner/repository, number): data, made into links by `issue_url` alone.
@@ -60,6 +62,17 @@ ISSUES = {
         ("mlfoundations/open_clip", 980),
     ),
     "openclip_times_world_size": (("texttron/tevatron", 30), ("texttron/tevatron", 143)),
+    "sbert_mnrl": (
+        ("huggingface/sentence-transformers", 2831),
+        ("huggingface/sentence-transformers", 3442),
+    ),
+    "sbert_mnrl_gather": (("huggingface/sentence-transformers", 3442),),
+    "sbert_cached_mnrl": (
+        ("huggingface/sentence-transformers", 2916),
+        ("huggingface/sentence-transformers", 3442),
+    ),
+    "sbert_cached_mnrl_gather": (("huggingface/sentence-transformers", 3442),),
+    "sbert_mnrl_accumulate": (("huggingface/sentence-transformers", 2916),),
 }
 REPOSITORY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 VERDICT_CODES = ("same_update", "different", "no_evidence")  # a check's status, as recorded
@@ -145,10 +158,16 @@ def verdict(record: dict) -> str:
     return views.verdict_badge({"verdict": status})
 
 
+def coupled(record: dict) -> bool:
+    """A coupled check's record (a loss over in-batch negatives): a scheme of the coupled
+    mode, a factor and residual, no weight per label."""
+    return record.get("mode") == "coupled"
+
+
 def scheme(record: dict) -> str:
     if record["scheme"] is None:
         return t("frameworks.nothing_measured")
-    if record.get("mode") == "coupled":  # the coupled mode's schemes (pools, paths, scaled)
+    if coupled(record):  # the coupled mode's schemes (pools, paths, scaled)
         return t(f"coupled.scheme.{record['scheme']}")
     return views.scheme_text({"scheme": record["scheme"]})
 
@@ -213,26 +232,44 @@ def summary(shown: list[tuple[frameworks.Setting, dict]]) -> None:
 
 
 def _factors(record: dict) -> None:
-    """A coupled record's finding: its factor on each parameter group (scaled), every
-    parameter at 1 (global_batch), or no factor at all (other), with the residual."""
-    st.caption(t("frameworks.coupled_caption", accum=record["accum"]))
-    groups = record["scale_groups"] or []
-    if not groups and record["scheme"] != "other":  # one factor fits every parameter
-        factor = f"{record['global_batch_factor']:.6g}"
+    """A coupled finding's factor: the named objective's on every parameter, each parameter
+    group's (scaled: one group per distinct factor), or none fits (other: the best single)."""
+    factor = "—" if record["factor"] is None else f"{record['factor']:.6g}"
+    if record["scheme"] == "other":
+        st.markdown(t("frameworks.no_factor", factor=factor))
+    elif not record["scale_groups"]:  # a named objective: its factor fits every parameter
         st.markdown("- " + t("frameworks.factor_everywhere", factor=factor))
-    for group in groups:
+    for group in record["scale_groups"]:
         # in code spans, as the check page shows them (a bundled model's parameter names)
         parameters = i18n.join(lang(), [f"`{p}`" for p in group["parameters"]])
         factor = f"{group['factor']:.6g}"
         st.markdown("- " + t("coupled.explain.factor", factor=factor, parameters=parameters))
-    if record["scheme"] == "other":
-        st.markdown(t("frameworks.no_factor", factor=f"{record['global_batch_factor']:.3g}"))
-    st.caption(t("frameworks.residual", residual=f"{record['residual']:.1e}"))
+
+
+def _coupled_finding(record: dict) -> None:
+    """A coupled row's right column (no grid: a coupled loss has no weight per label): P, K
+    and the items per microbatch, the objective the uneven_microsteps step minimised, each
+    scenario's scheme, the factor (_factors) and the fit's residual."""
+    sizes = sizes_text(record["sizes"])
+    world_size, accum = frameworks.WORLD_SIZE, record["accum"]
+    st.markdown(t("frameworks.coupled_items", world_size=world_size, accum=accum, sizes=sizes))
+    if record["scheme"] is not None:
+        objective = t(f"coupled.explain.{record['scheme']}")
+        st.markdown(t("frameworks.coupled_objective", objective=objective))
+        _factors(record)
+    schemes = [
+        f"{name}: {t(f'coupled.scheme.{found}') if found else '—'}"
+        for name, found in record["schemes"].items()
+    ]
+    st.caption(t("frameworks.coupled_schemes", schemes=i18n.join(lang(), schemes)))
+    residual = record["residual"]
+    residual = "—" if residual is None else f"{residual:.1e}"
+    st.caption(t("frameworks.residual", residual=residual))
 
 
 def _grid(code: str, record: dict) -> None:
-    if record.get("mode") == "coupled":
-        _factors(record)
+    if coupled(record):
+        _coupled_finding(record)
         return
     if record["weights"] is None:
         st.caption(t("frameworks.no_grid"))

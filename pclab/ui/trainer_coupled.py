@@ -64,7 +64,7 @@ def section(example: str, world_size: int, accum: int) -> None:
             with st.expander(t("coupled.model")):
                 st.code(MODEL_FILE.read_text(encoding="utf-8"), language="python")
         sizes = scenario_sizes(world_size, accum)["uneven_microsteps"]
-        st.caption(t("coupled.scenarios", sizes=_sizes(sizes)))
+        st.caption(t("coupled.scenarios", sizes=sizes_text(sizes)))
         st.subheader(t("coupled.run.heading"))
         params = {"trainer": str(path), "world_size": world_size, "accum": accum}
         label = t("coupled.run.label", example=names()[example], world_size=world_size, accum=accum)
@@ -86,7 +86,8 @@ def section(example: str, world_size: int, accum: int) -> None:
     show_code(coupled_schemes.solve_schemes, coupled_objectives.candidate_gradient)
 
 
-def _sizes(grid: list[list[int]] | tuple[tuple[int, ...], ...]) -> str:
+def sizes_text(grid: list[list[int]] | tuple[tuple[int, ...], ...]) -> str:
+    """Items per microbatch, rank by rank: "0: 3 + 2 · 1: 3 + 2"."""
     return " · ".join(f"{r}: {' + '.join(map(str, row))}" for r, row in enumerate(grid))
 
 
@@ -151,7 +152,7 @@ def frame(check: dict) -> pd.DataFrame:
         rows.append(
             {
                 t("coupled.column.scenario"): s["name"],
-                t("coupled.column.items"): _sizes(s["sizes"]),
+                t("coupled.column.items"): sizes_text(s["sizes"]),
                 t("coupled.column.verdict"): t(f"coupled.verdict.{s['verdict']}"),
                 t("coupled.column.scheme"): "—"
                 if s["ranks_agree"] is None  # failed: nothing measured (its diagnosis says)

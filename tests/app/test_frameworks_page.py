@@ -55,6 +55,11 @@ FINDINGS = {
     "openclip_local_gather_grad": "same_update",
     "openclip_times_world_size": "different",  # scaled: the towers 1, logit_scale P
     "composer": None,  # needs torch < 2.7.1: a reason, no verdict
+    "sbert_mnrl": "different",  # a pool per rank
+    "sbert_mnrl_gather": "same_update",
+    "sbert_cached_mnrl": "different",  # a pool per rank
+    "sbert_cached_mnrl_gather": "same_update",
+    "sbert_mnrl_accumulate": "different",  # a pool per microbatch
 }
 COLOURS = {"same_update": "green", "different": "red", "no_evidence": "orange", None: "gray"}
 BADGE = re.compile(r":(\w+)-badge\[([^\]]+)\]")
@@ -200,13 +205,31 @@ def test_a_live_run_that_measures_another_scheme_says_so(launches):  # noqa: F81
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_the_openclip_rows_show_a_factor_per_parameter_group(lang):
-    """The coupled rows: no grid but each group's factor, as recorded (the defaults: the towers
-    1/P, logit_scale 1; the x P compensation: the towers 1, logit_scale P), a single factor 1
-    where the update is the global batch's, and no factor for local_loss alone."""
+def test_a_coupled_row_shows_its_objective_factors_and_residual_not_a_grid(lang):
+    """The coupled rows (OpenCLIP at K = 1, sentence-transformers at K = 2), as recorded: P, K
+    and the items per microbatch, the objective explained, each scenario's scheme, the factor
+    (one per parameter group where they differ: the defaults' towers 1/P beside logit_scale 1,
+    the x P compensation's towers 1 beside logit_scale P; 1 on every parameter for a named
+    objective; none fits for local_loss alone) and the residual; a heat map only for the rows
+    with weights per label."""
     at = open_section(PAGE, lang=lang)
     assert not at.exception
-    lines = [m.value for m in at.markdown]
+    records = frameworks.load()["records"]
+    mine = [r for r in records if r.get("mode") == "coupled"]
+    coupled_codes = {c for c in FINDINGS if c.startswith(("openclip_", "sbert_"))}
+    assert {frameworks.setting_of(r).code for r in mine} == coupled_codes
+    lines, captions = [m.value for m in at.markdown], [c.value for c in at.caption]
+    for r in mine:
+        objective = i18n.text(lang, f"coupled.explain.{r['scheme']}")
+        assert i18n.text(lang, "frameworks.coupled_objective", objective=objective) in lines
+        each = [f"{n}: {i18n.text(lang, f'coupled.scheme.{s}')}" for n, s in r["schemes"].items()]
+        schemes = i18n.join(lang, each)
+        assert i18n.text(lang, "frameworks.coupled_schemes", schemes=schemes) in captions
+        residual = i18n.text(lang, "frameworks.residual", residual=f"{r['residual']:.1e}")
+        assert residual in captions, r["setting"]
+    for accum, sizes in ((1, "0: 3 · 1: 3"), (2, "0: 3 + 2 · 1: 3 + 2")):
+        items = i18n.text(lang, "frameworks.coupled_items", world_size=2, accum=accum, sizes=sizes)
+        assert lines.count(items) == 5  # five OpenCLIP rows at K = 1, five sbert rows at K = 2
     towers = i18n.join(lang, ["`visual.weight`", "`visual.bias`", "`text.weight`", "`text.bias`"])
     for factor, parameters in (("0.5", towers), ("1", "`logit_scale`"), ("2", "`logit_scale`")):
         want = "- " + i18n.text(
@@ -214,15 +237,14 @@ def test_the_openclip_rows_show_a_factor_per_parameter_group(lang):
         )
         assert want in lines, want
     everywhere = "- " + i18n.text(lang, "frameworks.factor_everywhere", factor="1")
-    assert lines.count(everywhere) == 2  # gather_with_grad, with and without local_loss
-    records = frameworks.load()["records"]
-    (local,) = [r for r in records if r.get("mode") == "coupled" and r["scheme"] == "other"]
-    no_factor = i18n.text(
-        lang, "frameworks.no_factor", factor=f"{local['global_batch_factor']:.3g}"
-    )
+    assert lines.count(everywhere) == 7  # gather_with_grad with and without local_loss; sbert's
+    (local,) = [r for r in mine if r["scheme"] == "other"]
+    no_factor = i18n.text(lang, "frameworks.no_factor", factor=f"{local['factor']:.6g}")
     assert no_factor in lines
-    caption = i18n.text(lang, "frameworks.coupled_caption", accum=1)
-    assert [c.value for c in at.caption].count(caption) == 5
+    scheme = i18n.text(lang, "coupled.scheme.microbatch_pool")
+    assert any(line.endswith(scheme) for line in lines if BADGE.match(line))
+    with_weights = [r for r in records if r["weights"] is not None]
+    assert len(chart_frames(at)) == len(with_weights)
 
 
 def test_a_missing_open_clip_says_to_install_it_without_its_dependencies(monkeypatch):
@@ -250,3 +272,32 @@ def test_an_openclip_row_runs_live_at_k_1(launches):  # noqa: F811
     parameters = i18n.join("en", ["`logit_scale`", "`encoder.weight`", "`encoder.bias`"])
     factor = "- " + i18n.text("en", "coupled.explain.factor", factor="2", parameters=parameters)
     assert factor in [m.value for m in at.markdown]
+
+
+def test_a_live_run_of_a_coupled_row_shows_what_it_measured(launches):  # noqa: F811
+    """Run on a sentence-transformers row: the coupled report (a real run's rank outputs, the
+    coupled page's fixture: GradCache, the global batch) replaces the record; its scheme in the
+    coupled words, the changed line, and the live factor."""
+    from tests.app.test_check_trainer_coupled import RECORDED
+
+    launches.use(lambda world_size, accum, example: tuple(RECORDED["gradcache"]))
+    at = open_section(PAGE)
+    at.button(key="fw_run_sbert_mnrl").click().run()
+    assert not at.exception
+    path = str(views.bundled_path("sbert_mnrl"))
+    assert launches == [((path,), 2, 2)]
+    codes = [s.code for s in frameworks.SETTINGS]
+    line = verdict_lines(at)[codes.index("sbert_mnrl")]
+    assert line == badge("en", "same_update")
+    say = i18n.catalogue("en")
+    changed = i18n.text(
+        "en",
+        "frameworks.changed",
+        scheme=say["coupled.scheme.global_batch"],
+        recorded=say["coupled.scheme.rank_pool"],
+    )
+    assert changed in [m.value for m in at.markdown]
+    objective = i18n.text("en", "coupled.explain.global_batch")
+    lines = [m.value for m in at.markdown]
+    assert i18n.text("en", "frameworks.coupled_objective", objective=objective) in lines
+    assert "- " + i18n.text("en", "frameworks.factor_everywhere", factor="1") in lines

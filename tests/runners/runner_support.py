@@ -130,3 +130,53 @@ def assert_measures_its_record(check: dict, adapter: str, rel: float) -> None:
     assert {s["name"]: s["passed"] for s in check["scenarios"]} == recorded["scenarios"]
     for got, want in zip(uneven["weights"], recorded["weights"], strict=True):
         assert got == pytest.approx(want, rel=rel)
+
+
+COUPLED_EXACT = (  # a fresh coupled record's fields that must equal the stored one's
+    "framework package version setting default mode accum scheme schemes passed status "
+    "scenarios sizes weights counts tolerance dtype diagnoses command reason"
+).split()
+
+
+def assert_coupled_record_is_fresh(check: dict, adapter: str) -> dict:
+    """The record a coupled check of examples/trainers/<adapter>.py makes (frameworks.measured)
+    is the stored one: COUPLED_EXACT equal, the factors (the named objective's, each parameter
+    group's) to 1e-9, the residual and a failed check's difference to 1e-6. Returns it."""
+    import pytest
+
+    from pclab.experiments.trainer_check import frameworks
+
+    setting = next(s for s in frameworks.SETTINGS if s.adapter == adapter)
+    key = (setting.framework, setting.setting)
+    (recorded,) = [r for r in frameworks.load()["records"] if (r["framework"], r["setting"]) == key]
+    fresh = frameworks.measured(setting, check, recorded["recorded_at"])
+    assert {k: fresh[k] for k in COUPLED_EXACT} == {k: recorded[k] for k in COUPLED_EXACT}
+    assert fresh["factor"] == pytest.approx(recorded["factor"], rel=1e-9)
+    groups = [(g["parameters"], g["factor"]) for g in recorded["scale_groups"]]
+    assert [
+        (g["parameters"], pytest.approx(g["factor"], rel=1e-9)) for g in fresh["scale_groups"]
+    ] == groups
+    assert fresh["residual"] == pytest.approx(recorded["residual"], rel=1e-6, abs=1e-12)
+    if recorded["passed"]:
+        assert fresh["max_abs_diff"] <= recorded["tolerance"]
+    else:
+        assert fresh["max_abs_diff"] == pytest.approx(recorded["max_abs_diff"], rel=1e-6)
+    return fresh
+
+
+def checked_with_evidence(settings: list, runtime: Runtime, folder: Path) -> tuple[dict, list]:
+    """frameworks.check_adapters(settings) in one launch, with every rank's evidence: the
+    adapters write it to $PCL_FRAMEWORK_RECORD, pointed at folder/record.jsonl for the launch
+    only. Returns (adapter -> its check, the evidence lines parsed)."""
+    import json
+
+    import pytest
+
+    from pclab.experiments.trainer_check import frameworks
+
+    record = folder / "record.jsonl"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PCL_FRAMEWORK_RECORD", str(record))
+        checks = frameworks.check_adapters(settings, runtime=runtime)
+    lines = [json.loads(x) for x in record.read_text().splitlines()] if record.exists() else []
+    return checks, lines

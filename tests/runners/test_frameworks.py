@@ -70,6 +70,7 @@ ISSUE_FRAMEWORKS = {  # every framework the table must show, measured or with a 
     "OLMo-core",
     "OpenCLIP ClipLoss",
     "Composer",
+    "sentence-transformers",
 }
 RUN_HERE = ("accelerate", "lightning", "trl", "deepspeed", "torch")  # whose adapters this re-runs
 # The module's launches run in the first test's setup: about a minute on a warm machine, plus,
@@ -365,14 +366,30 @@ def test_the_table_shows_every_framework_measured_or_with_its_reason():
             assert r["reason"] is None and r["command"].startswith("pclab check examples/")
             assert (ROOT / r["command"].split()[2]).is_file()
             assert isinstance(r["passed"], bool)
-            if r.get("mode") == "coupled":  # no loss per label: a factor per parameter group
-                assert r["weights"] is None and r["accum"] == s.accum == 1
-                assert r["command"].endswith(" --accum 1 --json")
-                assert isinstance(r["scale_groups"], list) and r["residual"] >= 0
+            if r.get("mode") == "coupled":  # no weight per label: the objective's factors
+                _assert_coupled_record(r, s)
             else:
                 assert len(r["weights"]) == 2 and s.accum == frameworks.ACCUM
+                assert "accum" not in r and "mode" not in r  # the token records as they were
     defaults = {r["framework"] for r in records if r["default"]}
     assert defaults >= ISSUE_FRAMEWORKS - {"transformers Trainer + DeepSpeed", "torch FSDP2"}
+
+
+COUPLED_FIELDS = {"accum", "sizes", "schemes", "factor", "scale_groups", "residual", "diagnoses"}
+
+
+def _assert_coupled_record(r: dict, s: frameworks.Setting) -> None:
+    """One coupled record's form: its setting's K (in its command when not the table's), the
+    items P x K, each scenario's scheme (the record's is uneven_microsteps'), the factor, the
+    groups' factors (scaled, two or more groups: they differ), a residual that fits unless no
+    objective does (other)."""
+    assert COUPLED_FIELDS <= set(r) and r["weights"] is r["counts"] is None
+    assert r["accum"] == s.accum and (" --accum " in r["command"]) is (s.accum != frameworks.ACCUM)
+    assert [len(row) for row in r["sizes"]] == [s.accum] * frameworks.WORLD_SIZE
+    assert r["schemes"][frameworks.MEASURED_COUPLED] == r["scheme"]
+    assert set(r["schemes"]) == set(r["scenarios"]) and isinstance(r["factor"], float)
+    assert r["scale_groups"] == [] or r["scheme"] == "scaled"
+    assert r["residual"] < 1e-9 or (r["scheme"] == "other" and r["residual"] > 1e-3)
 
 
 def test_checking_the_contract_imports_no_framework():

@@ -23,19 +23,16 @@ OpenCLIP's own objective at world_size 1 over every rank's pairs:
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from runner_support import ROOT
+from runner_support import ROOT, assert_coupled_record_is_fresh, checked_with_evidence
 
 from pclab.experiments.trainer_check import EXPERIMENT, frameworks
 from pclab.experiments.trainer_check.params import Params
 
-RECORD_ENV = "PCL_FRAMEWORK_RECORD"  # examples/trainers/openclip_clip_loss.py writes it
 PACKAGE = "open-clip-torch"
 SETTINGS = [s for s in frameworks.SETTINGS if s.package == PACKAGE]
 ADAPTERS = [s.adapter for s in SETTINGS]
@@ -72,29 +69,13 @@ def runs(tmp_path_factory, warm_pool):
     """One launch of the five adapters (frameworks.check_adapters, as `--only open-clip-torch`
     records them) and one of the defaults with AdamW ("adamw"), through the module's warm
     pool, with every rank's evidence."""
-    record = tmp_path_factory.mktemp("openclip") / "record.jsonl"
-    saved = os.environ.get(RECORD_ENV)
-    os.environ[RECORD_ENV] = str(record)
-    try:
-        checks = frameworks.check_adapters(SETTINGS, runtime=warm_pool)
-    finally:
-        os.environ.pop(RECORD_ENV) if saved is None else os.environ.__setitem__(RECORD_ENV, saved)
+    folder = tmp_path_factory.mktemp("openclip")
+    checks, lines = checked_with_evidence(SETTINGS, warm_pool, folder)
     params = Params.checked([str(ADAMW)], world_size=P, accum=1)  # its evidence: not recorded
     result = EXPERIMENT.run(params, runtime=warm_pool)
     assert result.ok, result.message
     (checks["adamw"],) = result.report["checks"]
-    lines = [json.loads(x) for x in record.read_text().splitlines()]
     return SimpleNamespace(checks=checks, lines=lines)
-
-
-def _recorded(adapter: str) -> dict:
-    setting = next(s for s in SETTINGS if s.adapter == adapter)
-    (found,) = [
-        r
-        for r in frameworks.load()["records"]
-        if (r["framework"], r["setting"]) == (setting.framework, setting.setting)
-    ]
-    return found
 
 
 def _groups(s: dict) -> dict[float, set[str]]:
@@ -128,23 +109,9 @@ def test_each_setting_gets_the_closed_form_of_its_scheme(runs, adapter):
 @pytest.mark.slow
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_each_run_measures_what_its_record_says(runs, adapter):
-    check, recorded = runs.checks[adapter], _recorded(adapter)
-    assert recorded["mode"] == "coupled" and recorded["accum"] == 1 and recorded["reason"] is None
-    assert recorded["command"] == f"pclab check examples/trainers/{adapter}.py --accum 1 --json"
-    found = next(s for s in check["scenarios"] if s["name"] == frameworks.MEASURED_COUPLED)
-    assert (found["scheme"], check["status"]) == (recorded["scheme"], recorded["status"])
-    assert {s["name"]: s["passed"] for s in check["scenarios"]} == recorded["scenarios"]
-    assert found["sizes"] == recorded["sizes"]
-    assert _groups(found) == {
-        round(g["factor"], 9): set(g["parameters"]) for g in recorded["scale_groups"]
-    }
-    want = recorded["global_batch_factor"]
-    assert found["fits"]["global_batch"]["factor"] == pytest.approx(want, rel=1e-9)
-    if recorded["passed"]:
-        assert found["max_abs_diff"] <= recorded["tolerance"]
-    else:
-        assert found["max_abs_diff"] == pytest.approx(recorded["max_abs_diff"], rel=1e-6)
-        assert found["residual"] == pytest.approx(recorded["residual"], rel=1e-6, abs=1e-12)
+    fresh = assert_coupled_record_is_fresh(runs.checks[adapter], adapter)
+    assert fresh["accum"] == 1 and set(fresh["schemes"].values()) == {fresh["scheme"]}
+    assert fresh["command"] == f"pclab check examples/trainers/{adapter}.py --accum 1 --json"
 
 
 @needs_open_clip

@@ -1,7 +1,10 @@
 """Frameworks, measured: the trainer check run on each bundled framework adapter
 (examples/trainers/<adapter>.py; P = 2, K = 2), one record per framework setting, written with
-the versions that ran it to pclab/artifacts/framework_checks.json. A setting that cannot run
-here keeps a record too, with the exact reason instead of a measurement.
+the versions that ran it to pclab/artifacts/framework_checks.json. A coupled adapter (a loss over
+in-batch negatives: OpenCLIP at K = 1, sentence-transformers) is recorded with the objective its
+step minimised, that objective's factor (one per parameter group where they differ) and
+residual, and each scenario's scheme (`measured`). A setting that cannot run here keeps a
+record too, with the exact reason instead of a measurement.
 
     python -m pclab.experiments.trainer_check.frameworks              # every installed one
     python -m pclab.experiments.trainer_check.frameworks --only lightning
@@ -30,7 +33,7 @@ if TYPE_CHECKING:
 RECORDED = PACKAGE_DIR / "artifacts" / "framework_checks.json"
 WORLD_SIZE, ACCUM = 2, 2  # P and K of every record (K: unless its setting says otherwise)
 MEASURED_SCENARIO = "uneven"  # the record's scheme, weights and max_abs_diff are this one's
-MEASURED_COUPLED = "uneven_microsteps"  # a coupled record's scheme and factors: this one's
+MEASURED_COUPLED = "uneven_microsteps"  # a coupled record's scheme, factors and residual
 OPENCLIP = "OpenCLIP ClipLoss"
 OPENCLIP_ACCUM = 1  # ClipLoss has no accumulation (open_clip_train's accum_freq: its train.py)
 NEEDS_V2 = "the trainer check's v2 contract (issue 22)"
@@ -289,6 +292,44 @@ SETTINGS = (
         examined="0.32.1",
     ),
     Setting(
+        "sentence-transformers",
+        "sentence-transformers",
+        "MultipleNegativesRankingLoss, gather_across_devices=False (its default): the rank's K "
+        "microbatches one per-device batch, torch DDP",
+        True,
+        "sbert_mnrl",
+    ),
+    Setting(
+        "sentence-transformers",
+        "sentence-transformers",
+        "MultipleNegativesRankingLoss, gather_across_devices=True",
+        False,
+        "sbert_mnrl_gather",
+    ),
+    Setting(
+        "sentence-transformers",
+        "sentence-transformers",
+        "CachedMultipleNegativesRankingLoss (GradCache), gather_across_devices=False, "
+        "mini_batch_size = the largest microbatch",
+        False,
+        "sbert_cached_mnrl",
+    ),
+    Setting(
+        "sentence-transformers",
+        "sentence-transformers",
+        "CachedMultipleNegativesRankingLoss (GradCache), gather_across_devices=True",
+        False,
+        "sbert_cached_mnrl_gather",
+    ),
+    Setting(
+        "sentence-transformers",
+        "sentence-transformers",
+        "MultipleNegativesRankingLoss with naive gradient accumulation: one microbatch a "
+        "microstep, each loss / K, DDP's no_sync but the last",
+        False,
+        "sbert_mnrl_accumulate",
+    ),
+    Setting(
         "Megatron-core",
         "megatron-core",
         "calculate_per_token_loss=False (its default) and True",
@@ -334,7 +375,8 @@ def setting_of(record: dict[str, Any]) -> Setting:
 
 
 def _uneven(check: dict[str, Any]) -> dict[str, Any]:
-    found: dict[str, Any] = next(s for s in check["scenarios"] if s["name"] == MEASURED_SCENARIO)
+    name = MEASURED_COUPLED if check.get("mode") == "coupled" else MEASURED_SCENARIO
+    found: dict[str, Any] = next(s for s in check["scenarios"] if s["name"] == name)
     return found
 
 
@@ -356,42 +398,34 @@ def _command(setting: Setting) -> str:
     return f"pclab check {trainer}{accum} --json"
 
 
-def measured_coupled(setting: Setting, check: dict[str, Any], now: str) -> dict[str, Any]:
-    """The record of one real run in the coupled mode: the uneven_microsteps scenario's
-    scheme, its factor on each parameter group (scaled), its residual and difference."""
-    found = next(s for s in check["scenarios"] if s["name"] == MEASURED_COUPLED)
-    return _base(setting, now) | {
+def _coupled(setting: Setting, found: dict[str, Any], check: dict[str, Any]) -> dict[str, Any]:
+    """A coupled record's own fields, from its uneven_microsteps scenario (`found`): its K, the
+    items per microbatch, each scenario's scheme, the least-squares factor of the objective
+    named (scaled, other: the global batch's), the factor of each parameter group (scaled;
+    else []), the named explanation's residual, the check's diagnosis codes."""
+    fit = found["fits"].get(found["scheme"] or "", {})
+    return {
         "mode": "coupled",
         "accum": setting.accum,
-        "scheme": found["scheme"],
-        "weights": None,  # no loss per label: scale_groups says what each group got
-        "counts": None,
         "sizes": found["sizes"],
+        "schemes": {s["name"]: s["scheme"] for s in check["scenarios"]},
+        "factor": fit.get("factor", found["scale"]),
         "scale_groups": found["scale_groups"],
-        "global_batch_factor": found["fits"]["global_batch"]["factor"],
         "residual": found["residual"],
-        "passed": check["passed"],
-        "status": check["status"],
-        "max_abs_diff": found["max_abs_diff"],
-        "tolerance": found["tolerance"],
-        "dtype": check["dtype"],
-        "scenarios": {s["name"]: s["passed"] for s in check["scenarios"]},
         "diagnoses": sorted({d["code"] for d in check["diagnoses"]}),
-        "command": _command(setting),
-        "reason": None,
     }
 
 
 def measured(setting: Setting, check: dict[str, Any], now: str) -> dict[str, Any]:
     """The record of one real run: the uneven scenario's scheme, weights and difference (a
-    coupled check's: measured_coupled)."""
-    if check.get("mode") == "coupled":
-        return measured_coupled(setting, check, now)
+    coupled check: uneven_microsteps' scheme and difference, its factors and residual instead
+    of weights, `_coupled`)."""
     uneven = _uneven(check)
-    return _base(setting, now) | {
+    coupled = check.get("mode") == "coupled"
+    found = _base(setting, now) | {
         "scheme": uneven["scheme"],
-        "weights": uneven["weights"],
-        "counts": uneven["counts"],
+        "weights": None if coupled else uneven["weights"],  # a coupled loss has none per label
+        "counts": None if coupled else uneven["counts"],
         "passed": check["passed"],
         "status": check["status"],  # the check's own verdict: same_update, different, no_evidence
         "max_abs_diff": uneven["max_abs_diff"],
@@ -401,6 +435,7 @@ def measured(setting: Setting, check: dict[str, Any], now: str) -> dict[str, Any
         "command": _command(setting),
         "reason": None,
     }
+    return (found | _coupled(setting, uneven, check)) if coupled else found
 
 
 def not_run(setting: Setting, reason: str, now: str) -> dict[str, Any]:
@@ -463,7 +498,8 @@ def record(only: set[str] | None = None, path: Path = RECORDED) -> dict[str, Any
     payload = {
         "about": "The trainer check on each framework setting (P = 2, K = 2 unless a record's "
         "accum says otherwise), the uneven scenario's scheme and weight x N (a coupled "
-        "record: uneven_microsteps' scheme and factor per parameter group), recorded by "
+        "record, mode coupled: uneven_microsteps' scheme, its factor, one per parameter group "
+        "where they differ, its residual, and each scenario's scheme), recorded by "
         "`python -m pclab.experiments.trainer_check.frameworks`.",
         "records": records,
     }
