@@ -40,8 +40,9 @@ SCHEME_EXPLANATIONS = {  # scheme -> one line: what the trainer's step optimised
     "gather: the negatives or statistics of one microbatch only)",
     "microstep_pool": "each microstep's objective over that microstep's items of every rank "
     "(a gather per microstep: accumulation does not enlarge the pool; GradCache does)",
-    "remote_detached": "each rank's loss over its own queries, with the other ranks' "
-    "documents carrying no gradient (all_gather without putting the gradient back)",
+    "remote_detached": "each rank's loss over its own queries (all K microbatches at once), "
+    "with the other ranks' documents carrying no gradient (all_gather without putting the "
+    "gradient back)",
     "query_path_only": "no document carries gradient, the rank's own included (a gather "
     "without gradient, local_loss=True)",
     "scaled": "the global-batch gradient times a factor: a x P compensation, or a gather "
@@ -52,7 +53,8 @@ FIXES = {  # scheme -> the fix, naming the lab's pages that show it
     "rank_pool": "share the pool: gather every rank's items with their gradient, or "
     "SyncBatchNorm for batch statistics (pages 05 and 06)",
     "microbatch_pool": "accumulation does not enlarge the pool: cache the embeddings and take "
-    "the loss over the whole step, as GradCache does (pages 04 and 05)",
+    "the loss over the whole step, as GradCache does (pages 04 and 05); for BatchNorm, put a "
+    "rank's K microbatches through one forward (or accumulate the statistics yourself)",
     "microstep_pool": "a gather per microstep pools one microstep: cache the embeddings of "
     "every microstep and take one loss over them all, as GradCache does (page 04)",
     "remote_detached": "gather the documents with a gather whose backward returns each "
