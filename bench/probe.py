@@ -80,9 +80,14 @@ INSPECT = """([marker, joiner]) => {
     }
     if (window.__zq) bad.push('the payload ran as script');
     const text = document.body.innerText;
-    const cf = [...text].filter(c => c !== joiner && /\\p{Cf}/u.test(c))
-        .map(c => 'U+' + c.codePointAt(0).toString(16).toUpperCase());
-    return {bad, cf: [...new Set(cf)], text: text.slice(0, 200000),
+    const code = c => 'U+' + c.codePointAt(0).toString(16).toUpperCase();
+    const cf = [...text].filter(c => c !== joiner && /\\p{Cf}/u.test(c)).map(code);
+    const near = [];  // format characters within 80 characters of an echoed marker
+    for (let i = text.indexOf(marker); i >= 0; i = text.indexOf(marker, i + 1)) {
+        const around = [...text.slice(Math.max(0, i - 80), i + 80)];
+        near.push(...around.filter(c => c !== joiner && /\\p{Cf}/u.test(c)).map(code));
+    }
+    return {bad, cf: [...new Set(cf)], near: [...new Set(near)], text: text.slice(0, 200000),
             exceptions: document.querySelectorAll('[data-testid=stException]').length};
 }"""
 
@@ -100,7 +105,12 @@ def table_keys() -> dict[str, tuple[str, ...]]:
     return out
 
 
-KEYS_JS = """() => [...new Set([...document.querySelectorAll('[class*="st-key-"]')]
+# The keys of the page's input widgets (a button's, a download's or a container's key never
+# reads the URL): Streamlit names each keyed element's container `st-key-<key>`.
+KEYS_JS = """() => [...new Set([
+    ...document.querySelectorAll('.stElementContainer[class*="st-key-"]')]
+    .filter(e => !e.querySelector('[data-testid=stButton], [data-testid=stDownloadButton],'
+        + ' [data-testid=stFormSubmitButton], [data-testid=stPopover]'))
     .flatMap(e => [...e.classList]).filter(c => c.startsWith('st-key-'))
     .map(c => c.slice(7)))]"""
 
@@ -133,11 +143,13 @@ def link_loads(keys: dict[str, tuple[str, ...]], quick: bool) -> list[tuple[str,
     return loads
 
 
-def judge(seen: dict, url: str) -> list[str]:
-    """What a load showed that it must not: the problems, [] for none."""
+def judge(seen: dict, url: str, clean: set[str]) -> list[str]:
+    """What a load showed that it must not: the problems, [] for none. `clean`: the format
+    characters the page shows without a link (Streamlit's own, e.g. U+200B in its widgets)."""
     problems = list(seen["bad"])
-    if seen["cf"]:
-        problems.append("format characters in the page: " + " ".join(seen["cf"]))
+    new = sorted(set(seen["cf"]) - clean | set(seen["near"]))
+    if new:
+        problems.append("format characters in the page: " + " ".join(new))
     if seen["exceptions"]:
         problems.append("a Streamlit exception box")
     problems += [f"Python text {w!r}" for w in PYTHON_WORDS if w in seen["text"]]
@@ -146,7 +158,7 @@ def judge(seen: dict, url: str) -> list[str]:
     return problems
 
 
-async def _load(context, base: str, load: tuple[str, str, str], timeout_s: float) -> dict:
+async def _load(context, base: str, load, clean: set[str], timeout_s: float) -> dict:
     url, label, query = load
     tab = await context.new_page()
     try:
@@ -156,11 +168,12 @@ async def _load(context, base: str, load: tuple[str, str, str], timeout_s: float
         if url in RUN_BUTTONS:
             button = tab.get_by_role("button", name=_prefix(RUN_BUTTONS[url]))
             seen["run_button"] = await button.count() > 0
-        problems = judge(seen, url)
+        problems = judge(seen, url, clean)
     except Exception as exc:  # noqa: BLE001 - a page that never settles is a finding
         problems = [f"no page: {str(exc).splitlines()[0][:120]}"]
     finally:
         await tab.close()
+    print(f"{url} {label}: {'; '.join(problems) or 'ok'}", file=sys.stderr, flush=True)
     return {"page": url, "load": label, "problems": problems}
 
 
@@ -180,23 +193,31 @@ async def _browse(base: str, quick: bool, tabs: int, timeout_s: float = 120.0) -
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         context = await browser.new_context(viewport={"width": 1400, "height": 1000})
         context.on("request", lambda request: hosts.add(_origin(request.url)))
-        tables, keys = table_keys(), {}
-        for page in PAGES:
+        tables, keys, clean = table_keys(), {}, {}
+        for page in PAGES:  # each page without a link: its keys, its own format characters
             tab = await context.new_page()
             await tab.goto(f"{base}/{page_path(page)}")
             await _settle(tab, timeout_s)
             keys[page.url] = link_keys(await tab.evaluate(KEYS_JS), tables[page.url])
+            clean[page.url] = set((await tab.evaluate(INSPECT, [MARKER, WORD_JOINER]))["cf"])
             await tab.close()
         gate = asyncio.Semaphore(tabs)
 
         async def one(load):
             async with gate:
-                return await _load(context, base, load, timeout_s)
+                return await _load(context, base, load, clean[load[0]], timeout_s)
 
         results = await asyncio.gather(*(one(x) for x in link_loads(keys, quick)))
         await browser.close()
     foreign = sorted(h for h in hosts if h and not h.endswith(f"://{own}"))
-    return {"keys": keys, "loads": results, "hosts": sorted(hosts), "foreign": foreign}
+    own_cf = {url: sorted(chars) for url, chars in clean.items() if chars}
+    return {
+        "keys": keys,
+        "loads": results,
+        "hosts": sorted(hosts),
+        "foreign": foreign,
+        "own_format_chars": own_cf,
+    }
 
 
 # ---------------------------------------------------------------- paths over plain HTTP

@@ -73,6 +73,17 @@ def settled_answer(tab) -> tuple[str, float]:
     return _answer(tab), time.monotonic()
 
 
+def warm(browser, server: Server, timeout_s: float = 240.0) -> bool:
+    """Open the home page (the server starts its pool on its first script run) in this
+    browser; True once a zygote has forked its spares (Server.wait_for_pool, in our browser)."""
+    open_page(browser, server.url, "").close()
+    return bool(
+        wait_for(
+            lambda: any(len(memory.children(z)) >= 3 for z in server.zygotes()), timeout_s, 0.2
+        )
+    )
+
+
 def ranks(server: Server) -> list[int]:
     """The server's processes whose stdout is a rank log in a run's folder."""
     found = []
@@ -150,7 +161,7 @@ def kill_server(browser, sig: int) -> dict:
     first = Server()
     out: dict = {"target": "server", "signal": signal.Signals(sig).name}
     try:
-        first.wait_for_pool()
+        warm(browser, first)
         tab = open_page(browser, first.url, HF_CHECK)
         click_run(tab, HF_CHECK)
         wait_for(lambda: list(first.tmp.rglob("pcl-hf-trainer-*")), 240, 0.2)
@@ -162,7 +173,7 @@ def kill_server(browser, sig: int) -> dict:
         out["left_by_it"] = sorted(p.name for p in first.tmp.iterdir())
         second = Server({"TMPDIR": str(first.tmp)})
         try:
-            second.wait_for_pool()
+            warm(browser, second)
             out["dead_owners_after_start"] = dead_owners(first.tmp)
             tab = open_page(browser, second.url, HF_CHECK)
             click_run(tab, HF_CHECK)
@@ -203,7 +214,7 @@ def kills(quick: bool) -> list[dict]:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         server = Server()
         try:
-            server.wait_for_pool()
+            warm(browser, server)
             for i, (target, sig) in enumerate(plan):
                 results.append(_guarded(kill_in_pool, browser, server, target, sig, 21 + i))
         finally:
@@ -232,9 +243,9 @@ def refusal(tabs: int = 3, retry_s: float = 0.25) -> dict:
     server = Server({"PCL_MAX_CONCURRENT_RUNS": "1", "PCL_MAX_WAITING_RUNS": "0"})
     out: dict = {"load_start": loadavg()}
     try:
-        out["pool_ready"] = server.wait_for_pool()
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            out["pool_ready"] = warm(browser, server)
             paths = [EXPERIMENT.format(31 + i) for i in range(tabs)]
             pages = [open_page(browser, server.url, p) for p in paths]
             out.update(_race(pages, paths, retry_s))
