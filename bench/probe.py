@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import http.client
+import itertools
 import json
 import os
 import re
@@ -32,9 +33,10 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-from bench import ROOT, exit_on_sigterm, loadavg, probe_faults
+from bench import ROOT, exit_on_sigterm, loadavg, probe_faults, report
 from bench.cold_start import CHROMIUM, CHROMIUM_ARGS, free_port
 from bench.hosted import Server, _prefix, _settle
 from bench.report import Goal, Section, duration, now
@@ -131,8 +133,9 @@ def link_loads(keys: dict[str, tuple[str, ...]], quick: bool) -> list[tuple[str,
         if quick
         else (MARKUP + FORMATS + EXTREMES)
     )
-    loads = []
+    per_page = []
     for url, names in keys.items():
+        loads = []
         for value in payloads if names else payloads[:1]:
             query = "&".join(f"{k}={quote(value)}" for k in names) or f"x={quote(value)}"
             loads.append((url, f"all keys = {value[:24]!r}", query))
@@ -140,7 +143,9 @@ def link_loads(keys: dict[str, tuple[str, ...]], quick: bool) -> list[tuple[str,
             loads.append((url, f"{name} empty", f"{name}="))
             if not quick:
                 loads.append((url, f"{name} = format chars", f"{name}={quote(FORMATS[0])}"))
-    return loads
+        per_page.append(loads)
+    # Round robin over the pages: a time limit that cuts the probe short cuts every page.
+    return [load for turn in itertools.zip_longest(*per_page) for load in turn if load]
 
 
 def judge(seen: dict, url: str, clean: set[str]) -> list[str]:
@@ -183,8 +188,11 @@ def _origin(url: str) -> str:
     return "" if split.scheme in ("data", "blob") else f"{split.scheme}://{split.netloc}"
 
 
-async def _browse(base: str, quick: bool, tabs: int, timeout_s: float = 120.0) -> dict:
-    """Discover each page's keys, then every load, `tabs` at a time; every host requested."""
+async def _browse(
+    base: str, quick: bool, tabs: int, limit_s: float, timeout_s: float = 120.0
+) -> dict:
+    """Discover each page's keys, then every load, `tabs` at a time, none started after
+    `limit_s` (those are counted as skipped); every host requested."""
     from playwright.async_api import async_playwright
 
     own = urlsplit(base).netloc
@@ -201,10 +209,12 @@ async def _browse(base: str, quick: bool, tabs: int, timeout_s: float = 120.0) -
             keys[page.url] = link_keys(await tab.evaluate(KEYS_JS), tables[page.url])
             clean[page.url] = set((await tab.evaluate(INSPECT, [MARKER, WORD_JOINER]))["cf"])
             await tab.close()
-        gate = asyncio.Semaphore(tabs)
+        gate, stop_at = asyncio.Semaphore(tabs), time.monotonic() + limit_s
 
         async def one(load):
             async with gate:
+                if time.monotonic() > stop_at:
+                    return {"page": load[0], "load": load[1], "problems": [], "skipped": True}
                 return await _load(context, base, load, clean[load[0]], timeout_s)
 
         results = await asyncio.gather(*(one(x) for x in link_loads(keys, quick)))
@@ -368,17 +378,18 @@ def probe_settings(quick: bool) -> list[dict]:
 # ---------------------------------------------------------------- the whole probe
 
 
-def probe(quick: bool, tabs: int = 3) -> dict:
-    """Everything above against one fresh server, then the faults on servers of their own."""
+def probe(quick: bool, tabs: int = 3, limit_s: float = 4 * 3600) -> dict:
+    """The settings, the faults (servers of their own), then the paths and the page loads
+    against one fresh server (no load started after `limit_s` of loading)."""
     began, out = time.monotonic(), {"quick": quick, "load_start": loadavg()}
     out["settings"] = probe_settings(quick)
+    out["faults"] = probe_faults.run_all(quick)
     server = Server()
     try:
         out["paths"] = probe_paths(server.url)
-        out["browse"] = asyncio.run(_browse(server.url, quick, tabs))
+        out["browse"] = asyncio.run(_browse(server.url, quick, tabs, limit_s))
     finally:
         out["left_after_stop"] = server.stop()
-    out["faults"] = probe_faults.run_all(quick)
     out["seconds"], out["load_end"] = time.monotonic() - began, loadavg()
     return out
 
@@ -393,7 +404,8 @@ def _row(concern: str, check: str, failures: list[str], total: int) -> list[str]
 
 def rows(r: dict) -> list[list[str]]:
     """One row per finding of the issue, from a `probe` result."""
-    loads = r["browse"]["loads"]
+    skipped = sum(1 for x in r["browse"]["loads"] if x.get("skipped"))
+    loads = [x for x in r["browse"]["loads"] if not x.get("skipped")]
 
     def failing(pick) -> list[str]:
         return [f"{x['page']} {x['load']}: {p}" for x in loads for p in x["problems"] if pick(p)]
@@ -447,6 +459,15 @@ def rows(r: dict) -> list[list[str]]:
             1,
         ),
     ]
+    if skipped:
+        out.append(
+            [
+                "links",
+                "every planned page load made",
+                "FAIL",
+                f"{skipped} of {skipped + len(loads)} not started: the time limit ran out",
+            ]
+        )
     return out + probe_faults.rows(r["faults"])
 
 
@@ -454,35 +475,36 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
     """BENCHMARKS.md's section: the probe's rows, each pass or FAIL."""
     from bench import child_json
 
-    section = Section(
-        "probe",
-        "The hostile-visitor probe (issue 34), repeated",
-        ["concern", "check", "result", "detail"],
-        load_start=loadavg(),
-        started=now(),
-    )
-    began = time.perf_counter()
-    r = child_json("bench.probe", ["--quick"] if quick else [], timeout_s=5400)
-    section.seconds, section.load_end = time.perf_counter() - began, loadavg()
+    load_start, started, began = loadavg(), now(), time.perf_counter()
+    r = child_json("bench.probe", ["--quick"] if quick else [], timeout_s=5 * 3600)
     if "error" in r:
+        section = Section("probe", TITLE, COLUMNS, load_start=load_start, started=started)
         section.notes.append(f"not measured: {r['error']}")
+        section.seconds, section.load_end = time.perf_counter() - began, loadavg()
         return section
-    section.rows = rows(r)
+    return section_of(r, started)
+
+
+TITLE = "The hostile-visitor probe (issue 34), repeated"
+COLUMNS = ["concern", "check", "result", "detail"]
+
+
+def section_of(r: dict, started: str) -> Section:
+    """The section of one `probe` result: its rows, one goal, the figures as notes."""
+    section = Section("probe", TITLE, COLUMNS, rows=rows(r), started=started)
+    section.load_start, section.load_end = tuple(r["load_start"]), tuple(r["load_end"])
+    section.seconds = r["seconds"]
     failed = [row for row in section.rows if row[2] != "pass"]
-    section.goals.append(
-        Goal(
-            "every finding of the issue's probe gone",
-            f"{len(section.rows) - len(failed)}/{len(section.rows)} rows pass",
-            "all",
-            not failed,
-        )
-    )
+    passed = f"{len(section.rows) - len(failed)}/{len(section.rows)} rows pass"
+    section.goals.append(Goal("every finding of the issue's probe gone", passed, "all", not failed))
+    made = [x for x in r["browse"]["loads"] if not x.get("skipped")]
     section.notes.append(
-        f"{len(r['browse']['loads'])} page loads, {len(r['paths'])} path tricks, "
-        f"{len(r['settings'])} malformed settings, {'quick' if quick else 'full'} mode, in "
-        f"{duration(r['seconds'])}; the parameters each page was given: "
-        + "; ".join(f"{u}: {len(k)}" for u, k in r["browse"]["keys"].items())
-        + "."
+        f"{len(made)} page loads, {len(r['paths'])} path tricks, {len(r['settings'])} malformed "
+        f"settings, {'quick' if r['quick'] else 'full'} mode, in {duration(r['seconds'])}; the "
+        "deep-link parameters found on each page: "
+        + "; ".join(f"{u} {len(k)}" for u, k in r["browse"]["keys"].items())
+        + ". Format characters a page shows without any link (Streamlit's and KaTeX's own) "
+        + f"are not counted: {json.dumps(r['browse'].get('own_format_chars', {}))}."
     )
     section.notes += probe_faults.notes(r["faults"])
     section.data = {k: r[k] for k in ("quick", "seconds", "load_start", "load_end", "faults")}
@@ -495,12 +517,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few payloads: ~3 minutes")
     parser.add_argument("--tabs", type=int, default=3, help="page loads at once")
-    parser.add_argument("--rows", action="store_true", help="print the rows, not JSON")
+    parser.add_argument("--rows", action="store_true", help="also print the rows")
+    parser.add_argument(
+        "--limit-min", type=float, default=240.0, help="start no page load after this"
+    )
+    parser.add_argument("--out", default=None, help="also write its section into this file")
     args = parser.parse_args()
-    out = probe(args.quick, args.tabs)
+    started = now()
+    out = probe(args.quick, args.tabs, args.limit_min * 60)
     if args.rows:
         for row in rows(out):
-            print(" | ".join(row))
+            print(" | ".join(row), file=sys.stderr)
+    if args.out:
+        command = "python -m bench.probe " + " ".join(sys.argv[1:])
+        report.write([section_of(out, started)], Path(args.out), command)
     print(json.dumps(out, default=str))
 
 
