@@ -36,7 +36,8 @@ BUTTONS = {"check-trainer": "check.run.button", "experiment": "experiment.run.bu
 STATE = "() => document.querySelector('[data-testid=stApp]')?.dataset.testScriptState"
 SHOWN = """() => [...document.querySelectorAll('[data-testid="stExpander"] summary,'
     + ' [data-testid="stAlert"], [data-testid="stCaptionContainer"]')].map(e => e.textContent)"""
-ORDER = ("result", "stored", "failed", "busy_memory", "busy")  # a page may show several
+# A page may show several: a refused run's line reads "Did not finish" above the busy warning.
+ORDER = ("result", "stored", "busy_memory", "busy", "failed")
 
 
 def _answer(tab) -> str:
@@ -56,11 +57,16 @@ def open_page(browser, url: str, path: str):
     return tab
 
 
+def click(tab, path: str) -> float:
+    """Press the page's Run button; the monotonic time of the press."""
+    tab.get_by_role("button", name=_prefix(BUTTONS[path.split("?")[0]])).click()
+    return time.monotonic()
+
+
 def click_run(tab, path: str) -> float:
     """Press the page's Run button and return the monotonic time of the press; the script
     has started its rerun when this returns (or finished it within a second)."""
-    tab.get_by_role("button", name=_prefix(BUTTONS[path.split("?")[0]])).click()
-    pressed = time.monotonic()
+    pressed = click(tab, path)
     try:
         tab.wait_for_function(f"() => ({STATE})() !== 'notRunning'", timeout=1000, polling=10)
     except Exception:  # noqa: BLE001 - a fast rerun may be over before the first poll
@@ -142,9 +148,10 @@ def kill_in_pool(browser, server: Server, target: str, sig: int, labels: int) ->
     out: dict = {"target": target, "signal": signal.Signals(sig).name, "killed": pid}
     if pid is None:
         return {**out, "problems": [f"no {target} seen during the run"]}
+    killed_at = time.monotonic()
     os.kill(pid, sig)
-    out["answer"], killed_at = settled_answer(tab)
-    out["answer_s"] = time.monotonic() - killed_at
+    out["answer"], answered_at = settled_answer(tab)
+    out["answer_s"] = answered_at - killed_at
     out["run_folders"] = wait_for(lambda: not list(server.tmp.glob("pcl-run-*")), 30) or sorted(
         p.name for p in server.tmp.glob("pcl-run-*")
     )
@@ -259,10 +266,9 @@ def refusal(tabs: int = 3, retry_s: float = 0.25) -> dict:
 def _race(pages, paths, retry_s: float, limit_s: float = 300.0) -> dict:
     """Every tab presses; each refused tab presses again until admitted. Answers are read
     in turn (a tab's rerun ends while another's is read: only the order of events counts)."""
-    for tab in pages:
-        tab.evaluate("() => 0")
-    pending = {i: click_run(tab, p) for i, (tab, p) in enumerate(zip(pages, paths))}
-    refused_at, admitted, finished, presses = None, [], None, 0
+    pending = {i: click(tab, p) for i, (tab, p) in enumerate(zip(pages, paths))}
+    time.sleep(1.0)  # every rerun under way before any answer is read
+    refused_at, admitted, finished, presses, seen_kinds = None, [], None, 0, []
     deadline = time.monotonic() + limit_s
     while pending and time.monotonic() < deadline:
         for i, pressed in list(pending.items()):
@@ -270,6 +276,7 @@ def _race(pages, paths, retry_s: float, limit_s: float = 300.0) -> dict:
             if state != "notRunning":
                 continue
             kind, seen = _answer(pages[i]), time.monotonic()
+            seen_kinds.append(f"{i}:{kind}")
             if kind in ("busy", "busy_memory"):
                 refused_at = refused_at or seen
                 time.sleep(retry_s)
@@ -286,6 +293,7 @@ def _race(pages, paths, retry_s: float, limit_s: float = 300.0) -> dict:
         "refused": refused_at is not None,
         "admitted": [a["kind"] for a in admitted],
         "retries": presses,
+        "answers": seen_kinds[:40],
         "refusal_to_admitted_s": None if first is None or not refused_at else first - refused_at,
         "run_end_to_admitted_s": None if first is None or not finished else first - finished,
         "unanswered": len(pending),
