@@ -57,6 +57,7 @@ BIDI = "".join(map(chr, [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]))
 OTHER_CF = "\u200b\u200c\u200d\u200e\u200f\u061c\u00ad\ufeff\U000e0041"
 FORMATS = (f"{BIDI[4]}noitcudorp ot efas{MARKER}", f"{MARKER}{BIDI}{OTHER_CF}1")
 EXTREMES = ("9" * 5000, "-" + "9" * 5000, "1e308", "-1e308", "-0", "NaN", "inf", "")
+URL_LIMIT = 60_000  # characters of query per load (Tornado refuses a request over 64 KB)
 TABLE_KEY = re.compile(r"deeplink\.table(?:_to_url)?\(\s*\"(\w+)\"")
 RUN_BUTTONS = {  # each page with a Run button: its label's catalogue key
     "parameters": "parameters.run.button",
@@ -137,8 +138,9 @@ def link_loads(keys: dict[str, tuple[str, ...]], quick: bool) -> list[tuple[str,
     for url, names in keys.items():
         loads = []
         for value in payloads if names else payloads[:1]:
-            query = "&".join(f"{k}={quote(value)}" for k in names) or f"x={quote(value)}"
-            loads.append((url, f"all keys = {value[:24]!r}", query))
+            for group in _groups(names, len(quote(value))):
+                query = "&".join(f"{k}={quote(value)}" for k in group) or f"x={quote(value)}"
+                loads.append((url, f"{_which(group, names)} = {value[:24]!r}", query))
         for name in names if not quick else names[:1]:
             loads.append((url, f"{name} empty", f"{name}="))
             if not quick:
@@ -146,6 +148,17 @@ def link_loads(keys: dict[str, tuple[str, ...]], quick: bool) -> list[tuple[str,
         per_page.append(loads)
     # Round robin over the pages: a time limit that cuts the probe short cuts every page.
     return [load for turn in itertools.zip_longest(*per_page) for load in turn if load]
+
+
+def _groups(names: tuple[str, ...], size: int) -> list[tuple[str, ...]]:
+    """The keys in as few groups as keep a query under the server's 64 KB header limit
+    (Tornado answers a longer request line with an error page, not the app)."""
+    per = max(1, URL_LIMIT // (size + 24))
+    return [names[i : i + per] for i in range(0, len(names), per)] or [()]
+
+
+def _which(group: tuple[str, ...], names: tuple[str, ...]) -> str:
+    return "all keys" if group == names else f"keys {group[0]}..{group[-1]}"
 
 
 def judge(seen: dict, url: str, clean: set[str]) -> list[str]:
