@@ -9,8 +9,8 @@ kills    a rank or the zygote (warm pool), SIGKILL or SIGTERM, while a Transform
          its Run gives its result.
 refusal  a server that holds one run and lets none wait (PCL_MAX_CONCURRENT_RUNS=1,
          PCL_MAX_WAITING_RUNS=0); three tabs press Run at once, so two are refused; each then
-         presses again as soon as its answer shows, until admitted. Measured: from the first
-         refusal to the first admitted press, and from the end of the running run to it.
+         presses again 0.25 s after its answer shows, until admitted. Measured: from the
+         first refusal to the first admitted press, and from that tab's last refusal to it.
 
     python -m bench.probe_faults [--quick]     # JSON
 """
@@ -243,8 +243,8 @@ def _guarded(function, *args) -> dict:
 
 
 def refusal(tabs: int = 3, retry_s: float = 0.25) -> dict:
-    """Seconds from the first refusal to the first admitted press (and from the end of the
-    run that filled the lab); the refused tabs press again whenever their answer shows."""
+    """Seconds from the first refusal to the first admitted press (and from that tab's last
+    refusal to it); the refused tabs press again whenever their answer shows."""
     from playwright.sync_api import sync_playwright
 
     server = Server({"PCL_MAX_CONCURRENT_RUNS": "1", "PCL_MAX_WAITING_RUNS": "0"})
@@ -268,7 +268,7 @@ def _race(pages, paths, retry_s: float, limit_s: float = 300.0) -> dict:
     in turn (a tab's rerun ends while another's is read: only the order of events counts)."""
     pending = {i: click(tab, p) for i, (tab, p) in enumerate(zip(pages, paths))}
     time.sleep(1.0)  # every rerun under way before any answer is read
-    refused_at, admitted, finished, presses, seen_kinds = None, [], None, 0, []
+    refused_at, admitted, presses, seen_kinds, last_busy = None, [], 0, [], {}
     deadline = time.monotonic() + limit_s
     while pending and time.monotonic() < deadline:
         for i, pressed in list(pending.items()):
@@ -278,24 +278,22 @@ def _race(pages, paths, retry_s: float, limit_s: float = 300.0) -> dict:
             kind, seen = _answer(pages[i]), time.monotonic()
             seen_kinds.append(f"{i}:{kind}")
             if kind in ("busy", "busy_memory"):
-                refused_at = refused_at or seen
+                refused_at, last_busy[i] = refused_at or seen, seen
                 time.sleep(retry_s)
                 pending[i], presses = click_run(pages[i], paths[i]), presses + 1
                 continue
             del pending[i]
-            if refused_at is None or pressed < refused_at:
-                finished = seen  # the run that filled the lab
-            else:
-                admitted.append({"pressed": pressed, "kind": kind})
+            if i in last_busy:  # refused before, admitted now
+                admitted.append({"pressed": pressed, "kind": kind, "after": last_busy[i]})
         time.sleep(0.02)
-    first = min((a["pressed"] for a in admitted), default=None)
+    first = min(admitted, key=lambda a: a["pressed"], default=None)
     return {
         "refused": refused_at is not None,
         "admitted": [a["kind"] for a in admitted],
         "retries": presses,
         "answers": seen_kinds[:40],
-        "refusal_to_admitted_s": None if first is None or not refused_at else first - refused_at,
-        "run_end_to_admitted_s": None if first is None or not finished else first - finished,
+        "refusal_to_admitted_s": None if first is None else first["pressed"] - refused_at,
+        "last_refusal_to_admitted_s": None if first is None else first["pressed"] - first["after"],
         "unanswered": len(pending),
     }
 
@@ -309,7 +307,8 @@ def rows(faults: dict) -> list[list[str]]:
     for k in faults["kills"]:
         what = f"{k.get('signal', '?')} of the {k['target']} during a run"
         detail = (
-            f"answer {k.get('answer', '—')}, next Run {k.get('next', '—')}"
+            f"answer {k.get('answer', '—')} ({duration(k.get('answer_s'))} after the kill), "
+            f"left by it {k.get('left_by_it', '—')}, next Run {k.get('next', '—')}"
             if not k["problems"]
             else "; ".join(k["problems"])
         )
@@ -318,8 +317,8 @@ def rows(faults: dict) -> list[list[str]]:
     ok = bool(r.get("refused")) and r.get("refusal_to_admitted_s") is not None
     ok = ok and not r.get("unanswered") and set(r.get("admitted", [])) <= {"result", "stored"}
     detail = (
-        f"refused, then admitted {duration(r.get('refusal_to_admitted_s'))} after the "
-        f"refusal, {duration(r.get('run_end_to_admitted_s'))} after the run ahead ended"
+        f"refused, then admitted {duration(r.get('refusal_to_admitted_s'))} after the first "
+        f"refusal, {duration(r.get('last_refusal_to_admitted_s'))} after its last"
         if ok
         else json.dumps(r)[:300]
     )
@@ -333,8 +332,8 @@ def notes(faults: dict) -> list[str]:
         "Refusal: PCL_MAX_CONCURRENT_RUNS=1, PCL_MAX_WAITING_RUNS=0, three tabs press Run on the "
         f"Transformer at once; {r.get('retries', '—')} presses again by the refused tabs, each "
         "0.25 s after its answer showed. From the first refusal to the first admitted press: "
-        f"{duration(r.get('refusal_to_admitted_s'))}; from the end of the run that filled the "
-        f"lab: {duration(r.get('run_end_to_admitted_s'))}."
+        f"{duration(r.get('refusal_to_admitted_s'))}; from that tab's last refusal to it: "
+        f"{duration(r.get('last_refusal_to_admitted_s'))}."
     ]
 
 

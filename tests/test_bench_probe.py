@@ -25,7 +25,7 @@ def _clean() -> dict:
                 "refused": True,
                 "admitted": ["result"],
                 "refusal_to_admitted_s": 3.0,
-                "run_end_to_admitted_s": 0.4,
+                "last_refusal_to_admitted_s": 0.4,
                 "unanswered": 0,
             },
         },
