@@ -338,18 +338,8 @@ def serve_refuses(name: str, value: str, timeout_s: float = 60.0) -> dict:
     """`python -m pclab serve` with one malformed setting: it must exit with one line on
     stderr, never having listened on its port."""
     port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "pclab",
-        "serve",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--server.headless",
-        "true",
-    ]
+    options = f"--server.address 127.0.0.1 --server.headless true --server.port {port}"
+    cmd = [sys.executable, "-m", "pclab", "serve", *options.split()]
     env = dict(os.environ, **{name: value})
     began = time.monotonic()
     proc = subprocess.Popen(
