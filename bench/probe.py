@@ -128,7 +128,7 @@ def link_keys(found: list[str], tables: tuple[str, ...]) -> tuple[str, ...]:
 
 def link_loads(keys: dict[str, tuple[str, ...]], quick: bool) -> list[tuple[str, str, str]]:
     """(page url, label, query) of every load: each payload in every key of a page at once,
-    then (full mode) each key alone empty and each key alone with a format-character value."""
+    then (full mode) each key alone: empty, with format characters, with 5,000 digits."""
     payloads = (
         (MARKUP[0], MARKUP[4], FORMATS[1], EXTREMES[0], "")
         if quick
@@ -145,6 +145,7 @@ def link_loads(keys: dict[str, tuple[str, ...]], quick: bool) -> list[tuple[str,
             loads.append((url, f"{name} empty", f"{name}="))
             if not quick:
                 loads.append((url, f"{name} = format chars", f"{name}={quote(FORMATS[0])}"))
+                loads.append((url, f"{name} = 5,000 digits", f"{name}={EXTREMES[0]}"))
         per_page.append(loads)
     # Round robin over the pages: a time limit that cuts the probe short cuts every page.
     return [load for turn in itertools.zip_longest(*per_page) for load in turn if load]
@@ -451,7 +452,9 @@ def rows(r: dict) -> list[list[str]]:
         ),
         _row(
             "hosts",
-            "every request of every page load to the lab's host",
+            "every request of every page load to the lab's host (seen: "
+            + ", ".join(r["browse"]["hosts"])
+            + ")",
             r["browse"]["foreign"],
             len(r["browse"]["hosts"]),
         ),
