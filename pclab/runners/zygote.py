@@ -299,7 +299,9 @@ def _serve_one(request: LaunchRequest, parent: int, out: TextIO, spares: _Spares
     spares.refill()
 
 
-def _end_others(ranks: list, waiting: dict[int, int], codes: list[int | None]) -> None:
+def _end_others(
+    ranks: list[tuple[int, int, int]], waiting: dict[int, int], codes: list[int | None]
+) -> None:
     """One rank failed: kill the ranks still running (each leads its own process group), which
     would otherwise wait for it in their rendezvous or collective until the process-group
     timeout. Each reports 0: the failure the launch names is the first rank's, not theirs."""
