@@ -13,7 +13,8 @@ the server's background imports on and off), cold (streamlit run to a rendered p
 trainer check, cold and warm, and its ranks' memory), clicks (Run pressed in Chromium to the
 verdict on screen), load (8 visitors at once), soak (200 runs in a row), burst (10 Runs at
 concurrency 8 against the memory budget, then a Run two minutes later), room (a live
-room: 60 participants in 10 s, the presenter's view in Chromium). A partial run
+room: 60 participants in 10 s, the presenter's view in Chromium), probe (issue 34's
+hostile-visitor probe: every finding a pass/fail row; bench/probe.py). A partial run
 rewrites only its own sections of the output file and keeps the others.
 
     python -m bench --only clicks --before 031aefd   # also serve that commit: "before" rows
@@ -83,6 +84,10 @@ def measure(family: str, quick: bool, repeats: int | None) -> report.Section:
         from bench import burst
 
         return burst.run(quick, repeats)
+    if family == "probe":
+        from bench import probe
+
+        return probe.run(quick, repeats)
     if family == "room":
         from bench import room
 

@@ -38,6 +38,7 @@ ORDER = (
     "soak",
     "burst",
     "room",
+    "probe",
 )  # the order sections appear in
 _SECTION = re.compile(r"<!-- bench:section (\w+) -->\n(.*?)<!-- /bench:section \1 -->\n?", re.S)
 _DATA = re.compile(r"<!-- bench:data (\w+) (.*?) -->", re.S)

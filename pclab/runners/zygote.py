@@ -283,6 +283,8 @@ def _serve_one(request: LaunchRequest, parent: int, out: TextIO, spares: _Spares
             codes[i] = (
                 int(said) if said else os.waitstatus_to_exitcode(os.waitpid(ranks[i][0], 0)[1])
             )
+            if codes[i] != 0:  # as torchrun's agent does: the others would wait for it
+                _end_others(ranks, waiting, codes)
     try:
         os.kill(store, signal.SIGKILL)
     except OSError:
@@ -295,6 +297,22 @@ def _serve_one(request: LaunchRequest, parent: int, out: TextIO, spares: _Spares
         except ChildProcessError:
             pass  # reaped above
     spares.refill()
+
+
+def _end_others(
+    ranks: list[tuple[int, int, int]], waiting: dict[int, int], codes: list[int | None]
+) -> None:
+    """One rank failed: kill the ranks still running (each leads its own process group), which
+    would otherwise wait for it in their rendezvous or collective until the process-group
+    timeout. Each reports 0: the failure the launch names is the first rank's, not theirs."""
+    for fd, i in waiting.items():
+        try:
+            os.killpg(ranks[i][0], signal.SIGKILL)
+        except OSError:
+            pass
+        os.close(fd)
+        codes[i] = 0
+    waiting.clear()
 
 
 def _is_project_module(module: object) -> bool:

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -97,6 +98,19 @@ def _listening_addresses(pids: list[int]) -> set[str]:
                 if fields[3] == "0A" and fields[9] in inodes:  # 0A = LISTEN
                     found.add(fields[1].split(":")[0])
     return found
+
+
+def test_a_rank_killed_before_it_joined_ends_the_run_at_once(warm):
+    """Rank 1 is SIGKILLed before it joins the group: rank 0 would wait in its rendezvous for
+    the process-group timeout (60 s; the probe of issue 34 saw a killed Transformer rank
+    answered after 60.4 s). The zygote ends the others as torchrun's agent does."""
+    began = time.monotonic()
+    worker = "tests.runners.workers.dies_before_rendezvous"
+    result = launcher.launch(worker, 2, timeout_s=120, runtime=warm)
+    took = time.monotonic() - began
+    assert not result.ok and result.message == "rank 1: killed by SIGKILL", result.message
+    assert took < 20, f"answered after {took:.1f} s"
+    assert launcher.launch("bench.noop_worker", 2, runtime=warm).ok  # the zygote goes on
 
 
 def test_every_socket_listens_on_loopback_only(warm, warm_mark):
