@@ -336,8 +336,7 @@ def test_a_value_outside_the_list_never_reaches_the_run(launches, monkeypatch):
 def test_bundled_path_builds_only_example_files():
     # the framework table's adapters (pclab.experiments.trainer_check.frameworks) and their
     # model are bundled too; those the page does not list yet are not its examples
-    shared = {frameworks.MODEL_MODULE, frameworks.OPENCLIP_MODULE}
-    table = {*frameworks.ADAPTERS, *shared} - set(views.EXAMPLES)
+    table = {*frameworks.ADAPTERS, *frameworks.SHARED_MODULES} - set(views.EXAMPLES)
     on_disk = {p.stem for p in views.EXAMPLES_DIR.glob("*.py")} - {"tiny_lm"} - table
     on_disk -= {*trainer_examples.COUPLED_EXAMPLES, trainer_examples.COUPLED_MODEL}  # own view
     assert set(views.EXAMPLES) == on_disk

@@ -346,6 +346,8 @@ SETTINGS = (
 ADAPTERS = tuple(s.adapter for s in SETTINGS if s.adapter)  # their file stems
 MODEL_MODULE = "framework_lm"  # the model the Accelerate and Lightning adapters share
 OPENCLIP_MODULE = "openclip_clip_loss"  # what the OpenCLIP adapters share: model, ClipLoss
+SBERT_MODULE = "sbert_model"  # what the sentence-transformers adapters share: model, loss
+SHARED_MODULES = (MODEL_MODULE, OPENCLIP_MODULE, SBERT_MODULE)  # bundled, but no adapters
 # package -> the modules its adapters' ranks import, which a warm-pool zygote can import ahead
 # (the server does unless PCL_PRELOAD_FRAMEWORKS=0: BENCHMARKS.md, "Frameworks")
 PRELOAD = {
