@@ -16,7 +16,6 @@ must not pay its ~2-4 s import and ~200 MB.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import sys
@@ -41,14 +40,11 @@ LARGE_INPUTS = (
 
 
 def registered_pages() -> list[str]:
-    """The page files in app.py's PAGES list, in order (read with ast: app.py is a script)."""
-    tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            getattr(t, "id", None) == "PAGES" for t in node.targets
-        ):
-            return [entry[0] for entry in ast.literal_eval(node.value)]
-    raise ValueError("app.py has no PAGES list")
+    """The page files the app registers (pclab.ui.pages.PAGES, which app.py navigates), in
+    order."""
+    from pclab.ui.pages import PAGES
+
+    return [page.file for page in PAGES]
 
 
 def _widgets(block) -> list:

@@ -181,3 +181,14 @@ def test_the_cli_bench_sets_the_command_beside_the_bare_torchrun(monkeypatch):
     assert goal.measured.startswith("1.16×") and goal.met is True
     assert [row[2] for row in section.rows] == ["1.00×", "1.13×", "1.16×"]
     assert "cli" in report.ORDER
+
+
+def test_the_page_benches_find_every_page_the_app_registers():
+    """bench.pages (and bench.cold_start) time the pages app.py navigates: each section file
+    the app has, home first (it once parsed a list app.py no longer holds and raised)."""
+    from bench.pages import registered_pages
+
+    pages = registered_pages()
+    sections = {f"pclab/sections/{p.name}" for p in (ROOT / "pclab" / "sections").glob("*.py")}
+    assert pages[0] == "pclab/sections/home.py"
+    assert set(pages) == sections and len(pages) == len(sections)
