@@ -14,7 +14,7 @@ from pclab.ui.input_errors import guard
 from pclab.ui.language import t
 from pclab.ui.negatives_views import run_check
 from pclab.ui.page_header import header
-from pclab.ui.run_panel import run_panel
+from pclab.ui.run_panel import run_section
 from pclab.ui.show_code import show_code
 from pclab.ui.trainer_coupled import link_to_coupled_check
 
@@ -122,17 +122,15 @@ world_size = st.segmented_control(
     bind="query-params",
 )
 params = {"world_size": world_size, "tau": tau, "wq": wq, "wd": wd}
-result = run_panel(
+run_section(
     "negatives",
     params,
+    show=lambda result: run_check(result.report),
     key="par_run",
     button=t("parameters.run.button", world_size=world_size),
     label=t("parameters.run.label", world_size=world_size),
     primary=True,
 )
-if result is not None:
-    with guard():
-        run_check(result.report)
 
 link_to_coupled_check()  # issue 28: the check, on the reader's own trainer
 show_code(infonce.encoder_grads, negatives_report.check_run)

@@ -7,14 +7,14 @@ import pandas as pd
 import streamlit as st
 
 from pclab.core import clipping
-from pclab.ui.clipping_run_view import run_table
+from pclab.ui.clipping_run_view import clipping_results
 from pclab.ui.exercise import predict_number
 from pclab.ui.figures import fmt
 from pclab.ui.input_errors import guard
 from pclab.ui.language import coded_choice, t
 from pclab.ui.page_header import header
 from pclab.ui.rank_table import rank_label, rank_table
-from pclab.ui.run_panel import run_panel
+from pclab.ui.run_panel import run_section
 from pclab.ui.show_code import show_code
 
 LR = 0.1
@@ -121,21 +121,13 @@ with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
 
 st.subheader(t("clipping.run_title"))
 st.caption(t("clipping.run_caption"))
-result = run_panel(
+run_section(
     "clipping",
     RUN_PARAMS,
+    show=clipping_results,
     key="clip_run",
     button=t("clipping.run_button"),
     label=t("clipping.run_label"),
 )
-if result is not None:
-    run_table(result, "clip_run_table")
-    yes_no = {True: t("common.yes"), False: t("common.no")}
-    finite = result.report["scenarios"]["finite"]
-    agrees = yes_no.get(finite["agree_fsdp2"])
-    if finite["fsdp2"]["supported"]:
-        st.caption(t("clipping.fsdp2_line", norm=finite["fsdp2"]["norm"], agree=agrees))
-    else:
-        st.warning(t("clipping.fsdp2_unsupported", reason=finite["fsdp2"]["reason"]))
 
 show_code(clipping.clip_report, clipping.norm_parts, clipping.clip_coefficient)

@@ -7,14 +7,14 @@ import streamlit as st
 
 from pclab.core import clipping
 from pclab.ui import i18n
-from pclab.ui.clipping_run_view import run_table
+from pclab.ui.clipping_run_view import step_results
 from pclab.ui.exercise import predict_choice
 from pclab.ui.figures import fmt
 from pclab.ui.input_errors import guard
 from pclab.ui.language import coded_choice, lang, t
 from pclab.ui.page_header import header
 from pclab.ui.rank_table import rank_label, rank_table
-from pclab.ui.run_panel import run_panel
+from pclab.ui.run_panel import run_section
 from pclab.ui.show_code import show_code
 
 LR = 0.1
@@ -127,23 +127,14 @@ st.subheader(t("clipping.run_title"))
 st.caption(t("step.run_caption"))
 # The real run writes the non-finite value into the chosen rank's own shard (w0 or w1).
 params = FINITE_RUN if inject == "none" else {"inject_overflow": inject_rank, "nonfinite": inject}
-result = run_panel(
+run_section(
     "clipping",
     params,
+    show=step_results,
     key="step_run",
     button=t("clipping.run_button"),
     label=t("clipping.run_label"),
     record="coordinated-step",
 )
-if result is not None:
-    run_table(result, "step_run_table")
-    for name, s in result.report["scenarios"].items():
-        if not s["fsdp2"]["supported"]:
-            st.warning(t("clipping.fsdp2_unsupported", reason=s["fsdp2"]["reason"]))
-        elif name == "overflow" and all(r["skip"] for r in s["fsdp2_ranks"]):
-            shards = " · ".join(
-                f"{rank_label(r['rank'])}: {r['local_scaled_grad']}" for r in s["fsdp2_ranks"]
-            )
-            st.caption(t("step.fsdp2_overflow", shards=shards))
 
 show_code(clipping.clip_report, clipping.protocol_marks)

@@ -22,7 +22,7 @@ from pclab.ui.exercise import predict_choice
 from pclab.ui.input_errors import guard
 from pclab.ui.language import t
 from pclab.ui.page_header import header
-from pclab.ui.run_panel import run_panel
+from pclab.ui.run_panel import run_section
 from pclab.ui.show_code import show_code
 
 header("check")
@@ -85,9 +85,10 @@ with guard():
         st.subheader(t("check.run.heading"))
         st.markdown(t("check.run.body"))
         params = {"trainer": str(path), "world_size": world_size, "accum": accum}
-        result = run_panel(
+        run_section(
             "trainer_check",
             params,
+            show=lambda result: verdict.run_results(result.report, example),
             key="chk_run",
             button=t("check.run.button"),
             label=t(
@@ -98,8 +99,6 @@ with guard():
             ),
             primary=True,
         )
-        if result is not None:
-            verdict.run_results(result.report, example)
         if example in views.HF_EXAMPLES:  # the recorded run of both settings, side by side
             hf_views.measured()
 

@@ -12,7 +12,7 @@ from pclab.ui.exercise import predict_choice
 from pclab.ui.input_errors import guard
 from pclab.ui.language import t
 from pclab.ui.page_header import header
-from pclab.ui.run_panel import run_panel
+from pclab.ui.run_panel import run_section
 from pclab.ui.show_code import show_code
 from pclab.ui.transformer_views import labelled, md, run_results
 
@@ -82,16 +82,15 @@ with guard():
 st.subheader(t("experiment.run.heading"))
 st.markdown(t("experiment.run.body"))
 params = {"labels": tuple(labels), "world_size": world_size, "optimizer": optimizer}
-result = run_panel(
+run_section(
     "transformer",
     params,
+    show=run_results,
     key="exp_run",
     button=t("experiment.run.button"),
     label=t("experiment.run.label", world_size=world_size),
     primary=True,
 )
-if result is not None:
-    run_results(result)
 
 st.info(t("experiment.scope"), icon=":material/info:")
 with st.expander(t("experiment.branch_code"), icon=":material/code:"):

@@ -64,3 +64,29 @@ def run_table(result: RunResult, key: str) -> None:
     downloads.table(shown, "run-check", data=data, hide_index=True, column_config=labels, key=key)
     agree = result.report["agree"]
     (st.success if agree else st.error)(t(f"clipping.run_{'agree' if agree else 'disagree'}"))
+
+
+def clipping_results(result: RunResult) -> None:
+    """Page 08: the run's table, and whether FSDP2's own clipping agrees on the finite case."""
+    run_table(result, "clip_run_table")
+    yes_no = {True: t("common.yes"), False: t("common.no")}
+    finite = result.report["scenarios"]["finite"]
+    agrees = yes_no.get(finite["agree_fsdp2"])
+    if finite["fsdp2"]["supported"]:
+        st.caption(t("clipping.fsdp2_line", norm=finite["fsdp2"]["norm"], agree=agrees))
+    else:
+        st.warning(t("clipping.fsdp2_unsupported", reason=finite["fsdp2"]["reason"]))
+
+
+def step_results(result: RunResult) -> None:
+    """Page 09: the run's table, and each FSDP2 scenario that could not run or that every
+    rank skipped (with each shard's scaled gradient)."""
+    run_table(result, "step_run_table")
+    for name, s in result.report["scenarios"].items():
+        if not s["fsdp2"]["supported"]:
+            st.warning(t("clipping.fsdp2_unsupported", reason=s["fsdp2"]["reason"]))
+        elif name == "overflow" and all(r["skip"] for r in s["fsdp2_ranks"]):
+            shards = " · ".join(
+                f"{rank_label(r['rank'])}: {r['local_scaled_grad']}" for r in s["fsdp2_ranks"]
+            )
+            st.caption(t("step.fsdp2_overflow", shards=shards))

@@ -4,6 +4,9 @@
     if result is not None:
         ...draw result.report...
 
+or, where the page draws nothing else from the result, `run_section(..., show=draw)`: the
+same panel and `draw(result)` as one fragment, so a press reruns that part of the page only.
+
 A press runs the experiment (ui.runs: st.status, the cache, the run queue) and keeps
 (params, RunResult) in st.session_state["<key>_result"], so the result survives reruns. The
 panel returns that result only while it finished and was made with the page's current
@@ -13,12 +16,14 @@ or an input changed while it ran, which reruns the page and ends the run).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import streamlit as st
 
-from pclab.runners.results import RunResult
+from pclab.runners.results import RunResult  # also the `show` callbacks' type, for pages
 from pclab.ui import downloads
+from pclab.ui.input_errors import guard
 from pclab.ui.language import t
 
 
@@ -60,3 +65,28 @@ def run_panel(
         return None
     downloads.run_download(result, stored, record or experiment)
     return result
+
+
+@st.fragment
+def run_section(
+    experiment: str,
+    params: dict,
+    *,
+    show: Callable[[RunResult], None],
+    key: str,
+    button: str,
+    label: str,
+    record: str | None = None,
+    primary: bool = False,
+) -> None:
+    """`run_panel(...)` with these arguments and `show(result)` for its kept result, as one
+    fragment: Run reruns this part of the page only (issue 35, BENCHMARKS.md). The rest of
+    the page - its inputs, figures and charts - is neither run again on the server nor
+    redrawn in the browser, which took about as long as a warm-pool run of page 06 itself.
+    An input outside the section still reruns the whole page, and with it the section."""
+    result = run_panel(
+        experiment, params, key=key, button=button, label=label, record=record, primary=primary
+    )
+    if result is not None:
+        with guard():  # a fragment's own rerun runs outside any guard the page put around it
+            show(result)
