@@ -105,13 +105,30 @@ def test_every_page_renders_in_the_browser(page, app_url, path, lang):
 
 
 def test_two_process_check_shows_its_verdict(page, app_url):
-    """A real torchrun + Gloo launch from the browser, and the page's verdict."""
+    """A real torchrun + Gloo launch from the browser, and the page's verdict. The press asks
+    the server to rerun the Run section's fragment only (ui.run_panel.run_section), not the
+    page: issue 35's click -> verdict time."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    reruns: list[str] = []  # the fragment each rerun request names ("" = the whole page)
+
+    def on_frame(payload: bytes | str) -> None:
+        message = BackMsg()
+        if isinstance(payload, bytes):
+            message.ParseFromString(payload)
+            if message.WhichOneof("type") == "rerun_script":
+                reruns.append(message.rerun_script.fragment_id)
+
+    page.on("websocket", lambda ws: ws.on("framesent", on_frame))
     page.goto(f"{app_url}/parameters")
     wait_for_app(page)
+    before = len(reruns)
     page.get_by_role("button", name=re.compile("Run the check on 2 processes")).click()
     page.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(
         timeout=180_000
     )
+    pressed = reruns[before:]
+    assert len(pressed) == 1 and pressed[0], reruns  # one rerun, of a fragment
     screenshot(page, "parameters-real-run")
 
 
