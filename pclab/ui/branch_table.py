@@ -28,6 +28,11 @@ def first(row: dict) -> str:
 
 def table(rows: list[dict], key: str, extra: tuple[str, ...] = ()) -> None:
     """One row per branch; `extra` adds measured columns from a run's report."""
+    prepare(rows, key, extra).draw()
+
+
+def prepare(rows: list[dict], key: str, extra: tuple[str, ...] = ()) -> downloads.PreparedTable:
+    """`table`, computed but not drawn yet (downloads.PreparedTable)."""
     data = pd.DataFrame(
         {
             "branch": t(f"experiment.branch.{r['name']}"),
@@ -48,6 +53,6 @@ def table(rows: list[dict], key: str, extra: tuple[str, ...] = ()) -> None:
     columns = ["branch", "optimizer", "theory", *extra]
     config = {k: t(f"experiment.results.{k}") for k in columns}
     name = key.removeprefix("exp_")
-    downloads.table(
+    return downloads.prepare_table(
         shown[columns], name, data=data[columns], hide_index=True, key=key, column_config=config
     )

@@ -16,6 +16,7 @@ import os
 import platform
 import sys
 import tempfile
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, cast
@@ -99,6 +100,72 @@ def json_text(frame: pd.DataFrame) -> str:
     return frame.to_json(orient="records", force_ascii=False, indent=2)
 
 
+@dataclass(frozen=True)
+class PreparedTable:
+    """A table and its two downloads, computed and ready to draw (`draw`): a page that draws
+    several elements computes them all first, then draws them in one burst. Streamlit's
+    browser side redraws the page once per batch of elements it receives (about every
+    10 ms), so elements computed in between arrive in many batches (BENCHMARKS.md, issue 35)."""
+
+    frame: pd.DataFrame | object
+    name: str
+    csv: bytes
+    json: str
+    static: bool = False
+    hide_index: bool | None = None
+    column_config: ColumnConfigMappingInput | None = None
+    key: str | None = None
+
+    def draw(self) -> None:
+        if self.static:
+            st.table(export_frame(self.frame, self.column_config), hide_index=True)
+        else:
+            st.dataframe(
+                self.frame,
+                hide_index=self.hide_index,
+                column_config=self.column_config,
+                key=self.key,
+            )
+        # Side by side at their own width, wrapping on a narrow screen (never cut to "C…").
+        row = st.container(horizontal=True, gap="small")
+        for label, payload, suffix, mime in (
+            (t("downloads.csv"), self.csv, "csv", "text/csv"),
+            (t("downloads.json"), self.json, "json", "application/json"),
+        ):
+            row.download_button(
+                label,
+                payload,
+                f"{self.name}.{suffix}",
+                mime,
+                key=f"dl_{self.name}_{suffix}",
+                on_click="ignore",
+            )
+
+
+def prepare_table(
+    frame: pd.DataFrame | object,
+    name: str,
+    *,
+    data: pd.DataFrame | None = None,
+    static: bool = False,
+    hide_index: bool | None = None,
+    column_config: ColumnConfigMappingInput | None = None,
+    key: str | None = None,
+) -> PreparedTable:
+    """`table`'s work without drawing anything: see `table` for the arguments."""
+    export = export_frame(frame if data is None else data, column_config)
+    return PreparedTable(
+        frame,
+        name,
+        csv_bytes(export),
+        json_text(export),
+        static,
+        hide_index,
+        column_config,
+        key,
+    )
+
+
 def table(
     frame: pd.DataFrame | object,
     name: str,
@@ -117,29 +184,15 @@ def table(
     `static`: an st.table instead, whose cells wrap (nothing cut, at any width).
     `hide_index`, `column_config`, `key`: st.dataframe's (`column_config` heads the downloads).
     """
-    if static:
-        st.table(export_frame(frame, column_config), hide_index=True)
-    else:
-        st.dataframe(frame, hide_index=hide_index, column_config=column_config, key=key)
-    export = export_frame(frame if data is None else data, column_config)
-    # Side by side at their own width, wrapping on a narrow screen (never cut to "C…").
-    row = st.container(horizontal=True, gap="small")
-    row.download_button(
-        t("downloads.csv"),
-        csv_bytes(export),
-        f"{name}.csv",
-        "text/csv",
-        key=f"dl_{name}_csv",
-        on_click="ignore",
-    )
-    row.download_button(
-        t("downloads.json"),
-        json_text(export),
-        f"{name}.json",
-        "application/json",
-        key=f"dl_{name}_json",
-        on_click="ignore",
-    )
+    prepare_table(
+        frame,
+        name,
+        data=data,
+        static=static,
+        hide_index=hide_index,
+        column_config=column_config,
+        key=key,
+    ).draw()
 
 
 def run_record(result: RunResult, params: dict[str, object], experiment: str) -> dict[str, Any]:

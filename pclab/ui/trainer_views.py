@@ -19,12 +19,11 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 import streamlit as st
-from streamlit import dataframe_util
 
 from pclab.core import update_weights
 from pclab.experiments.trainer_check import frameworks
 from pclab.paths import EXAMPLES_DIR
-from pclab.ui import i18n
+from pclab.ui import i18n, vega
 from pclab.ui.language import lang, t
 from pclab.ui.trainer_examples import (
     COUPLED_EXAMPLES,
@@ -227,15 +226,7 @@ def _heat_map_spec(rows_json: str, order: tuple[str, ...], language: str) -> dic
             columns=3,
         )
     )
-    spec = chart.to_dict()
-    # Each dataset as Arrow bytes, once: st.vega_lite_chart otherwise converts the spec's
-    # data to Arrow on every draw (17 ms a grid, half of the Frameworks page's rerun), and
-    # passes bytes through as they are (what st.altair_chart's own conversion hands it).
-    spec["datasets"] = {
-        name: dataframe_util.convert_anything_to_arrow_bytes(values)
-        for name, values in spec.get("datasets", {}).items()
-    }
-    return spec
+    return vega.spec_of(chart)  # cached: half of the Frameworks page's rerun was this
 
 
 def predicted_maps(counts) -> None:

@@ -11,8 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from pclab.runners.results import RunResult
-from pclab.ui import i18n
-from pclab.ui.branch_table import table as branch_table
+from pclab.ui import branch_table, i18n, vega
 from pclab.ui.language import lang, t
 from pclab.ui.plain_text import plain as md  # noqa: F401 - experiment.py's name for it
 
@@ -47,10 +46,13 @@ def labelled(text: str) -> str:
     return f'<span class="pcl-label">{md(text)}</span>' if text else ""  # md: markup-proof
 
 
-def _diff_chart(report: dict) -> None:
+def _diff_chart_spec(report: dict) -> dict:
+    """The |delta| per tensor chart (log scale) with the tolerance as a dashed rule."""
     chart = pd.DataFrame(transformer_chart_rows(report["branches"]))
-    chart["branch"] = chart["branch"].map(lambda b: t(f"experiment.branch.{b}"))
-    chart["optimizer"] = chart["optimizer"].map(lambda o: t(f"experiment.optimizer.{o}"))
+    # One lookup per distinct value (a few), not one catalogue call per point (280).
+    for column, prefix in (("branch", "experiment.branch"), ("optimizer", "experiment.optimizer")):
+        names = {code: t(f"{prefix}.{code}") for code in chart[column].unique()}
+        chart[column] = chart[column].map(names)
     points = (
         alt.Chart(chart)
         .mark_point(filled=True, opacity=0.8)
@@ -73,9 +75,7 @@ def _diff_chart(report: dict) -> None:
     )
     tolerance = pd.DataFrame({"y": [report["tolerance"]]})
     rule = alt.Chart(tolerance).mark_rule(strokeDash=[4, 4]).encode(y=alt.Y("y:Q"))
-    st.subheader(t("experiment.chart.heading"))
-    st.altair_chart(points + rule, key="exp_chart")
-    st.caption(t("experiment.chart.caption", floor=f"{DIFF_FLOOR:.0e}"))
+    return vega.spec_of(points + rule)
 
 
 def _zero_labels(report: dict) -> None:
@@ -94,16 +94,25 @@ def _zero_labels(report: dict) -> None:
 
 
 def run_results(result: RunResult) -> None:
-    """Everything a finished run shows: branches, chart, the equal-count control, N = 0."""
+    """Everything a finished run shows: branches, chart, the equal-count control, N = 0.
+
+    The tables and the chart are computed before anything is drawn, then drawn in one burst:
+    the browser redraws the page once per batch of elements it receives, and elements
+    computed between draws arrived in several batches (0.1 s of a click, BENCHMARKS.md)."""
     report = result.report
+    control = report["equal_count_control"]
+    branches = branch_table.prepare(report["branches"], "exp_results", MEASURED)
+    chart = _diff_chart_spec(report)
+    control_branches = branch_table.prepare(control["branches"], "exp_control", MEASURED)
     st.subheader(t("experiment.results.heading"))
     tol, seconds = f"{report['tolerance']:.0e}", f"{result.seconds:.0f}"
     n = report["num_valid_labels"]
     st.caption(t("experiment.results.caption", n=n, seconds=seconds, tol=tol))
-    branch_table(report["branches"], "exp_results", MEASURED)
-    _diff_chart(report)
-    control = report["equal_count_control"]
+    branches.draw()
+    st.subheader(t("experiment.chart.heading"))
+    st.vega_lite_chart(spec=chart, key="exp_chart")
+    st.caption(t("experiment.chart.caption", floor=f"{DIFF_FLOOR:.0e}"))
     st.subheader(t("experiment.control.heading"))
     st.markdown(t("experiment.control.body", labels=i18n.join(lang(), control["labels"])))
-    branch_table(control["branches"], "exp_control", MEASURED)
+    control_branches.draw()
     _zero_labels(report)
