@@ -5,13 +5,14 @@ Started by `runners.warm_pool` (the server side) as
     python -m pclab.runners.zygote --serve [--preload MODULE ...]
 
 it imports PRELOAD (and the project modules named with --preload: the experiments' workers,
-which the server reads from the experiment registry), starts no thread and runs no torch
-op, so forking it is safe, and then reads one request per line on its stdin (a pipe: nothing
-outside the server process can reach it):
+which the server reads from the experiment registry), calls each such module's `preload()`
+if it has one (what every rank of it loads first, loaded once here), starts no thread and
+runs no parallel torch op (one intra-op thread), so forking it is safe, and then reads one
+request per line on its stdin (a pipe: nothing outside the server process can reach it):
 
-    spares   before each request it forks a store process, serving the rendezvous TCPStore
-             on a fresh 127.0.0.1 port (torchrun's agent serves it on every interface), and
-             two blank ranks waiting on a pipe: a launch pays no fork
+    spares   a store process, serving the rendezvous TCPStore on a fresh 127.0.0.1 port
+             (torchrun's agent serves it on every interface), and two blank ranks waiting on
+             a pipe, forked while the zygote is idle: a launch pays no fork
     a launch each rank gets torchrun's environment (RANK, WORLD_SIZE, MASTER_PORT,
              TORCHELASTIC_USE_AGENT_STORE ...), runs the worker module as __main__, joins a
              real Gloo group through env://, and writes its exit code back to the zygote
@@ -54,7 +55,8 @@ PRELOAD = (
     "safetensors.torch",
     "tokenizers",
 )
-_PRELOADED: dict[str, tuple[str, int]] = {}  # module -> (file, mtime_ns) when the zygote loaded it
+# module (or "file:<path>" for a file a preload() read) -> (file, mtime_ns) when it was loaded
+_PRELOADED: dict[str, tuple[str, int]] = {}
 
 
 def rank_log_dir(log_dir: Path, rank: int) -> Path:
@@ -258,7 +260,7 @@ class _Spares:
 
 def _serve_one(request: LaunchRequest, parent: int, out: TextIO, spares: _Spares) -> None:
     """One launch: hand the spare store and ranks their parts, reply their pids at once and
-    their exit codes when every rank has ended, then fork the next spares."""
+    their exit codes when every rank has ended (the next spares come when it is next idle)."""
     (store, port), ranks = spares.take(request.world_size)
     for rank, (_, job_w, _) in enumerate(ranks):
         job = RankAssignment(request, rank, port).encode()
@@ -296,7 +298,6 @@ def _serve_one(request: LaunchRequest, parent: int, out: TextIO, spares: _Spares
             os.waitpid(pid, 0)
         except ChildProcessError:
             pass  # reaped above
-    spares.refill()
 
 
 def _end_others(
@@ -325,6 +326,23 @@ def _is_project_module(module: object) -> bool:
     return any(base is not None and path.is_relative_to(base) for base in (PACKAGE_DIR, CHECKOUT))
 
 
+def _warm(project_preload: tuple[str, ...]) -> None:
+    """Each preloaded project module's `preload()`: its loads, done once and shared by every
+    forked rank. The files it read are watched like the modules: a rank forked after one
+    changed drops the project's modules, and these caches with them, and loads again."""
+    for name in project_preload:
+        hook = getattr(sys.modules.get(name), "preload", None)
+        if hook is None:
+            continue
+        try:
+            files = hook()
+            stamps = {str(file): os.stat(file).st_mtime_ns for file in files}
+        except Exception:  # noqa: BLE001 - the rank then loads, and fails, with its traceback
+            continue
+        for file, mtime_ns in stamps.items():
+            _PRELOADED[f"file:{file}"] = (file, mtime_ns)
+
+
 def serve(project_preload: tuple[str, ...] = ()) -> None:
     """The zygote: import PRELOAD and `project_preload`, say READY, then serve one launch per
     request line."""
@@ -350,6 +368,7 @@ def serve(project_preload: tuple[str, ...] = ()) -> None:
     import torch
 
     torch.set_num_threads(1)
+    _warm(project_preload)  # after the line above: no torch op here ever starts a thread
     # Everything imported so far lives as long as the zygote: out of the collector's reach,
     # a rank's collections neither walk nor write to those shared pages (copy-on-write).
     gc.collect()
@@ -362,6 +381,9 @@ def serve(project_preload: tuple[str, ...] = ()) -> None:
     while os.getppid() == parent:
         if b"\n" not in pending:
             if not select.select([0], [], [], 0.5)[0]:
+                # Idle: fork the next spares now, not as the last launch ends, when they
+                # would take CPU from the server drawing its result (BENCHMARKS.md, issue 35).
+                spares.refill()
                 continue
             chunk = os.read(0, 65536)
             if not chunk:

@@ -60,6 +60,25 @@ def test_ranks_reuse_preloaded_modules_until_a_project_file_changes(warm):
     assert [r["preloaded"] for r in second.ranks] == [False, False]
 
 
+def test_ranks_find_the_transformer_loaded_until_one_of_its_files_changes(warm):
+    """The Transformer worker's preload(): its hash-checked start and windows are loaded once
+    in the zygote; once a file they came from is touched, a rank drops them with the
+    project's modules and loads (and checks) them again."""
+    worker = "tests.runners.workers.reports_preloaded"
+    first = launcher.launch(worker, 2, runtime=warm)
+    assert first.ok, first.message
+    assert [(r["start"], r["windows"]) for r in first.ranks] == [(True, True)] * 2
+    touched = ROOT / "pclab" / "artifacts" / "adamw_state.safetensors"
+    before = touched.stat()
+    try:
+        os.utime(touched, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        second = launcher.launch(worker, 2, runtime=warm)
+    finally:
+        os.utime(touched, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert second.ok, second.message
+    assert [(r["preloaded"], r["start"]) for r in second.ranks] == [(False, False)] * 2
+
+
 def test_a_spare_rank_killed_while_it_waits_is_never_used(warm):
     """The zygote forks ranks ahead of time; one that dies while waiting is replaced."""
     (zygote,) = warm.pool.zygote_pids()
@@ -68,7 +87,7 @@ def test_a_spare_rank_killed_while_it_waits_is_never_used(warm):
         with open(f"/proc/{zygote}/task/{zygote}/children") as f:
             return [int(pid) for pid in f.read().split()]
 
-    # the ranks and a store, all waiting (forked again just after the last run's reply)
+    # the ranks and a store, all waiting (forked again once the zygote is idle after a run)
     assert wait_for(lambda: len(spares()) == SPARE_RANKS + 1, 5), spares()
     killed = spares()
     for pid in killed:

@@ -7,6 +7,7 @@ control and N = 0, each from the committed step-800 weights.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from pclab.experiments.base import rank_main
 from pclab.experiments.transformer.lm import data
@@ -114,11 +115,11 @@ def compute(params: Params, rank: int, world: int) -> dict:
     """Every branch on this rank, for the chosen labels, the control and N = 0."""
     import torch
 
-    from pclab.experiments.transformer.lm.branches import Start
+    from pclab.experiments.transformer.lm.branches import shared_start
 
     torch.use_deterministic_algorithms(True)
     windows = data.experiment_windows()
-    start = Start.from_artifacts()
+    start = shared_start()
     optimizers = OPTIMIZER_CHOICES[params.optimizer]
     configs = {"main": params.labels, "control": control_labels(world)}
     single = _single_process_gradients(start, windows, configs, rank, world)
@@ -142,6 +143,20 @@ def compute(params: Params, rank: int, world: int) -> dict:
         "control": runs["control"],
         "zero_labels": _zero_labels(start, windows, rank, world),
     }
+
+
+def preload() -> tuple[Path, ...]:
+    """What every rank loads first - the four windows (a tokenised corpus) and the step-800
+    start, each hash-checked - loaded once in the warm pool's zygote (runners.zygote), which
+    every rank is forked from: 56 ms less a rank (BENCHMARKS.md, issue 35). Returns the files
+    they came from: the zygote watches them as it watches the project's modules."""
+    from pclab.experiments.transformer.lm import artifacts
+    from pclab.experiments.transformer.lm.branches import shared_start
+
+    data.experiment_windows()
+    shared_start()
+    names = (artifacts.MANIFEST, artifacts.TOKENIZER, artifacts.WEIGHTS, artifacts.ADAMW_STATE)
+    return (*data.corpus_paths(), *(artifacts.ROOT / name for name in names))
 
 
 def main(argv: list[str] | None = None) -> None:

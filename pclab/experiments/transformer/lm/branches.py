@@ -32,6 +32,7 @@ import copy
 import hashlib
 import math
 from dataclasses import dataclass, field
+from functools import cache
 
 import torch
 
@@ -80,6 +81,14 @@ class Start:
         if optimizer == "sgd":
             return model, torch.optim.SGD(model.parameters(), lr=SGD_LR, foreach=False)
         return model, artifacts.adamw(model, self.adamw_tensors)
+
+
+@cache
+def shared_start() -> Start:
+    """`Start.from_artifacts()`, once per process. Nothing ever writes to it (`model` copies
+    the loaded model, `fresh` clones AdamW's state), so every update may start from it; a
+    rank forked from the warm pool's zygote finds it loaded there (`worker.preload`)."""
+    return Start.from_artifacts()
 
 
 @dataclass
