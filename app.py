@@ -10,7 +10,6 @@ import os
 
 import streamlit as st
 
-from pclab.experiments import registry
 from pclab.paths import PACKAGE_DIR
 from pclab.ui import preload, serving
 from pclab.ui.language import t
@@ -26,7 +25,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # The server forks real runs' ranks from pre-imported processes (the warm pool) unless
 # PCL_WARM_POOL=0; the first one starts in the background now, importing every registered
 # experiment's rank-side code ahead, so the first real run does not wait for it.
-serving.start(registry.worker_modules())
+serving.started()
 FAVICON = str(PACKAGE_DIR / "ui" / "favicon.svg")
 
 # The favicon is the lab's own file, inlined as a data: URL: a ":material/...:" one would have

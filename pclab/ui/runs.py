@@ -118,7 +118,7 @@ def run_with_status(label: str, experiment: str | Experiment, **raw: object) -> 
 
     live = _Live(label)
     result = experiment.run(
-        params, progress=live.on_event, cancel=live.heartbeat, runtime=serving.runtime()
+        params, progress=live.on_event, cancel=live.heartbeat, runtime=serving.started()
     )
     live.finish(result)
     if live.fallback and not st.session_state.get(FALLBACK_SHOWN_KEY):

@@ -22,6 +22,7 @@ import sys
 
 import streamlit as st
 
+from pclab.experiments import registry
 from pclab.runners import scratch
 from pclab.runners.runtime import Runtime
 from pclab.runners.settings import Settings
@@ -68,6 +69,16 @@ def start(preload: tuple[str, ...]) -> Runtime:
         preload = (*preload, *_framework_modules())
     served.pool.prestart(preload=preload)
     return served
+
+
+def started() -> Runtime:
+    """`start` with every registered experiment's rank-side code to preload: what app.py
+    calls on each full script run, and what every run asks for (ui.runs). A press on Run
+    reruns its fragment only (ui.run_panel.run_section), not app.py: after Streamlit's
+    caches were cleared ("Clear caches" drops the runtime), that press would otherwise build
+    a runtime whose pool was never started with its preloads (a Hugging Face Trainer check
+    then took 3.0 s instead of 1.3 s: BENCHMARKS.md, issue 35)."""
+    return start(registry.worker_modules())
 
 
 @functools.cache
