@@ -15,11 +15,12 @@ click started has ended (no running indicator).
 
 Every press is uncached: each repeat opens the page in a fresh session through a deep link
 with one input changed (06: wq, Transformer: the labels of window 0, the check page: another
-bundled file, or K); page 08's run takes no
-input, so the server runs with the developer toolbar (`--client.toolbarMode developer`, its
-only difference) and the bench clears Streamlit's caches (the "c" shortcut) before each
-press. The first press on a page is a warm-up and is reported on its own ("first press"):
-it also pays the server's first import of the run panel, the experiment and its report.
+bundled file, or K). The first press on a page is a warm-up and is reported on its own
+("first press"): it also pays the server's first import of the run panel, the experiment and
+its report. Page 08's run takes no input, so only its first press is uncached: that press
+is its figure (one a round). Clearing Streamlit's caches before each press, as this bench
+once did, also dropped the server's runtime and its warm pool: every such "press" then
+waited for a new pool (4.6 s), which no visitor ever sees.
 The peak memory of the server's process tree is read during the warm-up presses only: the
 reading itself takes CPU on the same two cores as the click it would be timing.
 """
@@ -182,13 +183,6 @@ def settle(tab, timeout_s: float = 120.0) -> None:
         tab.wait_for_timeout(200)
 
 
-def clear_caches(tab) -> None:
-    """Streamlit's "Clear caches" (the developer toolbar's "c" shortcut, then confirm)."""
-    tab.locator("body").press("c")
-    tab.get_by_role("button", name="Clear caches").click()
-    tab.get_by_role("button", name="Clear caches").wait_for(state="detached")
-
-
 class TreeSampler(threading.Thread):
     """Peak PSS and RSS of a process and all its descendants, every `interval_s`, except while
     `paused` is set: reading every process's smaps_rollup ten times a second took 0.3 s of CPU
@@ -254,7 +248,6 @@ def measure(
         env["PCL_WARM_POOL"] = "1" if pool == "on" else "0"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    options = ("--client.toolbarMode", "developer", *options)
     server = start_server(port, env=env, options=options, root=root)
     out: dict = {"pool": pool or "default", "pages": {}, "load_start": loadavg()}
     sampler = TreeSampler(server.pid)
@@ -268,18 +261,17 @@ def measure(
         for page in pages:
             case = CASES[page]
             rows = []
-            for i in range(repeats + 1):
+            for i in range(repeats + 1 if case.query else 1):
                 tab.goto(f"{url}/{case.path}{case.query_for(i)}")
                 settle(tab)
-                if case.query is None and i > 0:
-                    clear_caches(tab)
                 if i > 0:  # the timed presses; the warm-up press is metered
                     sampler.paused.set()
                 try:
                     rows.append(press(tab, case))
                 finally:
                     sampler.paused.clear()
-            out["pages"][page] = {"first": rows[0], "presses": rows[1:]}
+            # a page whose run takes no input: its first press is its only uncached one
+            out["pages"][page] = {"first": rows[0], "presses": rows[1:] or rows}
         context.close()
         out["server_kb"] = memory.rss_kb(server.pid)
     finally:
@@ -380,7 +372,8 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
         f"{repeats} uncached presses per page per round after one warm-up press ('first press', "
         f"one per round), {rounds} round(s), every server variant once per round, in turn. Each "
         "press is in a fresh session opened through a deep link with one input changed (page "
-        "08: Streamlit's caches cleared instead); each variant runs on a fresh server. The clock "
+        "08, whose run takes no input: its first press only); each variant runs on a fresh "
+        "server. The clock "
         "runs inside the page, from the click to the verdict."
         + (
             f" 1-minute load average when each server started: {min(loads):.1f}–{max(loads):.1f}."
