@@ -6,7 +6,8 @@ An experiment package (`pclab/experiments/<name>/`, see README.md there) defines
                 validates (`Params.checked(**raw)`), makes the CLI options and the worker's
                 arguments, and knows its `world_size`
     worker.py   `main(argv=None)`: `rank_main(Params, compute, argv)` (below) runs the torch
-                code of one rank, started by torchrun or the warm pool
+                code of one rank, started by torchrun or the warm pool; optionally
+                `preload()`, which the pool's zygote calls once (runners/zygote.py)
     report.py   `build_report(ranks)`: every rank's JSON into one report (the CLI's JSON), and
                 `agrees(report)`: does the run match its independent reference?
     __main__.py experiments.command.entry: a rank runs the worker, anything else the CLI
