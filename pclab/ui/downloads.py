@@ -152,7 +152,15 @@ def prepare_table(
     column_config: ColumnConfigMappingInput | None = None,
     key: str | None = None,
 ) -> PreparedTable:
-    """`table`'s work without drawing anything: see `table` for the arguments."""
+    """`st.dataframe` plus CSV and JSON downloads of the same rows, computed: `.draw()` draws
+    them (`table` does both at once).
+
+    `data`: the rows as data when `frame` holds display text (a figure formatted as
+    "+24 → +3", a shortened hash, "skipped"): the download then has one number per cell,
+    full hashes and empty cells for undefined values. Its columns take the same headers.
+    `static`: an st.table instead, whose cells wrap (nothing cut, at any width).
+    `hide_index`, `column_config`, `key`: st.dataframe's (`column_config` heads the downloads).
+    """
     export = export_frame(frame if data is None else data, column_config)
     return PreparedTable(
         frame,
@@ -166,33 +174,9 @@ def prepare_table(
     )
 
 
-def table(
-    frame: pd.DataFrame | object,
-    name: str,
-    *,
-    data: pd.DataFrame | None = None,
-    static: bool = False,
-    hide_index: bool | None = None,
-    column_config: ColumnConfigMappingInput | None = None,
-    key: str | None = None,
-) -> None:
-    """`st.dataframe` plus CSV and JSON downloads of the same rows.
-
-    `data`: the rows as data when `frame` holds display text (a figure formatted as
-    "+24 → +3", a shortened hash, "skipped"): the download then has one number per cell,
-    full hashes and empty cells for undefined values. Its columns take the same headers.
-    `static`: an st.table instead, whose cells wrap (nothing cut, at any width).
-    `hide_index`, `column_config`, `key`: st.dataframe's (`column_config` heads the downloads).
-    """
-    prepare_table(
-        frame,
-        name,
-        data=data,
-        static=static,
-        hide_index=hide_index,
-        column_config=column_config,
-        key=key,
-    ).draw()
+def table(frame: pd.DataFrame | object, name: str, **options: Any) -> None:
+    """`prepare_table(frame, name, **options)`, drawn at once."""
+    prepare_table(frame, name, **options).draw()
 
 
 def run_record(result: RunResult, params: dict[str, object], experiment: str) -> dict[str, Any]:

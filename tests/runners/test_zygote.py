@@ -41,6 +41,17 @@ def warm(warm_mark, tmp_path_factory):
     assert marked(warm_mark) == [], "a zygote, store or rank outlived the pool's shutdown"
 
 
+def _launch_after_touching(path, worker: str, runtime):
+    """A launch of `worker` while `path`'s modification time says it was edited (restored
+    after, to the nanosecond: the zygote compares stamps for equality)."""
+    before = path.stat()
+    try:
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        return launcher.launch(worker, 2, runtime=runtime)
+    finally:
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
 def test_ranks_reuse_preloaded_modules_until_a_project_file_changes(warm):
     """Ranks start with the zygote's imports of the lab's modules; once one of those files is
     edited, every rank reads the project afresh (an edit is never run stale)."""
@@ -50,12 +61,7 @@ def test_ranks_reuse_preloaded_modules_until_a_project_file_changes(warm):
     assert [r["preloaded"] for r in first.ranks] == [True, True]
     # imported by a preloaded worker
     edited = ROOT / "pclab" / "experiments" / "negatives" / "params.py"
-    before = edited.stat()
-    try:
-        os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
-        second = launcher.launch(worker, 2, runtime=warm)
-    finally:
-        os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns))
+    second = _launch_after_touching(edited, worker, warm)
     assert second.ok, second.message
     assert [r["preloaded"] for r in second.ranks] == [False, False]
 
@@ -69,12 +75,7 @@ def test_ranks_find_the_transformer_loaded_until_one_of_its_files_changes(warm):
     assert first.ok, first.message
     assert [(r["start"], r["windows"]) for r in first.ranks] == [(True, True)] * 2
     touched = ROOT / "pclab" / "artifacts" / "adamw_state.safetensors"
-    before = touched.stat()
-    try:
-        os.utime(touched, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
-        second = launcher.launch(worker, 2, runtime=warm)
-    finally:
-        os.utime(touched, ns=(before.st_atime_ns, before.st_mtime_ns))
+    second = _launch_after_touching(touched, worker, warm)
     assert second.ok, second.message
     assert [(r["preloaded"], r["start"]) for r in second.ranks] == [(False, False)] * 2
 
