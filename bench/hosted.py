@@ -389,6 +389,9 @@ def soak(runs: int, warmup: int = 10, env: dict | None = None) -> dict:
                 settle(tab)
                 out["answers"].append(press(tab, CASES["parameters"])["result_s"])
                 if i + 1 == warmup:
+                    # as at the end: the zygote forks its next spares once idle (0.5 s), so
+                    # both readings are of a zygote holding them
+                    time.sleep(1.0)
                     zygote = (server.zygotes() or [None])[0]
                     out["after_warmup"] = {
                         "server": _process_figures(server.proc.pid),

@@ -53,21 +53,45 @@ def _missing(reason: str) -> None:
 @contextmanager
 def streamlit_server(env: dict | None = None):
     """`streamlit run app.py` on a free local port (with `env` added to its environment);
-    yields its URL once healthy, and stops it (SIGTERM, as a host would) afterwards."""
-    port = free_port()
-    server = start_server(port, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        if not wait_healthy(server, url, timeout_s=60):
-            pytest.fail(f"streamlit did not become healthy on port {port}")
-        yield url
-    finally:
-        os.killpg(server.pid, 15)
+    yields its URL once healthy, and stops it (SIGTERM, as a host would) afterwards.
+
+    A free port can be taken between `free_port` and the server's bind (the ranks' Gloo
+    sockets and the pool's stores bind ephemeral ports all the time): a server that says so
+    and exits is started again on another port, up to three times."""
+    with tempfile.TemporaryFile() as log:
+        for _ in range(3):
+            port = free_port()
+            log.seek(0)
+            log.truncate()
+            server = start_server(port, env=env, log=log)
+            url = f"http://127.0.0.1:{port}"
+            if wait_healthy(server, url, timeout_s=60):
+                break
+            _stop(server)
+            log.seek(0)
+            said = log.read().decode(errors="replace")
+            taken = (f"Port {port} is not available", f"Port {port} is already in use")
+            if not any(words in said for words in taken):  # Streamlit's words for it
+                pytest.fail(f"streamlit did not become healthy on port {port}: {said[-2000:]}")
+        else:
+            pytest.fail("streamlit found every port it was given already in use")
         try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, 9)
-            server.wait()
+            yield url
+        finally:
+            _stop(server)
+
+
+def _stop(server: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group, then SIGKILL after 15 s; a group already gone
+    (a server that exited by itself) is fine."""
+    try:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=15)
+    except ProcessLookupError:
+        server.wait()
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, 9)
+        server.wait()
 
 
 @pytest.fixture(scope="session")
