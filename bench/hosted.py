@@ -162,12 +162,18 @@ class Server:
             tab.goto(self.url)
             tab.wait_for_selector('[data-testid="stAppViewContainer"] h1', timeout=120_000)
             browser.close()
+        return self.idle_zygote(timeout_s) is not None
+
+    def idle_zygote(self, timeout_s: float = 60.0) -> int | None:
+        """A zygote holding its spares (a store and two ranks: it forks them once idle after
+        a run), or None if none does within `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if any(len(memory.children(z)) >= 3 for z in self.zygotes()):
-                return True
+            ready = [z for z in self.zygotes() if len(memory.children(z)) >= 3]
+            if ready:
+                return ready[0]
             time.sleep(0.2)
-        return False
+        return None
 
     def extra_processes(self) -> list[str]:
         """Descendants that are neither a zygote nor one of its idle spares."""
@@ -388,11 +394,8 @@ def soak(runs: int, warmup: int = 10, env: dict | None = None) -> dict:
                 tab.wait_for_timeout(100)
                 settle(tab)
                 out["answers"].append(press(tab, CASES["parameters"])["result_s"])
-                if i + 1 == warmup:
-                    # as at the end: the zygote forks its next spares once idle (0.5 s), so
-                    # both readings are of a zygote holding them
-                    time.sleep(1.0)
-                    zygote = (server.zygotes() or [None])[0]
+                if i + 1 == warmup:  # both readings of an idle zygote holding its spares
+                    zygote = server.idle_zygote()
                     out["after_warmup"] = {
                         "server": _process_figures(server.proc.pid),
                         "zygote": _process_figures(zygote),
@@ -400,7 +403,7 @@ def soak(runs: int, warmup: int = 10, env: dict | None = None) -> dict:
                     }
             browser.close()
         time.sleep(1.0)
-        zygote = (server.zygotes() or [None])[0]
+        zygote = server.idle_zygote()
         out["at_end"] = {
             "server": _process_figures(server.proc.pid),
             "zygote": _process_figures(zygote),
