@@ -118,7 +118,7 @@ class PreparedTable:
 
     def draw(self) -> None:
         if self.static:
-            st.table(export_frame(self.frame, self.column_config), hide_index=True)
+            st.table(self.frame, hide_index=True)
         else:
             st.dataframe(
                 self.frame,
@@ -162,6 +162,8 @@ def prepare_table(
     `hide_index`, `column_config`, `key`: st.dataframe's (`column_config` heads the downloads).
     """
     export = export_frame(frame if data is None else data, column_config)
+    if static:  # an st.table shows the headers the downloads carry
+        frame = export_frame(frame, column_config)
     return PreparedTable(
         frame,
         name,

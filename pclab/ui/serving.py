@@ -1,10 +1,10 @@
 """The Streamlit server's one lab runtime, and what the server turns on that a CLI or a test
 harness does not: the warm pool.
 
-app.py calls `start()` on every script run (cheap after the first). The first call builds the
+app.py calls `started()` on every script run (cheap after the first). The first call builds the
 server's one `Runtime` (pclab.runners.runtime: settings, memory budget, run queue, warm pool)
 from the PCL_* settings; a malformed one stops the server there, naming the variable. Every
-page's run goes through `runtime()` (ui.runs), so visitors share one line and one pool. In a
+page's run goes through `started()` (ui.runs), so visitors share one line and one pool. In a
 real server (`streamlit run app.py`) the settings left unset take the server's defaults
 (`Settings.served`: PCL_WARM_POOL unset means on), and the pool's first zygote starts in the
 background, importing every registered experiment's rank-side code ahead (and the installed
@@ -47,11 +47,17 @@ def runtime() -> Runtime:
     return Runtime.start(settings)
 
 
-def start(preload: tuple[str, ...]) -> Runtime:
+def started() -> Runtime:
     """The server's runtime, and its warm pool's first zygote (when the pool is on and has
-    none): `preload` names the modules each zygote imports ahead, and the installed training
-    frameworks' are added unless PCL_PRELOAD_FRAMEWORKS=0 (a framework check from the
-    "Frameworks, measured" page then answers in ~2 s instead of ~5 s: BENCHMARKS.md).
+    none), which imports every registered experiment's rank-side code ahead, and the
+    installed training frameworks' unless PCL_PRELOAD_FRAMEWORKS=0 (a framework check from
+    the "Frameworks, measured" page then answers in ~2 s instead of ~5 s: BENCHMARKS.md).
+
+    app.py calls it on each full script run, and every run asks for it (ui.runs): a press on
+    Run reruns its fragment only (ui.run_panel.run_section), not app.py, and after Streamlit's
+    caches were cleared ("Clear caches" drops the runtime) that press would otherwise build a
+    runtime whose pool was never started with its preloads (a Hugging Face Trainer check then
+    took 3.0 s instead of 1.3 s: BENCHMARKS.md, issue 35).
 
     A malformed PCL_* setting stops the real server on its first script run (Streamlit runs
     app.py for the first time when the first page is opened): one line on stderr naming the
@@ -65,20 +71,11 @@ def start(preload: tuple[str, ...]) -> Runtime:
         sys.stderr.write(f"Parallel Correctness Lab cannot start: {error}\n")
         sys.stderr.flush()
         os._exit(2)  # the whole server: no page could honour the setting
+    preload = registry.worker_modules()
     if served.settings.preload_frameworks:  # PCL_PRELOAD_FRAMEWORKS=0 leaves them to the ranks
         preload = (*preload, *_framework_modules())
     served.pool.prestart(preload=preload)
     return served
-
-
-def started() -> Runtime:
-    """`start` with every registered experiment's rank-side code to preload: what app.py
-    calls on each full script run, and what every run asks for (ui.runs). A press on Run
-    reruns its fragment only (ui.run_panel.run_section), not app.py: after Streamlit's
-    caches were cleared ("Clear caches" drops the runtime), that press would otherwise build
-    a runtime whose pool was never started with its preloads (a Hugging Face Trainer check
-    then took 3.0 s instead of 1.3 s: BENCHMARKS.md, issue 35)."""
-    return start(registry.worker_modules())
 
 
 @functools.cache
