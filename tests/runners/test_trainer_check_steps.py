@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from pclab.experiments.trainer_check import probe, worker
+from pclab.experiments.trainer_check import pipeline, probe
 from pclab.experiments.trainer_check.trainer_file import DTYPES
 
 
@@ -43,9 +43,9 @@ def test_compare_reports_a_non_finite_gap_as_no_number(bad):
 
 
 def test_scenario_tolerance_is_raised_to_ten_floors_never_lowered():
-    assert worker.scenario_tolerance(1e-10, None) == 1e-10
-    assert worker.scenario_tolerance(1e-10, 1e-16) == 1e-10
-    assert worker.scenario_tolerance(1e-10, 1e-6) == pytest.approx(1e-5)
+    assert pipeline.scenario_tolerance(1e-10, None) == 1e-10
+    assert pipeline.scenario_tolerance(1e-10, 1e-16) == 1e-10
+    assert pipeline.scenario_tolerance(1e-10, 1e-6) == pytest.approx(1e-5)
 
 
 @pytest.fixture
@@ -62,14 +62,14 @@ def test_rank_spread_counts_the_same_non_finite_values_as_agreement(one_rank_gro
     """Ranks that hold the same NaN or inf agree (issue 29: that is non_finite, never ranks
     apart); on one rank every state agrees with itself."""
     state = {"parameter w": torch.tensor(values, dtype=torch.float64)}
-    assert worker.rank_spread(state, torch.device("cpu")) == 0.0
+    assert pipeline.rank_spread(state, torch.device("cpu")) == 0.0
 
 
 def test_a_non_finite_value_across_from_a_finite_one_is_no_agreement():
     """What rank_spread's MAX and MIN see where one rank holds NaN and another 1.0: the codes
     it puts in for NaN and inf spread past 1e300, so the spread is None (ranks differ)."""
     coded = torch.tensor([math.nan, math.inf, -math.inf], dtype=torch.float64).nan_to_num(
-        nan=worker.NAN_CODE, posinf=worker.INF_CODE, neginf=-worker.INF_CODE
+        nan=pipeline.NAN_CODE, posinf=pipeline.INF_CODE, neginf=-pipeline.INF_CODE
     )
     assert all(abs(float(x) - 1.0) >= 1e300 for x in coded)
     assert len({float(x) for x in coded}) == 3  # NaN, inf and -inf stay apart

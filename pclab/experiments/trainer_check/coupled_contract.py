@@ -1,8 +1,9 @@
 """The coupled mode's file contract: a trainer whose loss of one item depends on the others
 (in-batch negatives, BatchNorm statistics), so no loss per label exists (issue 28).
 
-The mode is read from the file here, and only here (`is_coupled`): a file that defines
-`batch_loss`, or `embedding_loss` without `token_losses`, is checked in the coupled mode.
+The mode is read from the file through `claims` (modes.of_module, once, in trainer_file.load): a
+file that defines `batch_loss`, or `embedding_loss` without `token_losses`, is checked in the
+coupled mode.
 
     batch_loss(model, microbatches) -> Tensor   the objective of one update over the
                                      microbatches given, in ONE process (no collective)
@@ -16,14 +17,13 @@ The mode is read from the file here, and only here (`is_coupled`): a file that d
 
 `problems` names what a coupled file lacks; trainer_file.load raises it as TrainerFileError.
 
-    python -c "import pclab.experiments.trainer_check.coupled_contract as c; print(c.MODES)"
+    python -c "import pclab.experiments.trainer_check.coupled_contract as c; print(c.SIGNATURES)"
 """
 
 from __future__ import annotations
 
 from types import ModuleType
 
-MODES = ("token", "coupled")
 SIGNATURES = {  # every function of the coupled contract, as the check calls it
     "build_model": (),
     "batch_loss": ("model", "microbatches"),
@@ -41,7 +41,7 @@ def _defines(module: ModuleType, name: str) -> bool:
     return callable(getattr(module, name, None))
 
 
-def is_coupled(module: ModuleType) -> bool:
+def claims(module: ModuleType) -> bool:
     """The file is a coupled trainer: it defines batch_loss, or embedding_loss (or embed)
     and no token_losses."""
     if _defines(module, "batch_loss"):

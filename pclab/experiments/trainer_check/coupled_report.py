@@ -1,6 +1,7 @@
-"""The trainer check's report in the coupled mode: per scenario, did the step give the same
-update as the global-batch objective on every rank, and which objective did it optimise
-(`scheme`, core.coupled_schemes). One trainer's JSON entry, as the token mode's plus:
+"""The coupled mode's report side (modes.ReportMode): per scenario, did the step give the
+same update as the global-batch objective on every rank, and which objective did it optimise
+(`scheme`, core.coupled_schemes). report.py assembles the trainer's report around it; one
+trainer's JSON entry is the token mode's plus:
 
     mode              "coupled"
     scenarios[].sizes             P x K items per microbatch
@@ -27,10 +28,12 @@ Diagnoses (codes; the token mode's where they apply):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-import pclab.experiments.trainer_check.diagnoses as diagnoses
+from pclab.experiments.trainer_check import judging
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
+from pclab.experiments.trainer_check.judging import RunShape
 
 SCHEME_EXPLANATIONS = {  # scheme -> one line: what the trainer's step optimised
     "global_batch": "the objective over every item of every rank and microstep: the same update",
@@ -83,7 +86,7 @@ def scenario(
         return _result(
             solved, {"passed": False, **nothing, "tolerance": tolerance}, "different", [], []
         )
-    compared = diagnoses.compared(per_rank, tolerance)
+    compared = judging.compared(per_rank, tolerance)
     scheme = solved.get("scheme")
     # Imported here: core.coupled_objectives imports torch, which the pages must not pay for.
     from pclab.core.coupled_objectives import identical_objectives
@@ -94,11 +97,7 @@ def scenario(
     passed = compared["passed"]
     if passed and dtype != "float64" and scheme != "global_batch":
         passed = False  # below the precision a wrong objective can hide; its solve cannot
-    notes = []
-    if all(s["unchanged"] for s in per_rank) and solved["reference_changed"]:
-        notes.append("no_step")
-    if not compared["ranks_agree"]:
-        notes.append("ranks_differ")
+    notes = judging.step_notes(per_rank, compared["ranks_agree"])
     if solved.get("not_finite"):
         notes.append("not_finite")
     verdict = "different" if not passed else "same_update" if evidence else "no_evidence"
@@ -143,22 +142,21 @@ def _diagnosis(code: str, message: str, scenario: str | None = None, **details: 
     return {"code": code, "message": message, "scenario": scenario, **details}
 
 
-def _scenario_diagnoses(
-    s: dict[str, Any], per_rank: list[dict[str, Any]], dtype: str
+def judge(
+    check: Mapping[str, Any], per_scenario: list[list[dict[str, Any]]], run: RunShape
+) -> list[dict[str, Any]]:
+    """Every scenario judged (`scenario`)."""
+    p, k = run.world_size, run.accum_steps
+    return [scenario(ranks, run.tolerance, p, k, run.dtype) for ranks in per_scenario]
+
+
+def scenario_diagnoses(
+    s: dict[str, Any], per_rank: list[dict[str, Any]], check: Mapping[str, Any], run: RunShape
 ) -> list[Diagnosis]:
-    failure = next((r["failure"] for r in per_rank if "failure" in r), None)
+    failure = judging.failure_of(per_rank)
     if failure is not None:  # the same diagnosis on every rank (guard.alone, relaunch.py)
         return [failure]
-    found: list[Diagnosis] = []
-    recast = next((r["dtype_after"] for r in per_rank if r.get("dtype_after")), None)
-    if recast:
-        found.append(diagnoses.dtype_after(s["name"], recast[0], recast[1], dtype))
-    extra = next(
-        (r["extra_state"] for r in per_rank if (r.get("extra_state") or {}).get("keys")), None
-    )
-    if extra:
-        keys, parameters = extra["keys"], extra["parameters"]
-        found.append(diagnoses.extra_optimizer_state(s["name"], keys, parameters, 1))
+    found = judging.state_diagnoses(s["name"], per_rank, run.dtype, 1)
     if s["verdict"] == "no_evidence":
         names = ", ".join(s["untold"]) or "every candidate (nothing is split)"
         message = (
@@ -169,19 +167,11 @@ def _scenario_diagnoses(
     return found
 
 
-def _run_diagnoses(
+def run_diagnoses(
     scenarios: list[dict[str, Any]], per_scenario: list[list[dict[str, Any]]]
 ) -> list[Diagnosis]:
     """Across scenarios: an optimizer never stepped; candidates the callables cannot compute."""
-    found: list[Diagnosis] = []
-    idle = [
-        (s["name"], ranks)
-        for s, ranks in zip(scenarios, per_scenario)
-        if ranks[0].get("reference_changed") and all(r.get("stepped") == 0 for r in ranks)
-    ]
-    if idle:
-        changed = any(not r["unchanged"] for _, ranks in idle for r in ranks)
-        found.append(diagnoses.optimizer_not_stepped([n for n, _ in idle], changed))
+    found = judging.not_stepped(scenarios, per_scenario, proves)
     left: dict[str, str] = next((s["left_out"] for s in scenarios if s["left_out"]), {})
     if left:
         message = (
@@ -194,47 +184,21 @@ def _run_diagnoses(
     return found
 
 
-def build_check(
-    check: dict[str, Any], per_scenario: list[list[dict[str, Any]]], first: dict[str, Any]
-) -> dict[str, Any]:
-    """One coupled trainer's report from its entry on rank 0 (`check`), every scenario's ranks
-    (`per_scenario`) and the run's shape (`first`: rank 0's payload)."""
-    p, k, dtype = first["world_size"], first["accum_steps"], check.get("dtype", "float64")
-    scenarios = [scenario(ranks, first["tolerance"], p, k, dtype) for ranks in per_scenario]
-    found: list[Diagnosis] = list(check["diagnoses"])
-    unusable = bool(found)
-    for s, ranks in zip(scenarios, per_scenario):
-        found += _scenario_diagnoses(s, ranks, dtype)
-    found += _run_diagnoses(scenarios, per_scenario)
-    status = _status(scenarios, unusable)
-    if status == "no_evidence":
-        why = (
-            "with P = 1 and K = 1 nothing is split"
-            if p * k == 1
-            else "no scenario tells the global batch from every other objective"
-        )
-        rerun = "Run with more ranks or microsteps (--world-size 2 --accum 2, the default)"
-        found.append(_diagnosis("no_evidence", f"no evidence: {why}. {rerun}"))
-    return {
-        "trainer": check["trainer"],
-        "mode": "coupled",
-        "world_size": p,
-        "accum_steps": k,
-        "tolerance": first["tolerance"],
-        "passed": status == "same_update",
-        "status": status,
-        "scenarios": scenarios,
-        "skipped_scenarios": check.get("skipped", []),
-        "dtype": dtype,
-        "max_grad_norm": check.get("max_grad_norm"),
-        "device": check.get("device", "cpu"),
-        "diagnoses": found,
-    }
+def proves(s: Mapping[str, Any]) -> bool:
+    """Every coupled scenario holds items: any same_update one proves it."""
+    return True
 
 
-def _status(scenarios: list[dict[str, Any]], unusable: bool) -> str:
-    if unusable:
-        return "unusable"
-    if any(s["verdict"] == "different" for s in scenarios):
-        return "different"
-    return "same_update" if any(s["verdict"] == "same_update" for s in scenarios) else "no_evidence"
+def no_evidence_run(world_size: int, accum: int) -> Diagnosis:
+    why = (
+        "with P = 1 and K = 1 nothing is split"
+        if world_size * accum == 1
+        else "no scenario tells the global batch from every other objective"
+    )
+    rerun = "Run with more ranks or microsteps (--world-size 2 --accum 2, the default)"
+    return _diagnosis("no_evidence", f"no evidence: {why}. {rerun}")
+
+
+def fields(check: Mapping[str, Any]) -> dict[str, Any]:
+    """The coupled mode adds no field of its own beyond "mode" (report.py)."""
+    return {}

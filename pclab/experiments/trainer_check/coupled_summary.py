@@ -1,5 +1,5 @@
-"""The coupled mode's human summary (what `pclab check` prints for a file with batch_loss):
-the verdict and diagnoses, then per scenario its verdict, the scheme with its one-line
+"""The coupled mode's summary lines (summary.py writes the headline): the diagnoses, then
+per scenario its verdict, the scheme with its one-line
 explanation, the schemes it cannot be told from, and a scaled update's factor per group."""
 
 from __future__ import annotations
@@ -7,37 +7,23 @@ from __future__ import annotations
 from typing import Any
 
 from pclab.experiments.trainer_check.coupled_report import FIXES, SCHEME_EXPLANATIONS
+from pclab.experiments.trainer_check.summary_words import VERDICT, number
 
 
-def _number(x: float | None) -> str:
-    return "undefined" if x is None else f"{x:.4g}"
-
-
-def render(
-    check: dict[str, Any], words: tuple[dict[str, str], dict[str, str]], only_failing: bool = False
-) -> str:
-    """One coupled trainer's summary (`words`: summary.py's headline and verdict words, so
-    both modes say them alike; `only_failing`: the scenarios that differ)."""
-    headlines, verdicts = words
-    shape = f"P={check['world_size']} K={check['accum_steps']} tolerance={check['tolerance']:g}"
-    extras = [f"dtype={check['dtype']}"] if check.get("dtype", "float64") != "float64" else []
-    if check.get("max_grad_norm") is not None:
-        extras.append(f"max_grad_norm={check['max_grad_norm']:g}")
-    status = check["status"]
-    head = f"{headlines[status]}  {check['trainer']}  (coupled: {' '.join([shape, *extras])})"
-    lines = [head]
-    lines += [f"  diagnosis {d['code']}: {d['message']}" for d in check["diagnoses"]]
+def lines(check: dict[str, Any], only_failing: bool = False) -> list[str]:
+    """The lines under the headline (`only_failing`: the scenarios that differ)."""
+    lines = [f"  diagnosis {d['code']}: {d['message']}" for d in check["diagnoses"]]
     # Imported here: core.coupled_objectives imports torch, which the pages must not pay for.
     from pclab.core.coupled_objectives import identical_objectives
 
     alike = identical_objectives(check["world_size"], check["accum_steps"])
     for s in check["scenarios"]:
         if not only_failing or s["verdict"] == "different":
-            lines.extend(_scenario(s, alike, verdicts))
+            lines.extend(_scenario(s, alike, VERDICT))
     wrong = next((s["scheme"] for s in check["scenarios"] if s["verdict"] == "different"), None)
     if wrong in FIXES:
         lines.append(f"\n  fix: {FIXES[wrong]}")
-    return "\n".join(lines)
+    return lines
 
 
 def _scenario(
@@ -61,7 +47,7 @@ def _scenario(
         names = ", ".join(group["parameters"])
         lines.append(f"    factor {group['factor']:.6g} on {names}")
     if s["scheme"] == "other":
-        lines.append(f"    residual {_number(s['residual'])} (the best per-parameter fit's)")
+        lines.append(f"    residual {number(s['residual'])} (the best per-parameter fit's)")
         best = min(
             (f for f in s["fits"].items() if f[1]["residual"] is not None),
             key=lambda f: f[1]["residual"],
@@ -70,8 +56,7 @@ def _scenario(
         if best is not None:
             name, fit = best
             lines.append(
-                f"    closest: {name} x {_number(fit['factor'])}, residual "
-                f"{_number(fit['residual'])}"
+                f"    closest: {name} x {number(fit['factor'])}, residual {number(fit['residual'])}"
             )
     if s["first_divergence"]:
         d = s["first_divergence"]

@@ -1,11 +1,12 @@
-"""Torch helpers of the trainer check (rank side): the microbatches, the single-process
-reference step, snapshots of parameters and optimizer state, and their comparison."""
+"""Torch helpers every mode of the trainer check shares on a rank: the microbatches, fresh
+models and optimizers, snapshots of parameters and optimizer state, their comparison and the
+reference's own floor (pipeline.py runs the steps; a mode's `<mode>_rank.py` its objective)."""
 
 from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -16,7 +17,6 @@ from pclab.experiments.trainer_check.trainer_file import Trainer
 
 IGNORE = -100  # a position that does not count (the Hugging Face convention)
 Batch = dict[str, Any]  # one microbatch: whatever the file's token_losses reads
-GLOBAL: list[list[list[Batch]]] = [[]]  # the scenario's P x K microbatches (GLOBAL_BATCH)
 State = dict[str, torch.Tensor]  # "parameter <name>" / "optimizer <key> of <name>" -> float64
 
 
@@ -92,43 +92,10 @@ def labels_at_first_position(batch: Batch) -> int:
     return int((labels[:, 0] != IGNORE).sum())
 
 
-def terms(trainer: Trainer, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
-    """The objective's terms for one microbatch, checked to be a 1-D tensor."""
-    losses = trainer.call("token_losses", model, on_device(batch, model))
-    if not isinstance(losses, torch.Tensor) or losses.dim() != 1:
-        kind = getattr(losses, "shape", type(losses).__name__)
-        raise ValueError(f"token_losses returned {kind}: it must be a 1-D tensor of losses")
-    return losses
-
-
 def make_optimizer(trainer: Trainer, model: torch.nn.Module) -> torch.optim.Optimizer:
     if hasattr(trainer.module, "make_optimizer"):
         return trainer.call("make_optimizer", model.parameters())
     return torch.optim.SGD(model.parameters(), lr=0.1)
-
-
-def reference_step(
-    trainer: Trainer,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    batches: Sequence[Sequence[Batch]],
-    reverse: bool = False,
-) -> int:
-    """One update on the global token mean: sum of every microbatch's terms / N, its global
-    gradient norm clipped once to MAX_GRAD_NORM when the file sets one (as
-    torch.nn.utils.clip_grad_norm_ does it: coefficient max / (norm + 1e-6), at most 1); no
-    step at N = 0 (nothing to average). `reverse`: the microbatches summed in the opposite
-    order (the precision floor). Returns N, the number of terms."""
-    cells = [b for row in batches for b in row]
-    losses = [terms(trainer, model, b) for b in (cells[::-1] if reverse else cells)]
-    n = sum(len(x) for x in losses)
-    if n:
-        optimizer.zero_grad(set_to_none=True)
-        (sum(x.sum() for x in losses) / n).backward()
-        if trainer.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), trainer.max_grad_norm)
-        optimizer.step()
-    return n
 
 
 @dataclass(frozen=True)
@@ -138,40 +105,6 @@ class Reference:
     initial: State  # the fresh model's parameters, before any step
     final: State  # its parameters and optimizer state after the reference step
     floor: float | None  # its own precision floor in DTYPE (see `floor`)
-
-
-def reference_update(
-    trainer: Trainer, batches: Sequence[Sequence[Batch]], device: str
-) -> Reference:
-    """The update the user's step must match: a fresh model and the file's optimizer stepped on
-    the global token mean of the whole grid (`reference_step`), in this process alone. A second
-    fresh model takes the same step with the microbatches summed in reverse order: how far the
-    two land apart is the reference's own rounding, which the tolerance must not go below."""
-    model = build(trainer, device)
-    initial = snapshot(model, torch.optim.SGD(model.parameters(), lr=0.0))
-    optimizer = make_optimizer(trainer, model)
-    reference_step(trainer, model, optimizer, batches)
-    final = snapshot(model, optimizer)
-    reordered = build(trainer, device)
-    reordered_optimizer = make_optimizer(trainer, reordered)
-    reference_step(trainer, reordered, reordered_optimizer, batches, reverse=True)
-    own_floor = floor(snapshot(reordered, reordered_optimizer), final, trainer.dtype)
-    return Reference(initial=initial, final=final, floor=own_floor)
-
-
-def flat_gradient(trainer: Trainer, model: torch.nn.Module, batch: Batch) -> list[float]:
-    """d(sum of this microbatch's terms)/d(parameters) at the model's weights, flattened
-    (zeros for a microbatch without terms)."""
-    model.zero_grad(set_to_none=True)
-    losses = terms(trainer, model, batch)
-    if len(losses):
-        losses.sum().backward()
-    parts = [
-        (p.grad if p.grad is not None else torch.zeros_like(p)).detach().flatten()
-        for p in model.parameters()
-    ]
-    flat: list[float] = torch.cat(parts).double().cpu().tolist()
-    return flat
 
 
 def parameters(trainer: Trainer, model: torch.nn.Module, stepped_by_user: bool) -> State:
@@ -292,44 +225,3 @@ def device_of(device: str) -> torch.device:
     if device == "cuda":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
-
-
-@dataclass(frozen=True)
-class RankSteps:
-    """A scenario's steps after its reference, the same in both modes: worker.py defines them
-    (worker.STEPS); the coupled worker gets them from it (it cannot import worker, which
-    imports it)."""
-
-    user_update: Callable[..., Any]
-    compare_updates: Callable[..., dict[str, Any]]
-    sgd_delta: Callable[..., torch.Tensor]
-    rank_spread: Callable[..., float | None]
-    scenario_tolerance: Callable[[float, float | None], float]
-
-
-Solve = Callable[[Trainer, list[list[Batch]], torch.Tensor, str], dict[str, Any]]
-
-
-def judge_scenario(
-    trainer: Trainer,
-    batches: list[list[Batch]],
-    reference: Reference,
-    named: dict[str, Any],
-    at: tuple[float, int, str],
-    steps: RankSteps,
-    solve: Solve,
-) -> dict[str, Any]:
-    """This rank's evidence on one scenario once its reference is stepped, in the order both
-    modes keep: the user's step on this rank's microbatches against the reference (compared,
-    the ranks' spread all-reduced); the step again with SGD at learning rate 1; rank 0 then
-    solves the change (`solve`: each microbatch's weight, or the coupled scheme). Every rank
-    runs every step: the user's collectives and the check's pair up. `named`: the scenario's
-    name and shape, first in the evidence; `at`: --tolerance, this rank, --device."""
-    tolerance, rank, device = at
-    tolerance = steps.scenario_tolerance(tolerance, reference.floor)
-    user = steps.user_update(trainer, batches[rank], device)
-    evidence = {**named, **steps.compare_updates(trainer, user, reference, tolerance, device)}
-    delta = steps.sgd_delta(trainer, batches[rank], device)
-    if rank == 0:  # one rank solves; every rank took part in the collectives above
-        evidence |= solve(trainer, batches, delta, device)
-    return evidence

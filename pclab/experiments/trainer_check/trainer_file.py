@@ -28,7 +28,8 @@ The contract (README, "Check your own trainer"):
 
 A file that defines batch_loss (or embed and embedding_loss without token_losses) is a
 coupled trainer, its loss of one item depending on the others: coupled_contract says which
-functions it needs, and `Trainer.mode` is "coupled" (read here, once).
+functions it needs. The mode is read here, once, from the registry (modes.of_module: the first
+mode whose contract claims the file), and is `Trainer.mode`.
 
 FIRST_POSITION_LABELLED = False is for causal LMs, whose loss shifts the labels: position t
 predicts the label at t + 1, so a label at position 0 is never a term. With it, every counted
@@ -48,18 +49,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pclab.experiments.trainer_check.coupled_contract as coupled_contract
+from pclab.experiments.trainer_check import coupled_contract, modes
+from pclab.experiments.trainer_check.token_contract import SIGNATURES
 
-REQUIRED_FUNCTIONS = ("build_model", "token_losses", "train_step")
-SIGNATURES = {  # every function of the contract, as the check calls it
-    "build_model": (),
-    "token_losses": ("model", "microbatch"),
-    "train_step": ("model", "optimizer", "microbatches"),
-    "make_optimizer": ("params",),
-    "make_microbatch": ("n_terms", "generator"),
-    "full_parameters": ("model",),
-    "fresh_start": (),
-}
 DEFAULT_SEQ_LEN, DEFAULT_BATCH_SIZE, MAX_SIDE = 8, 2, 4096
 MAX_VOCAB = 2**24  # a limit on nothing but typos: real vocabularies (50304, 256000) pass
 DTYPES = ("float64", "float32", "bfloat16")
@@ -92,7 +84,7 @@ class Trainer:
     first_position_labelled: bool = True
     dtype: str = "float64"
     max_grad_norm: float | None = None
-    mode: str = "token"  # coupled_contract.MODES: "coupled" for a file with batch_loss
+    mode: str = "token"  # modes.NAMES: "coupled" for a file with batch_loss
     global_batch: bool = False  # GLOBAL_BATCH: train_step is handed every rank's microbatches
 
     def has(self, name: str) -> bool:
@@ -152,13 +144,10 @@ def load(path: str | Path) -> Trainer:
         raise TrainerFileError(f"{path.name}:{exc.lineno}: SyntaxError: {exc.msg}") from None
     except Exception as exc:  # noqa: BLE001 - an import error, a failing top-level line
         raise TrainerFileError(f"cannot import {where(exc, path, 'the file')}") from None
-    coupled = coupled_contract.is_coupled(module)  # the mode, read from the file
-    if coupled and (lacks := coupled_contract.problems(module)):
+    mode = modes.of_module(module)  # the mode, read from the file
+    if lacks := mode.contract.problems(module):
         raise TrainerFileError(f"{path.name}: {'; '.join(lacks)}")
-    missing = [f for f in REQUIRED_FUNCTIONS if not callable(getattr(module, f, None))]
-    if missing and not coupled:
-        raise TrainerFileError(f"{path.name}: missing {', '.join(f'{m}()' for m in missing)}")
-    _check_signatures(path, module, coupled_contract.SIGNATURES if coupled else SIGNATURES)
+    _check_signatures(path, module, mode.contract.SIGNATURES)
     own_batches = callable(getattr(module, "make_microbatch", None))
     defaults = {
         "VOCAB_SIZE": 1 if own_batches else None,
@@ -199,7 +188,7 @@ def load(path: str | Path) -> Trainer:
         first,
         dtype,
         None if max_norm is None else float(max_norm),
-        "coupled" if coupled else "token",
+        mode.name,
         global_batch,
     )
 

@@ -1,0 +1,263 @@
+"""The trainer check's scenario pipeline on a rank: the steps every mode shares, in order.
+
+Per trainer file, every rank first runs `preflight` (build_model deterministic on two calls
+and across ranks, in DTYPE; then the mode's own contract checks). Per scenario
+(`check_scenario`), every rank
+    1. builds every cell's microbatch, P x K, the same on every rank (mode.batches), and
+       steps a fresh model on the mode's reference objective over the whole grid in this
+       process alone, and once more on the reversed grid for its floor (`reference_update`);
+    2. steps another fresh model with the file's train_step on its own K microbatches (or
+       every rank's, GLOBAL_BATCH) with the file's optimizer (`user_update`) and compares
+       every parameter and optimizer-state tensor with the reference (`compare_updates`),
+       the ranks' spread all-reduced (`rank_spread`);
+    3. runs train_step again with SGD at learning rate 1 (`sgd_delta`); rank 0 asks the mode
+       what that change optimised (mode.solve: each microbatch's weight, or a scheme).
+Every rank runs every step: the user's collectives and the check's pair up. A mode supplies
+only its reference, its solve and its scenario shapes (modes.RankMode); guard.run_units runs
+each scenario alone (worker.check_trainer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pclab.experiments.trainer_check import diagnoses, probe
+from pclab.experiments.trainer_check.diagnoses import Diagnosis
+from pclab.experiments.trainer_check.modes import Batch, Grid, RankMode
+from pclab.experiments.trainer_check.probe import State
+from pclab.experiments.trainer_check.trainer_file import Trainer
+
+if TYPE_CHECKING:  # annotations only; the functions import torch where they use it
+    import torch
+
+NAN_CODE, INF_CODE = 7.0e300, 8.0e300  # NaN and inf in rank_spread: equal where ranks agree
+# bit for bit on where they are; a finite number across from them spreads past 1e300
+FLOOR_FACTOR = 10  # tolerance >= this x the reference's own floor (probe.floor)
+
+
+def rank_spread(state: State, device: torch.device) -> float | None:
+    """max over elements of (max - min across ranks) of the same state; None when the ranks
+    hold differently shaped state, or a NaN or inf where another rank holds something else
+    (ranks that hold the same NaNs agree: that is non_finite, not disagreement)."""
+    import torch
+    import torch.distributed as dist
+
+    vector = [t.flatten() for t in state.values()]
+    flat = torch.cat(vector).to(device) if vector else torch.zeros(0, device=device)
+    flat = flat.nan_to_num(nan=NAN_CODE, posinf=INF_CODE, neginf=-INF_CODE)
+    sizes = torch.tensor([flat.numel(), -flat.numel()], dtype=torch.float64, device=device)
+    dist.all_reduce(sizes, op=dist.ReduceOp.MAX)
+    if sizes[0] != -sizes[1]:
+        return None
+    high, low = flat.clone(), flat.clone()
+    dist.all_reduce(high, op=dist.ReduceOp.MAX)
+    dist.all_reduce(low, op=dist.ReduceOp.MIN)
+    if not flat.numel():
+        return 0.0
+    spread = float((high - low).abs().max())
+    return spread if spread < 1e300 else None
+
+
+def first_non_finite(state: State) -> dict[str, Any] | None:
+    """The first tensor (parameters, then optimizer state) holding a NaN or inf: its name,
+    how many such values, and how many tensors hold any."""
+    bad = [(k, t) for k, t in state.items() if not bool(t.isfinite().all())]
+    if not bad:
+        return None
+    name, tensor = bad[0]
+    return {
+        "tensor": name,
+        "values": int((~tensor.isfinite()).sum()),
+        "nan": bool(tensor.isnan().any()),
+        "tensors": len(bad),
+    }
+
+
+def preflight(trainer: Trainer, mode: RankMode, device: str) -> list[Diagnosis]:
+    """The contract checks that run the file's own code, before any scenario, on every rank:
+    build_model twice (and on every rank) the same, in DTYPE; then the mode's own (one term
+    per counted label, a finite objective). Every rank returns the same verdict (a MAX
+    all-reduce of "found one")."""
+    import torch
+    import torch.distributed as dist
+
+    found: list[Diagnosis] = []
+    first, second = probe.build(trainer, device), probe.build(trainer, device)
+    a, b = first.state_dict(), second.state_dict()
+    for name, tensor in a.items():
+        other = b.get(name)
+        if other is None or other.shape != tensor.shape or not torch.equal(other, tensor):
+            same_shape = other is not None and other.shape == tensor.shape
+            gap = float((other.double() - tensor.double()).abs().max()) if same_shape else None
+            found.append(diagnoses.model_not_deterministic(name, gap, across_ranks=False))
+            break
+    floating = {n: t.detach().double() for n, t in a.items() if t.is_floating_point()}
+    if rank_spread(floating, probe.device_of(device)) != 0.0 and not found:  # every rank joins
+        name = next(iter(floating), "the parameters")
+        found.append(diagnoses.model_not_deterministic(name, None, across_ranks=True))
+    wrong = probe.first_not_in(dict(first.named_parameters()), trainer.dtype)
+    if wrong and not found:
+        found.append(diagnoses.dtype_built(wrong[0], wrong[1], trainer.dtype))
+    if not found:
+        found.extend(mode.preflight(trainer, first))
+    flag = torch.tensor([float(bool(found))], device=probe.device_of(device))
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    if flag.item() and not found:  # another rank found one: this rank stops with it
+        found.append({"code": "elsewhere", "message": "another rank found the file unusable"})
+    return found
+
+
+def reference_update(
+    trainer: Trainer, mode: RankMode, batches: list[list[Batch]], device: str
+) -> probe.Reference:
+    """The update the user's step must match: a fresh model and the file's optimizer stepped on
+    the mode's reference objective over the whole grid, in this process alone. Where the mode
+    asks (mode.reorders), a second fresh model takes the same step with the microbatches in
+    reverse order: how far the two land apart is the reference's own rounding, which the
+    tolerance must not go below."""
+    import torch
+
+    model = probe.build(trainer, device)
+    initial = probe.snapshot(model, torch.optim.SGD(model.parameters(), lr=0.0))
+    optimizer = probe.make_optimizer(trainer, model)
+    mode.reference_step(trainer, model, optimizer, batches)
+    final = probe.snapshot(model, optimizer)
+    reordered = final
+    if mode.reorders(trainer.dtype):
+        other = probe.build(trainer, device)
+        other_optimizer = probe.make_optimizer(trainer, other)
+        mode.reference_step(trainer, other, other_optimizer, [row[::-1] for row in batches[::-1]])
+        reordered = probe.snapshot(other, other_optimizer)
+    return probe.Reference(initial, final, probe.floor(reordered, final, trainer.dtype))
+
+
+def scenario_tolerance(tolerance: float, floor: float | None) -> float:
+    """--tolerance, raised to FLOOR_FACTOR x the reference's own floor: a step cannot be asked
+    to match the reference closer than the reference matches itself (float32, bfloat16)."""
+    return tolerance if floor is None else max(tolerance, FLOOR_FACTOR * floor)
+
+
+@dataclass(frozen=True)
+class UserUpdate:
+    """What the file's own train_step did to a fresh model on this rank."""
+
+    parameters: State  # by name, as the step left them (full_parameters when the file has it)
+    state: State  # parameters as float64, and optimizer state when any rank's optimizer stepped
+    steps: int | None  # optimizer.step() calls, most on any rank (None: none could be counted)
+
+
+def step_batches(
+    trainer: Trainer, batches: list[list[Batch]], rank: int, model: torch.nn.Module
+) -> Any:
+    """What train_step is handed, on the model's device: this rank's K microbatches, or with
+    GLOBAL_BATCH = True every rank's (P lists of K, by rank: the framework's own sampler
+    hands out this rank's). The file's fresh_start() first, when it has one: each call is a
+    new update from a fresh model."""
+    if trainer.has("fresh_start"):
+        trainer.call("fresh_start")
+    if trainer.global_batch:
+        return [[probe.on_device(b, model) for b in row] for row in batches]
+    return [probe.on_device(b, model) for b in batches[rank]]
+
+
+def user_update(trainer: Trainer, batches: list[list[Batch]], rank: int, device: str) -> UserUpdate:
+    """A fresh model and the file's optimizer, stepped by the file's train_step on this rank's K
+    microbatches. The step() calls are counted and all-reduced (MAX): the optimizer state is
+    compared only when some rank's optimizer stepped, so every rank compares the same tensors
+    (an optimizer that is no torch.optim.Optimizer cannot be counted: compared)."""
+    import torch
+    import torch.distributed as dist
+
+    model = probe.build(trainer, device)
+    optimizer = probe.make_optimizer(trainer, model)
+    counter = probe.count_steps(optimizer)
+    trainer.call("train_step", model, optimizer, step_batches(trainer, batches, rank, model))
+    stepped = -1.0 if counter is None else float(counter[0])
+    most = torch.tensor([stepped], device=probe.device_of(device))
+    dist.all_reduce(most, op=dist.ReduceOp.MAX)
+    steps = None if most.item() < 0 else int(most.item())
+    parameters = probe.parameters(trainer, model, stepped_by_user=True)
+    state = probe.snapshot(model, optimizer, parameters, with_optimizer=steps != 0)
+    return UserUpdate(parameters=parameters, state=state, steps=steps)
+
+
+def compare_updates(
+    trainer: Trainer,
+    user: UserUpdate,
+    reference: probe.Reference,
+    tolerance: float,
+    device: str,
+) -> dict[str, Any]:
+    """The user's update against the reference: the largest gap and the first tensor beyond
+    `tolerance`; whether either moved the parameters at all; how far the ranks' updates are
+    apart (an all-reduce: rank_spread); optimizer state only the user's step made; and the
+    first parameter no longer in DTYPE."""
+    want = reference.final
+    if user.steps == 0:  # no optimizer stepped: compare the parameters alone
+        want = {k: t for k, t in want.items() if k.startswith("parameter ")}
+    max_abs_diff, first = probe.compare(user.state, want, tolerance)
+    user_parameters = {k: t for k, t in user.state.items() if k.startswith("parameter ")}
+    return {
+        "max_abs_diff": max_abs_diff,
+        "first_divergence": first,
+        "unchanged": probe.same_state(
+            user_parameters, {k: reference.initial.get(k) for k in user_parameters}
+        ),
+        "reference_changed": not probe.same_state(want, reference.initial),
+        "spread": rank_spread(user.state, probe.device_of(device)),
+        "tolerance": tolerance,
+        "floor": reference.floor,
+        "stepped": user.steps,
+        "extra_state": probe.extra_state(user.state, want),
+        "dtype_after": probe.first_not_in(user.parameters, trainer.dtype),
+        "non_finite": first_non_finite(user.state),
+    }
+
+
+def sgd_delta(trainer: Trainer, batches: list[list[Batch]], rank: int, device: str) -> torch.Tensor:
+    """The file's train_step once more on a fresh model, with SGD at learning rate 1 in place
+    of the file's optimizer: the parameters' change (flat, float64, named_parameters order)
+    is then minus the gradient the step applied, which rank 0's mode.solve reads. Every rank
+    runs it: the user's train_step may hold collectives (DDP's all-reduce)."""
+    import torch
+
+    model = probe.build(trainer, device)
+    order = [n for n, _ in model.named_parameters()]
+    before = probe.flat_parameters(probe.parameters(trainer, model, False), order)
+    sgd = torch.optim.SGD(model.parameters(), lr=1.0)
+    trainer.call("train_step", model, sgd, step_batches(trainer, batches, rank, model))
+    after = probe.flat_parameters(probe.parameters(trainer, model, True), order)
+    return after - before
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario as a rank runs it: its name, its grid and what --counts gave."""
+
+    name: str
+    grid: Grid
+    counts: Grid | None  # --counts / --counts-labels (None: the mode's own scenarios)
+    given: str  # what --counts counts: "terms" or "labels"
+
+
+def check_scenario(
+    trainer: Trainer,
+    mode: RankMode,
+    scenario: Scenario,
+    at: tuple[float, int, str],
+) -> dict[str, Any]:
+    """This rank's evidence on one scenario (report.py judges the ranks' evidence together):
+    the scenario's name and shape, the comparison with the reference, and on rank 0 the
+    mode's solve. `at`: --tolerance, this rank, --device."""
+    tolerance, rank, device = at
+    batches = mode.batches(trainer, scenario.name, scenario.grid, scenario.counts, scenario.given)
+    reference = reference_update(trainer, mode, batches, device)
+    tolerance = scenario_tolerance(tolerance, reference.floor)
+    user = user_update(trainer, batches, rank, device)
+    named = {"name": scenario.name, mode.SHAPE: [list(row) for row in scenario.grid]}
+    evidence = {**named, **compare_updates(trainer, user, reference, tolerance, device)}
+    delta = sgd_delta(trainer, batches, rank, device)
+    if rank == 0:  # one rank solves; every rank took part in the collectives above
+        evidence |= mode.solve(trainer, batches, delta, device)
+    return evidence

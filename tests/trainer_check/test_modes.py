@@ -1,0 +1,56 @@
+"""The mode registry (modes.py): every registered mode supplies each member of the rank and
+report protocols with the arguments pipeline.py and report.py pass, and a file's mode is read
+from the file by the first contract that claims it."""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import pytest
+
+from pclab.experiments.trainer_check import modes
+
+
+def _members(protocol: type) -> dict[str, list[str] | None]:
+    """Protocol member -> its parameter names (None: a plain attribute)."""
+    found: dict[str, list[str] | None] = {}
+    for name in getattr(protocol, "__annotations__", {}):
+        found[name] = None
+    for name, value in vars(protocol).items():
+        if inspect.isfunction(value) and not name.startswith("_"):
+            found[name] = list(inspect.signature(value).parameters)[1:]  # without self
+    return found
+
+
+@pytest.mark.parametrize("mode", modes.MODES, ids=modes.NAMES)
+@pytest.mark.parametrize("side", ["rank", "report"])
+def test_every_mode_supplies_its_protocol(mode, side):
+    protocol = modes.RankMode if side == "rank" else modes.ReportMode
+    module = mode.rank_side() if side == "rank" else mode.report_side()
+    for name, arguments in _members(protocol).items():
+        assert hasattr(module, name), f"{module.__name__} lacks {name}"
+        if arguments is not None:
+            given = list(inspect.signature(getattr(module, name)).parameters)
+            assert given == arguments, f"{module.__name__}.{name}{tuple(given)}"
+
+
+@pytest.mark.parametrize("mode", modes.MODES, ids=modes.NAMES)
+def test_every_mode_has_a_contract_and_summary(mode):
+    for member in ("claims", "problems", "SIGNATURES"):
+        assert hasattr(mode.contract, member)
+    assert callable(mode._side("summary").lines)
+
+
+def test_the_first_contract_that_claims_a_file_reads_its_mode():
+    def fake(**functions):
+        module = types.ModuleType("trainer")
+        for name in functions:
+            setattr(module, name, lambda *a: None)
+        return module
+
+    assert modes.of_module(fake(batch_loss=1, build_model=1)).name == "coupled"
+    assert modes.of_module(fake(embed=1, embedding_loss=1)).name == "coupled"
+    assert modes.of_module(fake(token_losses=1, embed=1)).name == "token"
+    assert modes.of_module(fake()).name == "token"  # the token mode claims every other file
+    assert modes.MODES[-1].name == "token"
