@@ -94,7 +94,7 @@ def fixes(check: dict, example: str) -> None:
         page_link(page.file, label=label, icon=":material/school:")
 
 
-TENSOR = (  # the report's tensor names (probe.State) -> their words in the reader's language
+TENSOR = (  # the report's tensor names (states.State) -> their words in the reader's language
     (re.compile(r"parameter (?P<name>\S+)"), "check.results.tensor_parameter"),
     (re.compile(r"optimizer (?P<key>\S+) of (?P<name>\S+)"), "check.results.tensor_optimizer"),
 )

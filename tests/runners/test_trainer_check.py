@@ -260,7 +260,7 @@ def _contract_file(tmp_path, name: str, extra: str) -> str:
 def test_first_position_labelled_false_never_labels_position_zero(tmp_path):
     """The contract's optional FIRST_POSITION_LABELLED: False moves every counted label off a
     sequence's position 0 (capacity BATCH_SIZE x (SEQ_LEN - 1)); the default is unchanged."""
-    from pclab.experiments.trainer_check import probe
+    from pclab.experiments.trainer_check import microbatches
     from pclab.experiments.trainer_check.trainer_file import TrainerFileError, load
 
     free = load(_contract_file(tmp_path, "free", "FIRST_POSITION_LABELLED = False"))
@@ -268,11 +268,11 @@ def test_first_position_labelled_false_never_labels_position_zero(tmp_path):
     assert (free.capacity, default.capacity) == (12, 15)
     assert not free.first_position_labelled and default.first_position_labelled
     for valid in range(free.capacity + 1):
-        labels = probe.microbatch(free, "uneven", 1, 0, valid)["labels"]
-        assert int((labels != probe.IGNORE).sum()) == valid
-        assert (labels[:, 0] == probe.IGNORE).all()
-    full = probe.microbatch(default, "uneven", 1, 0, default.capacity)["labels"]
-    assert (full != probe.IGNORE).all()  # the default still labels position 0
+        labels = microbatches.microbatch(free, "uneven", 1, 0, valid)["labels"]
+        assert int((labels != microbatches.IGNORE).sum()) == valid
+        assert (labels[:, 0] == microbatches.IGNORE).all()
+    full = microbatches.microbatch(default, "uneven", 1, 0, default.capacity)["labels"]
+    assert (full != microbatches.IGNORE).all()  # the default still labels position 0
     for extra, needle in [
         ("FIRST_POSITION_LABELLED = 0", "must be True or False"),
         ("FIRST_POSITION_LABELLED = False\nSEQ_LEN = 1", "needs SEQ_LEN >= 2"),

@@ -11,13 +11,13 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from pclab.experiments.trainer_check import pipeline, probe
+from pclab.experiments.trainer_check import pipeline, states
 from pclab.experiments.trainer_check.trainer_file import DTYPES
 
 
 @pytest.mark.parametrize("name", DTYPES)
 def test_dtype_name_is_what_dtype_spells(name):
-    assert probe.dtype_name(getattr(torch, name)) == name
+    assert states.dtype_name(getattr(torch, name)) == name
 
 
 def test_first_not_in_names_the_first_tensor_in_another_dtype():
@@ -26,20 +26,20 @@ def test_first_not_in_names_the_first_tensor_in_another_dtype():
         "b": torch.zeros(2, dtype=torch.bfloat16),
         "c": torch.zeros(2, dtype=torch.float32),
     }
-    assert probe.first_not_in(named, "float64") == ("b", "bfloat16")
-    assert probe.first_not_in({"a": named["a"]}, "float64") is None
+    assert states.first_not_in(named, "float64") == ("b", "bfloat16")
+    assert states.first_not_in({"a": named["a"]}, "float64") is None
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_compare_reports_a_non_finite_gap_as_no_number(bad):
     want = {"parameter w": torch.tensor([1.0, 2.0], dtype=torch.float64)}
     got = {"parameter w": torch.tensor([1.0, bad], dtype=torch.float64)}
-    assert probe.compare(got, want, 1e-10) == (
+    assert states.compare(got, want, 1e-10) == (
         None,
         {"tensor": "parameter w", "abs_diff": None, "why": "non-finite"},
     )
-    assert probe.floor(got, got, "float64") is None  # NaN or inf largest: no floor
-    assert probe.compare(want, want, 1e-10) == (0.0, None)
+    assert states.floor(got, got, "float64") is None  # NaN or inf largest: no floor
+    assert states.compare(want, want, 1e-10) == (0.0, None)
 
 
 def test_scenario_tolerance_is_raised_to_ten_floors_never_lowered():
@@ -62,14 +62,14 @@ def test_rank_spread_counts_the_same_non_finite_values_as_agreement(one_rank_gro
     """Ranks that hold the same NaN or inf agree (issue 29: that is non_finite, never ranks
     apart); on one rank every state agrees with itself."""
     state = {"parameter w": torch.tensor(values, dtype=torch.float64)}
-    assert pipeline.rank_spread(state, torch.device("cpu")) == 0.0
+    assert states.rank_spread(state, torch.device("cpu")) == 0.0
 
 
 def test_a_non_finite_value_across_from_a_finite_one_is_no_agreement():
     """What rank_spread's MAX and MIN see where one rank holds NaN and another 1.0: the codes
     it puts in for NaN and inf spread past 1e300, so the spread is None (ranks differ)."""
     coded = torch.tensor([math.nan, math.inf, -math.inf], dtype=torch.float64).nan_to_num(
-        nan=pipeline.NAN_CODE, posinf=pipeline.INF_CODE, neginf=-pipeline.INF_CODE
+        nan=states.NAN_CODE, posinf=states.INF_CODE, neginf=-states.INF_CODE
     )
     assert all(abs(float(x) - 1.0) >= 1e300 for x in coded)
     assert len({float(x) for x in coded}) == 3  # NaN, inf and -inf stay apart

@@ -245,7 +245,7 @@ def test_the_default_stays_gloo_when_cuda_says_available(monkeypatch, tmp_path):
 
 
 def test_real_vocabularies_are_accepted(tmp_path):
-    from pclab.experiments.trainer_check import probe
+    from pclab.experiments.trainer_check import microbatches
     from pclab.experiments.trainer_check.trainer_file import MAX_VOCAB, TrainerFileError, load
 
     path = tmp_path / "gpt2_vocab.py"
@@ -255,7 +255,7 @@ def test_real_vocabularies_are_accepted(tmp_path):
     )
     path.write_text(f"VOCAB_SIZE = 50304\n{body}")
     trainer = load(path)
-    ids = probe.microbatch(trainer, "uneven", 0, 0, 5)["input_ids"]
+    ids = microbatches.microbatch(trainer, "uneven", 0, 0, 5)["input_ids"]
     assert trainer.vocab_size == 50304 and int(ids.max()) < 50304
     path.write_text(f"VOCAB_SIZE = {MAX_VOCAB + 1}\n{body}")
     with pytest.raises(TrainerFileError, match=f"1..{MAX_VOCAB}"):

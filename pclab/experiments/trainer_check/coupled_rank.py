@@ -21,7 +21,7 @@ import torch
 
 from pclab.core import coupled_objectives as co
 from pclab.core.coupled_schemes import solve_schemes
-from pclab.experiments.trainer_check import probe
+from pclab.experiments.trainer_check import microbatches
 from pclab.experiments.trainer_check.coupled_report import objective_invalid
 from pclab.experiments.trainer_check.coupled_scenarios import checked_counts, scenario_sizes
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
@@ -66,7 +66,7 @@ def header(trainer: Trainer, counts: Grid | None, given: str) -> dict[str, Any]:
 def batches(
     trainer: Trainer, name: str, grid: Grid, counts: Grid | None, given: str
 ) -> list[list[Batch]]:
-    return probe.scenario_batches(trainer, name, grid)
+    return microbatches.scenario_batches(trainer, name, grid)
 
 
 def reference_step(
@@ -74,7 +74,7 @@ def reference_step(
 ) -> None:
     """One update on the global-batch objective, its gradient norm clipped once to
     MAX_GRAD_NORM when set."""
-    grid = [[probe.on_device(b, model) for b in row] for row in batches]
+    grid = [[microbatches.on_device(b, model) for b in row] for row in batches]
     optimizer.zero_grad(set_to_none=True)
     co.pool_objective("global_batch", global_loss(trainer), model, grid).backward()
     if trainer.max_grad_norm is not None:
@@ -90,8 +90,8 @@ def reorders(dtype: str) -> bool:
 
 def preflight(trainer: Trainer, model: torch.nn.Module) -> list[Diagnosis]:
     """The objective a finite scalar on two microbatches of 2 items."""
-    batches = probe.scenario_batches(trainer, "preflight", [[2], [2]])
-    grid = [[probe.on_device(b, model) for b in row] for row in batches]
+    batches = microbatches.scenario_batches(trainer, "preflight", [[2], [2]])
+    grid = [[microbatches.on_device(b, model) for b in row] for row in batches]
     try:
         co.pool_objective("global_batch", global_loss(trainer), model, grid)
     except ValueError as exc:  # core's InvalidInput: not a scalar, not finite, bad rows
@@ -100,13 +100,12 @@ def preflight(trainer: Trainer, model: torch.nn.Module) -> list[Diagnosis]:
 
 
 def solve(
-    trainer: Trainer, batches: list[list[Batch]], delta: torch.Tensor, device: str
+    trainer: Trainer, batches: list[list[Batch]], delta: torch.Tensor, model: torch.nn.Module
 ) -> dict[str, Any]:
     """The scheme behind `delta` (flat, named_parameters order): each candidate's gradient at
-    the initial weights (a candidate whose callables raise is left out, with why), the
-    change over the reference's clip coefficient, and core.coupled_schemes.solve_schemes."""
-    model = probe.build(trainer, device)
-    grid = [[probe.on_device(b, model) for b in row] for row in batches]
+    the fresh `model`'s weights (a candidate whose callables raise is left out, with why),
+    the change over the reference's clip coefficient, and core.coupled_schemes.solve_schemes."""
+    grid = [[microbatches.on_device(b, model) for b in row] for row in batches]
     given = objectives(trainer)
     names = co.NAMED_SCHEMES if given["embed"] else co.POOL_SCHEMES
     grads: dict[str, co.Gradient] = {}

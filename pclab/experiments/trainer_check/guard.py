@@ -231,7 +231,7 @@ def run_units(
     as it goes (the header, each scenario's start and entry: relaunch.py reads them back).
     `where`: the launch's Units, this rank, the index of the file's first scenario; `header`:
     the file's check header and the name of a scenario's shape (label_positions, sizes)."""
-    from pclab.experiments.trainer_check.probe import device_of
+    from pclab.experiments.trainer_check.states import device_of
 
     run, rank, first_unit = where
     lines, shape = header

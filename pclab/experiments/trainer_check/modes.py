@@ -119,9 +119,14 @@ class RankMode(Protocol):
         ...
 
     def solve(
-        self, trainer: Trainer, batches: list[list[Batch]], delta: torch.Tensor, device: str
+        self,
+        trainer: Trainer,
+        batches: list[list[Batch]],
+        delta: torch.Tensor,
+        model: torch.nn.Module,
     ) -> dict[str, Any]:
-        """Rank 0: what the SGD change `delta` says the step optimised (weights, a scheme)."""
+        """Rank 0: what the SGD change `delta` says the step optimised (weights, a scheme),
+        from the gradients at a fresh `model`'s weights."""
         ...
 
 

@@ -11,7 +11,8 @@ and across ranks, in DTYPE; then the mode's own contract checks). Per scenario
        every parameter and optimizer-state tensor with the reference (`compare_updates`),
        the ranks' spread all-reduced (`rank_spread`);
     3. runs train_step again with SGD at learning rate 1 (`sgd_delta`); rank 0 asks the mode
-       what that change optimised (mode.solve: each microbatch's weight, or a scheme).
+       what that change optimised from a fresh model (mode.solve: each microbatch's weight,
+       or a scheme).
 Every rank runs every step: the user's collectives and the check's pair up. A mode supplies
 only its reference, its solve and its scenario shapes (modes.RankMode); guard.run_units runs
 each scenario alone (worker.check_trainer).
@@ -19,59 +20,109 @@ each scenario alone (worker.check_trainer).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pclab.experiments.trainer_check import diagnoses, probe
+import torch
+
+from pclab.experiments.trainer_check import diagnoses
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
+from pclab.experiments.trainer_check.microbatches import on_device
 from pclab.experiments.trainer_check.modes import Batch, Grid, RankMode
-from pclab.experiments.trainer_check.probe import State
+from pclab.experiments.trainer_check.states import (
+    State,
+    compare,
+    device_of,
+    extra_state,
+    first_non_finite,
+    first_not_in,
+    floor,
+    rank_spread,
+    same_state,
+)
 from pclab.experiments.trainer_check.trainer_file import Trainer
 
-if TYPE_CHECKING:  # annotations only; the functions import torch where they use it
-    import torch
-
-NAN_CODE, INF_CODE = 7.0e300, 8.0e300  # NaN and inf in rank_spread: equal where ranks agree
-# bit for bit on where they are; a finite number across from them spreads past 1e300
-FLOOR_FACTOR = 10  # tolerance >= this x the reference's own floor (probe.floor)
+FLOOR_FACTOR = 10  # tolerance >= this x the reference's own floor (states.floor)
 
 
-def rank_spread(state: State, device: torch.device) -> float | None:
-    """max over elements of (max - min across ranks) of the same state; None when the ranks
-    hold differently shaped state, or a NaN or inf where another rank holds something else
-    (ranks that hold the same NaNs agree: that is non_finite, not disagreement)."""
-    import torch
-    import torch.distributed as dist
+# The file's model and optimizer, fresh for every step, and what they hold.
 
-    vector = [t.flatten() for t in state.values()]
-    flat = torch.cat(vector).to(device) if vector else torch.zeros(0, device=device)
-    flat = flat.nan_to_num(nan=NAN_CODE, posinf=INF_CODE, neginf=-INF_CODE)
-    sizes = torch.tensor([flat.numel(), -flat.numel()], dtype=torch.float64, device=device)
-    dist.all_reduce(sizes, op=dist.ReduceOp.MAX)
-    if sizes[0] != -sizes[1]:
+
+def build(trainer: Trainer, device: str = "cpu") -> torch.nn.Module:
+    """A fresh model from the file, on this rank's device (--device cuda: its local GPU)."""
+    model = trainer.call("build_model")
+    if device == "cuda":
+        model = model.to(torch.device("cuda", torch.cuda.current_device()))
+    return model
+
+
+def make_optimizer(trainer: Trainer, model: torch.nn.Module) -> torch.optim.Optimizer:
+    if hasattr(trainer.module, "make_optimizer"):
+        return trainer.call("make_optimizer", model.parameters())
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The single-process reference of one scenario (the same on every rank)."""
+
+    initial: State  # the fresh model's parameters, before any step
+    final: State  # its parameters and optimizer state after the reference step
+    floor: float | None  # its own precision floor in DTYPE (see `floor`)
+
+
+def model_parameters(trainer: Trainer, model: torch.nn.Module, stepped_by_user: bool) -> State:
+    """The model's parameters by name: the file's full_parameters(model) for a model the
+    user's train_step ran on (sharded or wrapped), else its named_parameters()."""
+    if stepped_by_user and trainer.has("full_parameters"):
+        full = trainer.call("full_parameters", model)
+        if not isinstance(full, dict):
+            raise ValueError("full_parameters returned no dict of {name: tensor}")
+        return {n: torch.as_tensor(t).detach() for n, t in full.items()}
+    return {n: p.detach() for n, p in model.named_parameters()}
+
+
+def flat_parameters(named: State, order: Iterable[str]) -> torch.Tensor:
+    """The named parameters flattened in `order` (names), as float64."""
+    return torch.cat([named[n].flatten() for n in order]).double()
+
+
+def snapshot(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    named: State | None = None,
+    with_optimizer: bool = True,
+) -> State:
+    """Every parameter (`named`, default the model's) and every optimizer-state tensor (step
+    counts included; none when `with_optimizer` is False), by name, as float64."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    named = {n: p.detach() for n, p in model.named_parameters()} if named is None else named
+    state = {f"parameter {n}": p.double().clone() for n, p in named.items()}
+    for param, entries in optimizer.state.items() if with_optimizer else ():
+        for key, value in sorted(entries.items()):
+            if isinstance(value, torch.Tensor):
+                value = value.detach().double().clone()
+            elif isinstance(value, int | float):
+                value = torch.tensor(float(value), dtype=torch.float64)
+            else:
+                continue
+            state[f"optimizer {key} of {names.get(id(param), '?')}"] = value
+    return state
+
+
+def count_steps(optimizer: object) -> list[int] | None:
+    """A one-element list that counts the optimizer's step() calls from now on (None for an
+    optimizer that is no torch.optim.Optimizer: nothing to count with)."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
         return None
-    high, low = flat.clone(), flat.clone()
-    dist.all_reduce(high, op=dist.ReduceOp.MAX)
-    dist.all_reduce(low, op=dist.ReduceOp.MIN)
-    if not flat.numel():
-        return 0.0
-    spread = float((high - low).abs().max())
-    return spread if spread < 1e300 else None
+    steps = [0]
 
+    def hook(*_: object) -> None:
+        steps[0] += 1
 
-def first_non_finite(state: State) -> dict[str, Any] | None:
-    """The first tensor (parameters, then optimizer state) holding a NaN or inf: its name,
-    how many such values, and how many tensors hold any."""
-    bad = [(k, t) for k, t in state.items() if not bool(t.isfinite().all())]
-    if not bad:
-        return None
-    name, tensor = bad[0]
-    return {
-        "tensor": name,
-        "values": int((~tensor.isfinite()).sum()),
-        "nan": bool(tensor.isnan().any()),
-        "tensors": len(bad),
-    }
+    optimizer.register_step_post_hook(hook)
+    return steps
 
 
 def preflight(trainer: Trainer, mode: RankMode, device: str) -> list[Diagnosis]:
@@ -79,11 +130,10 @@ def preflight(trainer: Trainer, mode: RankMode, device: str) -> list[Diagnosis]:
     build_model twice (and on every rank) the same, in DTYPE; then the mode's own (one term
     per counted label, a finite objective). Every rank returns the same verdict (a MAX
     all-reduce of "found one")."""
-    import torch
     import torch.distributed as dist
 
     found: list[Diagnosis] = []
-    first, second = probe.build(trainer, device), probe.build(trainer, device)
+    first, second = build(trainer, device), build(trainer, device)
     a, b = first.state_dict(), second.state_dict()
     for name, tensor in a.items():
         other = b.get(name)
@@ -93,15 +143,15 @@ def preflight(trainer: Trainer, mode: RankMode, device: str) -> list[Diagnosis]:
             found.append(diagnoses.model_not_deterministic(name, gap, across_ranks=False))
             break
     floating = {n: t.detach().double() for n, t in a.items() if t.is_floating_point()}
-    if rank_spread(floating, probe.device_of(device)) != 0.0 and not found:  # every rank joins
+    if rank_spread(floating, device_of(device)) != 0.0 and not found:  # every rank joins
         name = next(iter(floating), "the parameters")
         found.append(diagnoses.model_not_deterministic(name, None, across_ranks=True))
-    wrong = probe.first_not_in(dict(first.named_parameters()), trainer.dtype)
+    wrong = first_not_in(dict(first.named_parameters()), trainer.dtype)
     if wrong and not found:
         found.append(diagnoses.dtype_built(wrong[0], wrong[1], trainer.dtype))
     if not found:
         found.extend(mode.preflight(trainer, first))
-    flag = torch.tensor([float(bool(found))], device=probe.device_of(device))
+    flag = torch.tensor([float(bool(found))], device=device_of(device))
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     if flag.item() and not found:  # another rank found one: this rank stops with it
         found.append({"code": "elsewhere", "message": "another rank found the file unusable"})
@@ -110,32 +160,30 @@ def preflight(trainer: Trainer, mode: RankMode, device: str) -> list[Diagnosis]:
 
 def reference_update(
     trainer: Trainer, mode: RankMode, batches: list[list[Batch]], device: str
-) -> probe.Reference:
+) -> Reference:
     """The update the user's step must match: a fresh model and the file's optimizer stepped on
     the mode's reference objective over the whole grid, in this process alone. Where the mode
     asks (mode.reorders), a second fresh model takes the same step with the microbatches in
     reverse order: how far the two land apart is the reference's own rounding, which the
     tolerance must not go below."""
-    import torch
-
-    model = probe.build(trainer, device)
-    initial = probe.snapshot(model, torch.optim.SGD(model.parameters(), lr=0.0))
-    optimizer = probe.make_optimizer(trainer, model)
+    model = build(trainer, device)
+    initial = snapshot(model, torch.optim.SGD(model.parameters(), lr=0.0))
+    optimizer = make_optimizer(trainer, model)
     mode.reference_step(trainer, model, optimizer, batches)
-    final = probe.snapshot(model, optimizer)
+    final = snapshot(model, optimizer)
     reordered = final
     if mode.reorders(trainer.dtype):
-        other = probe.build(trainer, device)
-        other_optimizer = probe.make_optimizer(trainer, other)
+        other = build(trainer, device)
+        other_optimizer = make_optimizer(trainer, other)
         mode.reference_step(trainer, other, other_optimizer, [row[::-1] for row in batches[::-1]])
-        reordered = probe.snapshot(other, other_optimizer)
-    return probe.Reference(initial, final, probe.floor(reordered, final, trainer.dtype))
+        reordered = snapshot(other, other_optimizer)
+    return Reference(initial, final, floor(reordered, final, trainer.dtype))
 
 
-def scenario_tolerance(tolerance: float, floor: float | None) -> float:
+def scenario_tolerance(tolerance: float, own_floor: float | None) -> float:
     """--tolerance, raised to FLOOR_FACTOR x the reference's own floor: a step cannot be asked
     to match the reference closer than the reference matches itself (float32, bfloat16)."""
-    return tolerance if floor is None else max(tolerance, FLOOR_FACTOR * floor)
+    return tolerance if own_floor is None else max(tolerance, FLOOR_FACTOR * own_floor)
 
 
 @dataclass(frozen=True)
@@ -157,8 +205,8 @@ def step_batches(
     if trainer.has("fresh_start"):
         trainer.call("fresh_start")
     if trainer.global_batch:
-        return [[probe.on_device(b, model) for b in row] for row in batches]
-    return [probe.on_device(b, model) for b in batches[rank]]
+        return [[on_device(b, model) for b in row] for row in batches]
+    return [on_device(b, model) for b in batches[rank]]
 
 
 def user_update(trainer: Trainer, batches: list[list[Batch]], rank: int, device: str) -> UserUpdate:
@@ -166,26 +214,25 @@ def user_update(trainer: Trainer, batches: list[list[Batch]], rank: int, device:
     microbatches. The step() calls are counted and all-reduced (MAX): the optimizer state is
     compared only when some rank's optimizer stepped, so every rank compares the same tensors
     (an optimizer that is no torch.optim.Optimizer cannot be counted: compared)."""
-    import torch
     import torch.distributed as dist
 
-    model = probe.build(trainer, device)
-    optimizer = probe.make_optimizer(trainer, model)
-    counter = probe.count_steps(optimizer)
+    model = build(trainer, device)
+    optimizer = make_optimizer(trainer, model)
+    counter = count_steps(optimizer)
     trainer.call("train_step", model, optimizer, step_batches(trainer, batches, rank, model))
     stepped = -1.0 if counter is None else float(counter[0])
-    most = torch.tensor([stepped], device=probe.device_of(device))
+    most = torch.tensor([stepped], device=device_of(device))
     dist.all_reduce(most, op=dist.ReduceOp.MAX)
     steps = None if most.item() < 0 else int(most.item())
-    parameters = probe.parameters(trainer, model, stepped_by_user=True)
-    state = probe.snapshot(model, optimizer, parameters, with_optimizer=steps != 0)
-    return UserUpdate(parameters=parameters, state=state, steps=steps)
+    named = model_parameters(trainer, model, stepped_by_user=True)
+    state = snapshot(model, optimizer, named, with_optimizer=steps != 0)
+    return UserUpdate(parameters=named, state=state, steps=steps)
 
 
 def compare_updates(
     trainer: Trainer,
     user: UserUpdate,
-    reference: probe.Reference,
+    reference: Reference,
     tolerance: float,
     device: str,
 ) -> dict[str, Any]:
@@ -196,21 +243,21 @@ def compare_updates(
     want = reference.final
     if user.steps == 0:  # no optimizer stepped: compare the parameters alone
         want = {k: t for k, t in want.items() if k.startswith("parameter ")}
-    max_abs_diff, first = probe.compare(user.state, want, tolerance)
+    max_abs_diff, first = compare(user.state, want, tolerance)
     user_parameters = {k: t for k, t in user.state.items() if k.startswith("parameter ")}
     return {
         "max_abs_diff": max_abs_diff,
         "first_divergence": first,
-        "unchanged": probe.same_state(
+        "unchanged": same_state(
             user_parameters, {k: reference.initial.get(k) for k in user_parameters}
         ),
-        "reference_changed": not probe.same_state(want, reference.initial),
-        "spread": rank_spread(user.state, probe.device_of(device)),
+        "reference_changed": not same_state(want, reference.initial),
+        "spread": rank_spread(user.state, device_of(device)),
         "tolerance": tolerance,
         "floor": reference.floor,
         "stepped": user.steps,
-        "extra_state": probe.extra_state(user.state, want),
-        "dtype_after": probe.first_not_in(user.parameters, trainer.dtype),
+        "extra_state": extra_state(user.state, want),
+        "dtype_after": first_not_in(user.parameters, trainer.dtype),
         "non_finite": first_non_finite(user.state),
     }
 
@@ -220,14 +267,12 @@ def sgd_delta(trainer: Trainer, batches: list[list[Batch]], rank: int, device: s
     of the file's optimizer: the parameters' change (flat, float64, named_parameters order)
     is then minus the gradient the step applied, which rank 0's mode.solve reads. Every rank
     runs it: the user's train_step may hold collectives (DDP's all-reduce)."""
-    import torch
-
-    model = probe.build(trainer, device)
+    model = build(trainer, device)
     order = [n for n, _ in model.named_parameters()]
-    before = probe.flat_parameters(probe.parameters(trainer, model, False), order)
+    before = flat_parameters(model_parameters(trainer, model, False), order)
     sgd = torch.optim.SGD(model.parameters(), lr=1.0)
     trainer.call("train_step", model, sgd, step_batches(trainer, batches, rank, model))
-    after = probe.flat_parameters(probe.parameters(trainer, model, True), order)
+    after = flat_parameters(model_parameters(trainer, model, True), order)
     return after - before
 
 
@@ -259,5 +304,5 @@ def check_scenario(
     evidence = {**named, **compare_updates(trainer, user, reference, tolerance, device)}
     delta = sgd_delta(trainer, batches, rank, device)
     if rank == 0:  # one rank solves; every rank took part in the collectives above
-        evidence |= mode.solve(trainer, batches, delta, device)
+        evidence |= mode.solve(trainer, batches, delta, build(trainer, device))
     return evidence

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from pclab.core import update_weights
-from pclab.experiments.trainer_check import diagnoses, probe
+from pclab.experiments.trainer_check import diagnoses, microbatches
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.modes import Batch, Grid
 from pclab.experiments.trainer_check.scenarios import scenario_counts
@@ -54,12 +54,12 @@ def batches(
 ) -> list[list[Batch]]:
     """--counts in terms places its labels off a sequence's position 0 where they fit."""
     off_first = counts is not None and given == "terms"
-    return probe.scenario_batches(trainer, name, grid, off_first)
+    return microbatches.scenario_batches(trainer, name, grid, off_first)
 
 
 def terms(trainer: Trainer, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
     """The objective's terms for one microbatch, checked to be a 1-D tensor."""
-    losses = trainer.call("token_losses", model, probe.on_device(batch, model))
+    losses = trainer.call("token_losses", model, microbatches.on_device(batch, model))
     if not isinstance(losses, torch.Tensor) or losses.dim() != 1:
         kind = getattr(losses, "shape", type(losses).__name__)
         raise ValueError(f"token_losses returned {kind}: it must be a 1-D tensor of losses")
@@ -72,9 +72,9 @@ def preflight(trainer: Trainer, model: torch.nn.Module) -> list[Diagnosis]:
     own = trainer.has("make_microbatch")
     sizes = sorted({0, 1, max(1, trainer.capacity // 3), trainer.capacity}, reverse=True)
     for step, valid in enumerate(sizes):
-        batch = probe.microbatch(trainer, "preflight", 0, step, valid)
+        batch = microbatches.microbatch(trainer, "preflight", 0, step, valid)
         got = len(terms(trainer, model, batch))
-        shifted = not own and got == valid - probe.labels_at_first_position(batch)
+        shifted = not own and got == valid - microbatches.labels_at_first_position(batch)
         if got != valid and not shifted:
             return [diagnoses.terms_mismatch(got, valid, own)]
     return []
@@ -121,11 +121,12 @@ def flat_gradient(trainer: Trainer, model: torch.nn.Module, batch: Batch) -> lis
 
 
 def solve(
-    trainer: Trainer, batches: list[list[Batch]], delta: torch.Tensor, device: str
+    trainer: Trainer, batches: list[list[Batch]], delta: torch.Tensor, model: torch.nn.Module
 ) -> dict[str, Any]:
-    """The term counts and, solved from `delta`, each microbatch's weight x N (over the
-    reference's clip coefficient when the file sets MAX_GRAD_NORM)."""
-    at_start = probe.build(trainer, device)
+    """The term counts and, solved from `delta` against each microbatch's gradient at the
+    fresh `model`'s weights, each microbatch's weight x N (over the reference's clip
+    coefficient when the file sets MAX_GRAD_NORM)."""
+    at_start = model
     grads: list[list[list[float]]] = []
     term_counts: list[list[int]] = []
     for row in batches:
