@@ -16,25 +16,18 @@ pclab/experiments/trainer_check/__init__.py).
 from __future__ import annotations
 
 import ctypes
-import json
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.failures import scenario_failed
 from pclab.experiments.trainer_check.trainer_file import CHECK_STEPS, CURRENT, TrainerRaised
-from pclab.runners.worker import PG_TIMEOUT_ENV
-
-SCENARIO_TIMEOUT_ENV = "PCL_SCENARIO_TIMEOUT_S"  # one scenario's deadline (default 4 x the
-# process group's timeout): past it, the scenario's verdict is `different`, with `timeout`
+from pclab.experiments.trainer_check.units import Units
 
 MARKER = 7.0e11  # the end-of-scenario all_gather carries [MARKER, index]: a paired-up foreign
 # collective shows as other values (a collective one rank skipped)
@@ -262,55 +255,3 @@ def run_units(
 
 def _say_seen(run: Units, rank: int, index: int, seen: dict[str, Any]) -> None:
     run.record(rank, {"unit": index, "seen": seen})
-
-
-@dataclass(frozen=True)
-class Units:
-    """Which scenarios this launch runs, counted across the trainer files in order (a unit is
-    one trainer's scenario): from `skip` on (the launch layer relaunches the rest after a rank
-    died), each one's evidence appended to <progress>/rank<r>.jsonl as it is judged."""
-
-    skip: int = 0
-    progress: str | None = None
-    timeout_s: float = 240.0  # one scenario's deadline on every rank (guard.deadline)
-    pg_timeout_s: float = 60.0  # the process group's: a rank blocked in a collective waits it
-
-    def record(self, rank: int, line: dict[str, Any]) -> None:
-        if self.progress is not None:
-            with Path(self.progress, f"rank{rank}.jsonl").open("a") as out:
-                out.write(json.dumps(line) + "\n")
-
-    def watch_stack(self, rank: int) -> None:
-        """With a progress folder: a rank that dies (a Gloo abort, a segfault) or is stopped
-        (torchrun's SIGTERM once a peer died) leaves its Python stacks in
-        <progress>/rank<r>.stack (faulthandler), from which relaunch.py says what it was
-        doing. Once per process: the file stays open until it exits."""
-        if self.progress is None or _STACKS:
-            return
-        import faulthandler
-        import signal
-
-        _STACKS.append(Path(self.progress, f"rank{rank}.stack").open("w"))  # noqa: SIM115
-        faulthandler.enable(_STACKS[0], all_threads=True)
-        faulthandler.register(signal.SIGTERM, _STACKS[0], all_threads=True, chain=True)
-
-
-_STACKS: list[Any] = []  # the open file faulthandler writes this rank's stacks to
-
-
-def units_of(argv: list[str] | None) -> tuple[list[str] | None, Units]:
-    """The launch layer's own arguments (--skip N, --progress-dir D), taken out of `argv`
-    before the declared parameters are read; the scenario deadline from the environment."""
-    import sys
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    values: dict[str, str] = {}
-    for flag in ("--skip", "--progress-dir"):
-        if flag in args:
-            at = args.index(flag)
-            values[flag] = args[at + 1]
-            del args[at : at + 2]
-    pg_timeout = float(os.environ.get(PG_TIMEOUT_ENV, "60"))
-    timeout_s = float(os.environ.get(SCENARIO_TIMEOUT_ENV, repr(4 * pg_timeout)))
-    units = Units(int(values.get("--skip", 0)), values.get("--progress-dir"), timeout_s, pg_timeout)
-    return args, units

@@ -20,13 +20,12 @@ each scenario alone (worker.check_trainer).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from pclab.experiments.trainer_check import diagnoses
+from pclab.experiments.trainer_check import diagnoses, states
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.microbatches import on_device
 from pclab.experiments.trainer_check.modes import Batch, Grid, RankMode
@@ -83,11 +82,6 @@ def model_parameters(trainer: Trainer, model: torch.nn.Module, stepped_by_user: 
     return {n: p.detach() for n, p in model.named_parameters()}
 
 
-def flat_parameters(named: State, order: Iterable[str]) -> torch.Tensor:
-    """The named parameters flattened in `order` (names), as float64."""
-    return torch.cat([named[n].flatten() for n in order]).double()
-
-
 def snapshot(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -109,20 +103,6 @@ def snapshot(
                 continue
             state[f"optimizer {key} of {names.get(id(param), '?')}"] = value
     return state
-
-
-def count_steps(optimizer: object) -> list[int] | None:
-    """A one-element list that counts the optimizer's step() calls from now on (None for an
-    optimizer that is no torch.optim.Optimizer: nothing to count with)."""
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        return None
-    steps = [0]
-
-    def hook(*_: object) -> None:
-        steps[0] += 1
-
-    optimizer.register_step_post_hook(hook)
-    return steps
 
 
 def preflight(trainer: Trainer, mode: RankMode, device: str) -> list[Diagnosis]:
@@ -218,7 +198,7 @@ def user_update(trainer: Trainer, batches: list[list[Batch]], rank: int, device:
 
     model = build(trainer, device)
     optimizer = make_optimizer(trainer, model)
-    counter = count_steps(optimizer)
+    counter = states.count_steps(optimizer)
     trainer.call("train_step", model, optimizer, step_batches(trainer, batches, rank, model))
     stepped = -1.0 if counter is None else float(counter[0])
     most = torch.tensor([stepped], device=device_of(device))
@@ -269,10 +249,10 @@ def sgd_delta(trainer: Trainer, batches: list[list[Batch]], rank: int, device: s
     runs it: the user's train_step may hold collectives (DDP's all-reduce)."""
     model = build(trainer, device)
     order = [n for n, _ in model.named_parameters()]
-    before = flat_parameters(model_parameters(trainer, model, False), order)
+    before = states.flat_parameters(model_parameters(trainer, model, False), order)
     sgd = torch.optim.SGD(model.parameters(), lr=1.0)
     trainer.call("train_step", model, sgd, step_batches(trainer, batches, rank, model))
-    after = flat_parameters(model_parameters(trainer, model, True), order)
+    after = states.flat_parameters(model_parameters(trainer, model, True), order)
     return after - before
 
 

@@ -7,7 +7,7 @@ check runs again with --progress-dir: every rank appends each scenario it starts
 launcher's one line as its diagnosis (failures.launch_failed) and the next launch starts
 after it (--skip), in the time that is left (no launch once no scenario is left). What each
 rank was doing goes with it: what a surviving rank saw (its "seen" line) or the stack
-faulthandler left in <dir>/rank<r>.stack (guard.Units.watch_stack). Both modes of the check
+faulthandler left in <dir>/rank<r>.stack (units.Units.watch_stack). Both modes of the check
 write these lines (guard.run_units). The ranks' outputs are then put together from those
 lines, as if one launch had run them all. A failure before any scenario started (a
 preflight, an import in the worker) is the run's failure, as before.
@@ -64,7 +64,7 @@ CHECK_DIR = "pclab/experiments/trainer_check/"  # the check's own frames
 def _doing(progress: Path, world_size: int, unit: int) -> dict[int, str]:
     """What each rank was doing in scenario `unit` when the launch ended: what it saw there,
     when it caught the failure (guard.alone's "seen" line: "in train_step(): a peer left the
-    collective"), else from the stacks faulthandler left (guard.Units.watch_stack): the
+    collective"), else from the stacks faulthandler left (units.Units.watch_stack): the
     trainer function the check had called and the innermost line of the user's code, or the
     check's own step. Ranks without either are left out."""
     found: dict[int, str] = {}

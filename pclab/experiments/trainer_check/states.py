@@ -5,7 +5,7 @@ comparison with the reference, the reference's own floor, and the ranks' spread.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
 
 import torch
@@ -126,3 +126,22 @@ def first_non_finite(state: State) -> dict[str, Any] | None:
         "nan": bool(tensor.isnan().any()),
         "tensors": len(bad),
     }
+
+
+def flat_parameters(named: State, order: Iterable[str]) -> torch.Tensor:
+    """The named parameters flattened in `order` (names), as float64."""
+    return torch.cat([named[n].flatten() for n in order]).double()
+
+
+def count_steps(optimizer: object) -> list[int] | None:
+    """A one-element list that counts the optimizer's step() calls from now on (None for an
+    optimizer that is no torch.optim.Optimizer: nothing to count with)."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        return None
+    steps = [0]
+
+    def hook(*_: object) -> None:
+        steps[0] += 1
+
+    optimizer.register_step_post_hook(hook)
+    return steps

@@ -32,6 +32,7 @@ from pclab.experiments.trainer_check.pipeline import Scenario
 from pclab.experiments.trainer_check.report import build_report, exit_code
 from pclab.experiments.trainer_check.scenarios import Grid
 from pclab.experiments.trainer_check.summary import render
+from pclab.experiments.trainer_check.units import Units, units_of
 from pclab.runners.processes import TOKEN_ENV
 from pclab.runners.worker import finish_worker, init_worker, write_rank_output
 
@@ -44,7 +45,7 @@ def check_trainer(
     rank: int,
     world: int,
     device: str = "cpu",
-    units: tuple[int, guard.Units] = (0, guard.Units()),
+    units: tuple[int, Units] = (0, Units()),
     counts_given: str = "terms",
 ) -> dict[str, Any]:
     """This rank's evidence on one trainer file; `units`: the index of its first scenario
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     from torch.distributed.elastic.multiprocessing.errors import record
 
     def run() -> None:
-        args, units = guard.units_of(argv)
+        args, units = units_of(argv)
         params, out_dir = Params.from_worker_args(args)
         rank, world = init_worker(backend="nccl" if params.device == "cuda" else "gloo")
         units.watch_stack(rank)  # a relaunch: a rank that dies says where
