@@ -39,7 +39,7 @@ from runner_support import ROOT
 
 from pclab.experiments.trainer_check import frameworks
 
-RECORD_ENV = "PCL_FRAMEWORK_RECORD"  # examples/trainers/framework_lm.py writes it
+RECORD_ENV = "PCL_FRAMEWORK_RECORD"  # examples/frameworks/shared/framework_lm.py writes it
 STEPS_PER_SCENARIO = 2  # the check's train_step calls: the user's optimizer, then SGD at lr 1
 SPEC_FIELDS = {
     "framework",

@@ -1,4 +1,4 @@
-"""litgpt's fine-tuning loop through the trainer check (examples/trainers/litgpt_finetune.py),
+"""litgpt's fine-tuning loop through the trainer check (examples/frameworks/litgpt/litgpt_finetune.py),
 from litgpt's own environment: litgpt cannot share the lab's (it requires huggingface-hub<1.4,
 transformers 5.24.0 >=1.31), so the check runs under a Python that has it - this one, or the
 environment `python -m bench.framework_env litgpt` builds ($PCL_LITGPT_PYTHON, else

@@ -1,5 +1,5 @@
 """OLMo-core's TransformerTrainModule (FSDP) through the trainer check
-(examples/trainers/olmo_core_train_module.py), from its own environment: ai2-olmo-core 3.0.0
+(examples/frameworks/olmo_core/olmo_core_train_module.py), from its own environment: ai2-olmo-core 3.0.0
 would move the lab's huggingface_hub from 2.4.0 to 1.33.0, so the check runs under the Python
 `python -m bench.framework_env ai2-olmo-core` builds ($PCL_AI2_OLMO_CORE_PYTHON, else
 $TMPDIR/pcl-ai2-olmo-core). Without one, the run's tests skip and say how to build it.

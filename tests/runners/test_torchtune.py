@@ -1,5 +1,5 @@
 """torchtune's full_finetune_distributed recipe through the trainer check
-(examples/trainers/torchtune_full_finetune.py and _masked.py), from torchtune's own environment:
+(examples/frameworks/torchtune/torchtune_full_finetune.py and _masked.py), from torchtune's own environment:
 torchtune 0.6.1 needs torchao, of which only 0.13.0-0.15.0 import beside torch 2.13.0, so the
 check runs under a Python that has it - this one, or the environment
 `python -m bench.framework_env torchtune` builds ($PCL_TORCHTUNE_PYTHON, else
