@@ -22,7 +22,7 @@ import pandas as pd
 import streamlit as st
 
 from pclab.experiments.trainer_check import frameworks
-from pclab.experiments.trainer_check.hf_recorded import installed_version
+from pclab.experiments.trainer_check.frameworks import installed_version
 from pclab.ui import downloads, first_run, i18n
 from pclab.ui import trainer_views as views
 from pclab.ui.language import lang, t

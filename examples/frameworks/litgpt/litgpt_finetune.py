@@ -5,8 +5,8 @@ own accumulation (each microstep's loss / `gradient_accumulation_iters`, backwar
 `fabric.no_backward_sync` until the K-th) and an optimizer its own
 `instantiate_torch_optimizer` builds. litgpt's default setting.
 
-    pclab check examples/frameworks/litgpt/litgpt_finetune.py --json   # under litgpt's own environment
-    python -m bench.framework_env litgpt                      # builds it, records this row
+    pclab check examples/frameworks/litgpt/litgpt_finetune.py --json   # in litgpt's environment
+    python -m bench.framework_env litgpt                   # builds it, records this row
 
 litgpt cannot share the lab's environment (it requires huggingface-hub<1.4, transformers
 5.24.0 >=1.31), hence its own.

@@ -4,8 +4,8 @@ micro-batches (rank_microbatch_size = BATCH_SIZE x SEQ_LEN tokens), divides each
 loss by the rank's label count (`loss_div_factor=batch_num_tokens_for_loss`) and back-propagates
 it through FSDP2, whose reduce-scatter averages over the ranks; `optim_step` steps.
 
-    pclab check examples/frameworks/olmo_core/olmo_core_train_module.py --json   # under its own environment
-    python -m bench.framework_env ai2-olmo-core                       # builds it, records the row
+    pclab check examples/frameworks/olmo_core/olmo_core_train_module.py --json   # its environment
+    python -m bench.framework_env ai2-olmo-core      # builds it, records the row
 
 The model is OLMo-core's own `TransformerConfig.olmo2_1M` at one layer and 11 tokens (9,916
 parameters, float32; no download). OLMo-core labels are aligned with the positions they are

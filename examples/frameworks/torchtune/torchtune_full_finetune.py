@@ -5,8 +5,8 @@ microbatches. torchtune's default setting: labels counted as `text_completion_da
 them, a copy of the tokens, so a label may sit at position 0 of a sequence (FIRST_POSITION_
 LABELLED, the check's default); torchtune_full_finetune_masked.py masks position 0.
 
-    pclab check examples/frameworks/torchtune/torchtune_full_finetune.py --json   # under its own environment
-    python -m bench.framework_env torchtune                          # builds it, records the rows
+    pclab check examples/frameworks/torchtune/torchtune_full_finetune.py --json   # its environment
+    python -m bench.framework_env torchtune          # builds it, records the rows
 
 torchtune 0.6.1 needs torchao, and only torchao 0.13.0 to 0.15.0 import beside torch 2.13.0
 (README, "Install facts"), hence an environment of its own.

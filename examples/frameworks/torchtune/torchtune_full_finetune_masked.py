@@ -3,7 +3,8 @@ the label at position 0 of every sequence masked (-100): the recipe counts its t
 the shift (`batch["labels"] != ignore_index`), and a label at position 0 is no term of the
 shifted loss, so with none there every counted label is a term.
 
-    pclab check examples/frameworks/torchtune/torchtune_full_finetune_masked.py --json   # its environment
+    # in its own environment:
+    pclab check examples/frameworks/torchtune/torchtune_full_finetune_masked.py --json
 
 FIRST_POSITION_LABELLED = False: the check never puts a counted label at position 0, as a
 dataset that masks it (labels[0] = -100) would hand the recipe.

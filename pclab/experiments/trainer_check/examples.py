@@ -23,15 +23,11 @@ HF = f"frameworks/{FOLDERS['transformers']}"  # the real transformers.Trainer's 
 
 
 @dataclass(frozen=True)
-class Example:
-    """One file the page can check, or a module (scheme None) other files import."""
+class Module:
+    """A file other files import, no trainer of its own."""
 
     path: str  # below examples/
-    shows: str  # what it shows, in one line (Markdown)
-    scheme: str | None = None  # what its step applies (the page's answer key; token schemes:
-    # core.update_weights, coupled: core.coupled_schemes); None: a module, no trainer
-    verdict: str | None = None  # the check's verdict on it at P = 2 and K = `accum`
-    accum: int = 2
+    shows: str  # what it holds, in one line (Markdown)
 
     @property
     def code(self) -> str:
@@ -40,6 +36,15 @@ class Example:
     @property
     def file(self) -> Path:
         return EXAMPLES_ROOT / self.path
+
+
+@dataclass(frozen=True)
+class Example(Module):
+    """A trainer the page can check, with its answer key and its verdict."""
+
+    scheme: str  # what its step applies (token: core.update_weights; coupled_schemes)
+    verdict: str  # the check's verdict on it at P = 2 and K = `accum`
+    accum: int = 2
 
 
 def _t(stem: str, shows: str, scheme: str, verdict: str, accum: int = 2) -> Example:
@@ -138,9 +143,9 @@ COUPLED = (  # the page's coupled examples (batch_loss / embed), in its order
     ),
     _t("batchnorm_ddp", "BatchNorm under plain DDP: a pool per rank", "rank_pool", DIFFERENT, 1),
 )
-MODULES = (  # examples/trainers/' modules: no trainer of their own
-    Example("trainers/tiny_lm.py", "the tiny causal LM every token example imports"),
-    Example("trainers/tiny_embedder.py", "the embedding model every coupled example imports"),
+MODULES = (  # examples/trainers/' modules
+    Module("trainers/tiny_lm.py", "the tiny causal LM every token example imports"),
+    Module("trainers/tiny_embedder.py", "the embedding model every coupled example imports"),
 )
 
 

@@ -12,10 +12,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+# re-exported: the check page reads the installed transformers through this module
+from pclab.experiments.trainer_check.frameworks.setting import (
+    installed_version as installed_version,
+)
 from pclab.paths import PACKAGE_DIR, shown
 
 RECORDED = PACKAGE_DIR / "artifacts" / "hf_trainer_check.json"
@@ -25,14 +28,6 @@ SETTINGS = {  # example (file stem) -> its average_tokens_across_devices
 }
 SHAPE = {"world_size": 2, "accum": 2}
 PACKAGES = ("transformers", "accelerate", "torch")
-
-
-def installed_version(package: str) -> str | None:
-    """The installed version of `package` from its metadata (nothing imported), else None."""
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def load(path: Path = RECORDED) -> dict[str, Any]:

@@ -11,8 +11,9 @@ in examples/README.md, and a test fails while either differs.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from pclab.experiments.trainer_check import examples
 from pclab.experiments.trainer_check.frameworks.loader import by_code
@@ -37,6 +38,8 @@ HEADER = (
     "weight × N, uneven (coupled: factor)",
     "what to set",
 )
+Record: TypeAlias = dict[str, Any]  # one setting's record
+Words: TypeAlias = dict[str, Any]  # a catalogue's table of words
 SET = "**Set:** "  # the page's advice opens with it; the column's heading says it already
 
 
@@ -57,7 +60,7 @@ def weight(x: float) -> str:
     return str(round(x)) if abs(x - round(x)) < 1e-12 else f"{x:#.3g}"
 
 
-def _grid(rows: list[list[Any]] | None, cell=weight) -> str:
+def _grid(rows: list[list[Any]] | None, cell: Callable[[Any], str] = weight) -> str:
     """[[a, b], [c, d]] as "a, b / c, d" (a rank's microsteps, then the next rank's)."""
     if rows is None:
         return "—"
@@ -95,7 +98,7 @@ def _cell(text: str) -> str:
     return " ".join(text.replace("|", "\\|").split())
 
 
-def row(code: str, record: dict[str, Any], words: dict[str, Any], verdicts: dict) -> list[str]:
+def row(code: str, record: Record, words: Words, verdicts: Words) -> list[str]:
     """One setting's cells, from its record and the page's English words."""
     coupled = record.get("mode") == "coupled"
     setting = words["setting"][code] + (" (default)" if record["default"] else "")
@@ -129,22 +132,24 @@ def _file(path: Path) -> str:
     return f"[`{relative}`]({relative})"
 
 
-def _trainers(entries: tuple[examples.Example, ...], verdicts: dict) -> list[str]:
+def _module(path: Path, shows: str) -> str:
+    return f"| {_file(path)} | {_cell(shows)} | — | — (a module) |"
+
+
+def _trainers(entries: list[examples.Example], verdicts: Words) -> list[str]:
     lines = []
     for e in entries:
         at = "" if e.accum == ACCUM else f" (K = {e.accum})"
-        verdict = "— (a module)" if e.verdict is None else verdicts[e.verdict] + at
-        scheme = "—" if e.scheme is None else f"`{e.scheme}`"
-        lines.append(f"| {_file(e.file)} | {_cell(e.shows)} | {scheme} | {verdict} |")
+        verdict = verdicts[e.verdict] + at
+        lines.append(f"| {_file(e.file)} | {_cell(e.shows)} | `{e.scheme}` | {verdict} |")
     return lines
 
 
-def _folder(folder: str, records: dict[str, dict[str, Any]], words: dict, verdicts: dict) -> list:
+def _folder(folder: str, records: dict[str, Record], words: Words, verdicts: Words) -> list[str]:
     """One framework folder's files: its shared modules, its adapters (each with the page's
     words for its setting and its row's recorded verdict), then any other example the page
     runs from there."""
-    mine = [m for m in SHARED if m.folder == folder]
-    lines = [f"| {_file(m.path)} | {_cell(m.shows)} | — | — (a module) |" for m in mine]
+    lines = [_module(m.path, m.shows) for m in SHARED if m.folder == folder]
     adapters = [s for s in SETTINGS if s.adapter and FOLDERS[s.package] == folder]
     for s in adapters:
         r = records[s.code]
@@ -153,8 +158,8 @@ def _folder(folder: str, records: dict[str, dict[str, Any]], words: dict, verdic
         shows = _cell(f"{s.framework}: {words['setting'][s.code]}")
         lines.append(f"| {_file(s.path)} | {shows} | `{r['scheme']}` | {verdict} |")
     codes = {s.code for s in adapters}
-    others = tuple(e for e in examples.TOKEN if e.file.parent.name == folder)
-    return lines + _trainers(tuple(e for e in others if e.code not in codes), verdicts)
+    others = [e for e in examples.TOKEN if e.file.parent.name == folder and e.code not in codes]
+    return lines + _trainers(others, verdicts)
 
 
 def index() -> str:
@@ -163,8 +168,8 @@ def index() -> str:
     records, words, verdicts = by_code(), english("frameworks"), english("check")["verdict"]
     head = ["| file | what it shows | scheme | verdict (P = 2, K = 2) |", "|---|---|---|---|"]
     lines = ["### `trainers/`: the contract by example", "", *head]
-    listed = (*examples.TOKEN, *examples.COUPLED, *examples.MODULES)
-    lines += _trainers(tuple(e for e in listed if e.path.startswith("trainers/")), verdicts)
+    listed = [e for e in (*examples.TOKEN, *examples.COUPLED) if e.path.startswith("trainers/")]
+    lines += _trainers(listed, verdicts) + [_module(m.file, m.shows) for m in examples.MODULES]
     for folder in (SHARED_FOLDER, *FOLDERS.values()):
         lines += ["", f"### `frameworks/{folder}/`", "", *head]
         lines += _folder(folder, records, words, verdicts)

@@ -21,9 +21,9 @@ from pclab.experiments.trainer_check.frameworks.setting import (
     MEASURED_SCENARIO,
     WORLD_SIZE,
     Setting,
+    installed_version,
 )
 from pclab.experiments.trainer_check.frameworks.table import BY_CODE, SETTINGS
-from pclab.experiments.trainer_check.hf_recorded import installed_version
 from pclab.paths import shown
 
 if TYPE_CHECKING:

@@ -8,9 +8,9 @@ warm pool may import ahead, the packages installed without their dependencies.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
-from pclab.experiments.trainer_check.hf_recorded import installed_version
 from pclab.paths import FRAMEWORK_EXAMPLES_DIR
 
 WORLD_SIZE, ACCUM = 2, 2  # P and K of every record (K: unless its setting says otherwise)
@@ -108,6 +108,14 @@ PRELOAD = {
 # package -> its pin in requirements-nodeps.txt, installed with `pip install --no-deps -r`:
 # its declared dependencies would replace the lab's torch (open-clip-torch: torchvision)
 NO_DEPS = {"open-clip-torch": "open-clip-torch==3.3.0"}
+
+
+def installed_version(package: str) -> str | None:
+    """The installed version of `package` from its metadata (nothing imported), else None."""
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def preload_modules() -> tuple[str, ...]:
