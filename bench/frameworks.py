@@ -24,7 +24,7 @@ import time
 
 from bench import ROOT, child_json, framework_env, loadavg, report
 from bench.report import Goal, Section, duration, megabytes, now
-from pclab.experiments.trainer_check import frameworks
+from pclab.experiments.trainer_check import examples, frameworks
 
 PRELOAD = frameworks.PRELOAD  # what a zygote can import ahead for each package's adapters
 MODES = ("cold", "pooled", "preloaded")
@@ -80,14 +80,14 @@ def measure_here(mode: str, adapters: list[str]) -> dict:
     """This Python's checks of `adapters` in one mode (a child process's whole job)."""
     from bench.runs import timed_checks
 
-    examples = ROOT / "examples" / "trainers"
     cases = []
     for adapter in adapters:
         s = _setting(adapter)
         version = None if s is None else frameworks.installed_version(s.package)
         row = {"adapter": adapter, "version": version}
         accum = frameworks.ACCUM if s is None else s.accum  # as the table records it
-        cases.append((row, str(examples / f"{adapter}.py"), frameworks.WORLD_SIZE, accum))
+        path = examples.path_of(adapter)  # an adapter, or the baseline of examples/trainers/
+        cases.append((row, str(path), frameworks.WORLD_SIZE, accum))
     packages = {s.package for a in adapters if (s := _setting(a)) is not None}
     preload = (
         [m for p in sorted(packages) for m in PRELOAD.get(p, ())] if mode == "preloaded" else []

@@ -49,13 +49,13 @@ RATIO_GOAL, CACHED_GOAL_S, POOL_GOAL_S = 1.3, 0.050, 0.200
 # where the defaults are not the point or its parameter record is no set of keywords.
 PAGE_PARAMS = {
     "trainer_check": ("trainer_check", {"world_size": 2, "accum": 2}),  # a bundled DDP example
-    # the real transformers.Trainer (examples/trainers/hf_trainer.py): imports transformers
+    # the real transformers.Trainer: its ranks import transformers
     "trainer_check_hf": (
         "trainer_check",
-        {"trainer": str(ROOT / "examples" / "trainers" / "hf_trainer.py"), "world_size": 2},
+        {"trainer": str(ROOT / "examples/frameworks/hf_trainer/hf_trainer.py"), "world_size": 2},
     ),
 }
-LABELS = {"trainer_check_hf": "`pclab check examples/trainers/hf_trainer.py`"}
+LABELS = {"trainer_check_hf": "`pclab check examples/frameworks/hf_trainer/hf_trainer.py`"}
 NO_GOAL = {"trainer_check_hf"}  # the goals are for the lab's own jobs; this one times Trainer
 EXPERIMENTS = (*registry.names(), "trainer_check_hf")  # every registered one, and the HF check
 JOBS = ("noop", "noop_ddp", *EXPERIMENTS)
@@ -536,8 +536,9 @@ def run_section(quick: bool = False, repeats: int | None = None, experiments=Non
     extra = _extra_rank_kb(ok("trainer_check"), ok("trainer_check_hf"))
     if extra is not None:
         section.notes.append(
-            "`pclab check examples/trainers/hf_trainer.py` is the trainer check driving the real "
-            "transformers.Trainer (P = 2, K = 2): every rank imports transformers and accelerate, "
+            "`pclab check examples/frameworks/hf_trainer/hf_trainer.py` is the trainer check "
+            "driving the real transformers.Trainer (P = 2, K = 2): every rank imports "
+            "transformers and accelerate, "
             f"{megabytes(extra)} more peak RSS per rank than the check of the bundled DDP example; "
             "it has no goal (the goals are for the lab's own jobs)."
         )

@@ -3,8 +3,8 @@
     python -c "from pclab import paths; print(paths.PACKAGE_DIR, paths.CHECKOUT)"
 
 The package carries its data (locales/, artifacts/, corpus/). A git checkout also has the
-example trainers, the tests and the benchmarks beside the package; an installed wheel has
-none of them, and `CHECKOUT` is then None.
+examples (trainers and framework adapters), the tests and the benchmarks beside the
+package; an installed wheel has none of them, and `CHECKOUT` is then None.
 """
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 # checkout beside an installed wheel must not mix the two).
 IMPORT_ROOT = PACKAGE_DIR.parent
 CHECKOUT: Path | None = IMPORT_ROOT if (IMPORT_ROOT / "app.py").is_file() else None
-# The bundled example trainers (a checkout's examples/trainers; absent from a wheel).
-EXAMPLES_DIR = IMPORT_ROOT / "examples" / "trainers"
+# A checkout's bundled examples (absent from a wheel), indexed in examples/README.md: the
+# contract by example in trainers/, framework adapters in frameworks/<framework>/.
+EXAMPLES_ROOT = IMPORT_ROOT / "examples"
+EXAMPLES_DIR = EXAMPLES_ROOT / "trainers"
+FRAMEWORK_EXAMPLES_DIR = EXAMPLES_ROOT / "frameworks"
 
 
 def shown(path: Path | str) -> str:

@@ -2,11 +2,12 @@
 microbatch gets, then run the real trainer check (experiments/trainer_check) under torchrun
 and read the verdicts, the measured weights and the first divergence.
 
-The page only ever runs the files in examples/trainers/ (ui.trainer_views.bundled_path builds
-the path from a fixed option code); a visitor's own file goes through the command line,
-`pclab check my_trainer.py --json`, never through this page. Three of them drive the
-real Hugging Face Trainer: choosing one also shows both of its settings as measured
-(ui.hf_trainer_views), while transformers is imported only by the ranks of a run.
+The page only ever runs the bundled files the examples' index lists (examples/README.md;
+ui.trainer_views.bundled_path builds the path from a fixed option code); a visitor's own file
+goes through the command line, `pclab check my_trainer.py --json`, never through this page.
+Three of them drive the real Hugging Face Trainer: choosing one also shows both of its
+settings as measured (ui.hf_trainer_views), while transformers is imported only by the ranks
+of a run.
 """
 
 import streamlit as st

@@ -7,7 +7,7 @@ and weight x N grid of the uneven scenario (a coupled row: its objective, factor
 residual instead of the grid); a row whose framework is installed here runs live
 (ui.framework_rows), the others say which versions recorded them and why they cannot run.
 
-The page only ever runs the bundled adapters in examples/trainers/, by their fixed codes.
+The page only ever runs the bundled adapters in examples/frameworks/, by their fixed codes.
 """
 
 import streamlit as st

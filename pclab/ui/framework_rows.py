@@ -22,7 +22,7 @@ import pandas as pd
 import streamlit as st
 
 from pclab.experiments.trainer_check import frameworks
-from pclab.experiments.trainer_check.hf_recorded import installed_version
+from pclab.experiments.trainer_check.frameworks import installed_version
 from pclab.ui import downloads, first_run, i18n
 from pclab.ui import trainer_views as views
 from pclab.ui.language import lang, t
@@ -53,7 +53,7 @@ ISSUES = {
     "clm_no_trainer_padded": (("huggingface/transformers", 34191),),
     "torchtune_full_finetune": (("meta-pytorch/torchtune", 2613),),
     "olmo_core_train_module": (("pytorch/torchtitan", 2206),),
-    "megatron-core": (("NVIDIA/Megatron-LM", 936),),
+    "megatron_core": (("NVIDIA/Megatron-LM", 936),),
     "openclip_global_loss": (("mlfoundations/open_clip", 616), ("mlfoundations/open_clip", 894)),
     "openclip_global_gather_grad": (("mlfoundations/open_clip", 616),),
     "openclip_local_loss": (("mlfoundations/open_clip", 894),),
@@ -98,8 +98,10 @@ def issue_links(code: str) -> str | None:
 
 
 def records() -> list[tuple[frameworks.Setting, dict]]:
-    """Every recorded row with the setting it was made for, in the table's order."""
-    return [(frameworks.setting_of(r), r) for r in frameworks.load()["records"]]
+    """Every setting with its record (by its code), in the table's order; a setting not
+    recorded yet is left out."""
+    recorded = frameworks.by_code()
+    return [(s, recorded[s.code]) for s in frameworks.SETTINGS if s.code in recorded]
 
 
 @st.cache_data(ttl=60, show_spinner=False)

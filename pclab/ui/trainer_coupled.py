@@ -14,9 +14,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from pclab.experiments.trainer_check import examples
 from pclab.experiments.trainer_check.coupled_scenarios import scenario_sizes
 from pclab.experiments.trainer_check.failures import FAILURE_CODES, unequal_microsteps
-from pclab.paths import EXAMPLES_DIR
 from pclab.ui import i18n, trainer_diagnoses
 from pclab.ui import trainer_views as views
 from pclab.ui.input_errors import guard
@@ -26,7 +26,7 @@ from pclab.ui.run_panel import run_panel
 from pclab.ui.show_code import show_code
 from pclab.ui.trainer_examples import COUPLED_EXAMPLES, SELF_CONTAINED
 
-MODEL_FILE = EXAMPLES_DIR / "tiny_embedder.py"  # the model the embedding examples import
+MODEL_FILE = examples.path_of("tiny_embedder")  # the model the embedding examples import
 TEACHES = {  # scheme -> the pages (pclab.ui.pages keys) that teach its fix
     "rank_pool": ("negatives", "parameters"),
     "microbatch_pool": ("limits", "negatives"),

@@ -5,7 +5,8 @@ and the scheme each one applies (the exercise's answer key), the verdict table, 
 grids as heat maps, the notes and skipped scenarios, and the "your own trainer" section.
 
 The page never runs anything a visitor typed or uploaded: `bundled_path` builds a path only
-from an option code of EXAMPLES, so the run can only ever see examples/trainers/<code>.py.
+from an option code of EXAMPLES (or an adapter's code), so the run can only ever see a file the
+examples' index lists (examples/README.md).
 
     python -c "from pclab.ui import trainer_views as v; print(v.bundled_path('correct_manual'))"
 """
@@ -21,8 +22,8 @@ import pandas as pd
 import streamlit as st
 
 from pclab.core import update_weights
-from pclab.experiments.trainer_check import frameworks
-from pclab.paths import EXAMPLES_DIR
+from pclab.experiments.trainer_check import examples, frameworks
+from pclab.paths import shown
 from pclab.ui import i18n, vega
 from pclab.ui.language import lang, t
 from pclab.ui.trainer_examples import (
@@ -33,8 +34,8 @@ from pclab.ui.trainer_examples import (
     V2_EXAMPLES,
 )
 
-MODEL_FILE = EXAMPLES_DIR / "tiny_lm.py"  # the model every other example imports
-HF_MODEL_FILE = EXAMPLES_DIR / "hf_trainer.py"  # the Trainer adapter the other HF files import
+MODEL_FILE = examples.path_of("tiny_lm")  # the model every other example imports
+HF_MODEL_FILE = examples.path_of("hf_trainer")  # the Trainer adapter the other HF files import
 CAPACITY = 8 * 2  # tiny_lm's SEQ_LEN x BATCH_SIZE: the most labels a microbatch holds
 # hf_trainer_no_first_label sets FIRST_POSITION_LABELLED = False: (SEQ_LEN - 1) x BATCH_SIZE
 CAPACITIES = {"hf_trainer_no_first_label": 7 * 2}
@@ -70,7 +71,7 @@ def bundled_path(code: str) -> Path:
     if code not in EXAMPLES and code not in frameworks.ADAPTERS and code not in COUPLED_EXAMPLES:
         known = ", ".join(dict.fromkeys([*EXAMPLES, *COUPLED_EXAMPLES, *frameworks.ADAPTERS]))
         raise ValueError(f"example={code!r} is not a bundled example: one of {known}")
-    return EXAMPLES_DIR / f"{code}.py"
+    return examples.path_of(code)
 
 
 def capacity(code: str) -> int:
@@ -95,7 +96,7 @@ def example_code(code: str, installed_transformers: str) -> None:
     """The example's own file, then the file its model comes from, in an expander."""
     path = bundled_path(code)
     st.subheader(t("check.code.heading"))
-    file = f"examples/trainers/{path.name}"
+    file = shown(path)
     hf = code in HF_EXAMPLES
     if hf:
         caption = t("check.code.caption_hf", file=file, version=installed_transformers)

@@ -79,7 +79,7 @@ def test_each_hf_file_shows_its_code_the_version_and_its_counts():
         at.selectbox(key="chk_example").set_value(code).run()
         assert not at.exception
         assert at.code[0].value == views.bundled_path(code).read_text().rstrip()
-        file = f"examples/trainers/{code}.py"
+        file = f"examples/frameworks/hf_trainer/{code}.py"
         caption = i18n.text("en", "check.code.caption_hf", file=file, version=installed)
         assert caption in [c.value for c in at.caption]
         expanders = [e.label for e in at.expander]
@@ -150,7 +150,7 @@ def test_the_recording_agrees_with_the_answer_key_and_the_pins():
     assert RECORDED["versions"]["accelerate"] == pins["accelerate"]
     for example, average_tokens in hf_recorded.SETTINGS.items():
         check = RECORDED["checks"][example]
-        assert check["trainer"] == f"examples/trainers/{example}.py"
+        assert check["trainer"] == f"examples/frameworks/hf_trainer/{example}.py"
         assert (check["world_size"], check["accum_steps"]) == (2, 2)
         uneven = check["scenarios"][0]
         assert uneven["name"] == "uneven" and uneven["scheme"] == views.EXAMPLES[example]

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pytest
 
 from pclab.core import update_weights
-from pclab.experiments.trainer_check import EXPERIMENT, frameworks
+from pclab.experiments.trainer_check import EXPERIMENT, examples, frameworks
 from pclab.experiments.trainer_check.report import build_report
 from pclab.experiments.trainer_check.scenarios import scenario_counts
 from pclab.runners.results import RunResult
@@ -198,7 +198,7 @@ def test_run_button_passes_the_bundled_path_and_p_and_k(launches, example, world
     )
     at.button(key="chk_run").click().run()
     assert not at.exception, at.exception
-    path = str((ROOT / "examples" / "trainers" / f"{example}.py").resolve())
+    path = str(examples.path_of(example).resolve())
     assert launches == [((path,), world_size, accum)]
     table = verdicts(at)
     names, skipped = scenario_counts(world_size, accum, views.CAPACITY)
@@ -334,16 +334,20 @@ def test_a_value_outside_the_list_never_reaches_the_run(launches, monkeypatch):
 
 
 def test_bundled_path_builds_only_example_files():
-    # the framework table's adapters (pclab.experiments.trainer_check.frameworks) and their
-    # model are bundled too; those the page does not list yet are not its examples
-    table = {*frameworks.ADAPTERS, *frameworks.SHARED_MODULES} - set(views.EXAMPLES)
-    on_disk = {p.stem for p in views.EXAMPLES_DIR.glob("*.py")} - {"tiny_lm"} - table
-    on_disk -= {*trainer_examples.COUPLED_EXAMPLES, trainer_examples.COUPLED_MODEL}  # own view
-    assert set(views.EXAMPLES) == on_disk
-    for code in views.EXAMPLES:
+    """Every file under examples/ is in the index once (pclab.experiments.trainer_check
+    .examples: the page's examples, the framework table's adapters, their modules); the page
+    lists the index's trainers and builds a path only from one of their codes or an
+    adapter's."""
+    on_disk = sorted(p.resolve() for p in (ROOT / "examples").rglob("*.py"))
+    assert sorted(p.resolve() for p in examples.files().values()) == on_disk
+    assert len({p.stem for p in on_disk}) == len(on_disk)  # a code names one file
+    assert list(views.EXAMPLES) == [e.code for e in examples.TOKEN]
+    assert list(trainer_examples.COUPLED_EXAMPLES) == [e.code for e in examples.COUPLED]
+    for code in [*views.EXAMPLES, *trainer_examples.COUPLED_EXAMPLES, *frameworks.ADAPTERS]:
         path = views.bundled_path(code)
-        assert path.is_absolute() and path.parent == ROOT / "examples" / "trainers"
-        assert path.suffix == ".py" and path.is_file()
+        assert path.is_absolute() and path.is_relative_to(ROOT / "examples")
+        assert path == examples.path_of(code) and path.suffix == ".py" and path.is_file()
+    assert {views.bundled_path(c).parent.name for c in views.HF_EXAMPLES} == {"hf_trainer"}
     for bad in ("tiny_lm", "../app", "/etc/passwd", "correct_manual.py", ""):
         with pytest.raises(ValueError, match="not a bundled example"):
             views.bundled_path(bad)
@@ -574,7 +578,7 @@ def test_each_v2_example_is_listed_with_its_attribute_and_its_answer(example, at
     assert not at.exception, at.exception
     assert i18n.text("en", f"check.example.{example}") in at.selectbox(key="chk_example").options
     assert at.code[0].value == path.read_text().rstrip()
-    file = f"examples/trainers/{example}.py"
+    file = f"examples/trainers/{example}.py"  # a v2 example is in the contract by example
     caption = i18n.text("en", f"check.code.caption_v2.{example}", file=file, attribute=attribute)
     assert caption in [c.value for c in at.caption]
     shared_model = i18n.text("en", "check.code.model") in [e.label for e in at.expander]

@@ -1,7 +1,7 @@
-"""The "Frameworks, measured" page: every recorded row is shown with the verdict the README's
-findings state, the rows that cannot run here say why (and offer no Run), a row whose
-framework is missing on the server says so, a live run replaces the record and shares the
-"Check a trainer" page's cache, and the page renders in Chinese.
+"""The "Frameworks, measured" page: every recorded row is shown with its record's verdict (the
+one the README's generated table states), the rows that cannot run here say why (and offer no
+Run), a row whose framework is missing on the server says so, a live run replaces the record
+and shares the "Check a trainer" page's cache, and the page renders in Chinese.
 
 No process is started: the registry's "trainer_check" is the stand-in of
 tests/app/test_check_trainer_page.py (hand-made rank outputs of a known scheme).
@@ -23,44 +23,9 @@ from tests.app.sections_helper import open_section
 from tests.app.test_check_trainer_page import chart_frames, hand_made_ranks, launches  # noqa: F401
 
 PAGE = "pclab/sections/frameworks.py"
-# README "Frameworks, measured": each setting's finding, typed from the table there.
-FINDINGS = {
-    "accelerate_accumulate": "different",
-    "accelerate_guide": "same_update",
-    "accelerate_guide_as_written": "different",
-    "lightning_accumulate": "different",
-    "lightning_global_tokens": "same_update",
-    "hf_trainer": "same_update",
-    "hf_trainer_local_average": "different",
-    "trl_sft": "same_update",
-    "trl_sft_padding_free": "same_update",
-    "trl_sft_packing": "same_update",
-    "trl_sft_completion_only": "same_update",
-    "deepspeed_engine": "different",
-    "hf_trainer_deepspeed_zero2": "same_update",
-    "fsdp2_global_tokens": "same_update",
-    "fsdp2_local_mean": "different",
-    "litgpt_finetune": "different",
-    "olmo_core_train_module": "different",
-    "ai2-olmo-core": None,  # OLMoDDPTrainModule: its own AdamW, no SGD: a reason
-    "torchtune_full_finetune": "different",
-    "torchtune_full_finetune_masked": "different",  # global token mean; N = 0: non-finite
-    "torchtitan": None,  # cannot run on a CPU: a reason, no verdict
-    "transformers": None,  # run_clm_no_trainer.py as shipped: equal counts, a reason
-    "clm_no_trainer_padded": "different",
-    "megatron-core": None,  # needs Python >= 3.12: a reason, no verdict
-    "openclip_global_loss": "different",  # scaled: the towers 1/P, logit_scale 1
-    "openclip_global_gather_grad": "same_update",
-    "openclip_local_loss": "different",  # other: no factor fits
-    "openclip_local_gather_grad": "same_update",
-    "openclip_times_world_size": "different",  # scaled: the towers 1, logit_scale P
-    "composer": None,  # needs torch < 2.7.1: a reason, no verdict
-    "sbert_mnrl": "different",  # a pool per rank
-    "sbert_mnrl_gather": "same_update",
-    "sbert_cached_mnrl": "different",  # a pool per rank
-    "sbert_cached_mnrl_gather": "same_update",
-    "sbert_mnrl_accumulate": "different",  # a pool per microbatch
-}
+# Each setting's finding: its record's verdict (None: not run), the one the README's generated
+# table states (tests/trainer_check/test_framework_table.py holds that table to the record).
+FINDINGS = {code: record["status"] for code, record in frameworks.by_code().items()}
 COLOURS = {"same_update": "green", "different": "red", "no_evidence": "orange", None: "gray"}
 BADGE = re.compile(r":(\w+)-badge\[([^\]]+)\]")
 
@@ -96,7 +61,7 @@ def provenance(at, lang: str = "en") -> list[str]:
 def test_every_row_is_shown_with_the_readmes_verdict(lang):
     at = open_section(PAGE, lang=lang)
     codes = [s.code for s in frameworks.SETTINGS]
-    assert set(codes) == set(FINDINGS)  # the table above covers every setting
+    assert codes == list(FINDINGS)  # a record for every setting, in the table's order
     assert verdict_lines(at) == [badge(lang, FINDINGS[c]) for c in codes]
     table = at.table[0].value  # the summary: one row per setting, the same verdicts
     verdicts = [BADGE.match(v).groups() for v in table[i18n.text(lang, "frameworks.col.verdict")]]
@@ -217,6 +182,7 @@ def test_a_coupled_row_shows_its_objective_factors_and_residual_not_a_grid(lang)
     records = frameworks.load()["records"]
     mine = [r for r in records if r.get("mode") == "coupled"]
     coupled_codes = {c for c in FINDINGS if c.startswith(("openclip_", "sbert_"))}
+    assert {"openclip_global_loss", "sbert_mnrl"} <= coupled_codes
     assert {frameworks.setting_of(r).code for r in mine} == coupled_codes
     lines, captions = [m.value for m in at.markdown], [c.value for c in at.caption]
     for r in mine:

@@ -112,19 +112,14 @@ def run_in_own_environment(package: str, folder: Path, *args: str) -> subprocess
 
 
 def assert_measures_its_record(check: dict, adapter: str, rel: float) -> None:
-    """A check of examples/trainers/<adapter>.py measured what the framework table records
-    for it: the uneven scenario's scheme and weights (to `rel`), every scenario's verdict."""
+    """A check of an adapter (its code) measured what the framework table records for it: the
+    uneven scenario's scheme and weights (to `rel`), every scenario's verdict."""
     import pytest
 
     from pclab.experiments.trainer_check import frameworks
 
-    setting = next(s for s in frameworks.SETTINGS if s.adapter == adapter)
-    (recorded,) = [
-        r
-        for r in frameworks.load()["records"]
-        if (r["framework"], r["setting"]) == (setting.framework, setting.setting)
-    ]
-    assert recorded["command"] == f"pclab check examples/trainers/{adapter}.py --json"
+    recorded = frameworks.by_code()[adapter]
+    assert recorded["command"] == frameworks.command(frameworks.BY_CODE[adapter])
     uneven = next(s for s in check["scenarios"] if s["name"] == "uneven")
     assert (uneven["scheme"], check["passed"]) == (recorded["scheme"], recorded["passed"])
     assert {s["name"]: s["passed"] for s in check["scenarios"]} == recorded["scenarios"]
@@ -133,22 +128,20 @@ def assert_measures_its_record(check: dict, adapter: str, rel: float) -> None:
 
 
 COUPLED_EXACT = (  # a fresh coupled record's fields that must equal the stored one's
-    "framework package version setting default mode accum scheme schemes passed status "
+    "code framework package version setting default mode accum scheme schemes passed status "
     "scenarios sizes weights counts tolerance dtype diagnoses command reason"
 ).split()
 
 
 def assert_coupled_record_is_fresh(check: dict, adapter: str) -> dict:
-    """The record a coupled check of examples/trainers/<adapter>.py makes (frameworks.measured)
+    """The record a coupled check of an adapter (its code) makes (frameworks.measured)
     is the stored one: COUPLED_EXACT equal, the factors (the named objective's, each parameter
     group's) to 1e-9, the residual and a failed check's difference to 1e-6. Returns it."""
     import pytest
 
     from pclab.experiments.trainer_check import frameworks
 
-    setting = next(s for s in frameworks.SETTINGS if s.adapter == adapter)
-    key = (setting.framework, setting.setting)
-    (recorded,) = [r for r in frameworks.load()["records"] if (r["framework"], r["setting"]) == key]
+    setting, recorded = frameworks.BY_CODE[adapter], frameworks.by_code()[adapter]
     fresh = frameworks.measured(setting, check, recorded["recorded_at"])
     assert {k: fresh[k] for k in COUPLED_EXACT} == {k: recorded[k] for k in COUPLED_EXACT}
     assert fresh["factor"] == pytest.approx(recorded["factor"], rel=1e-9)

@@ -39,7 +39,7 @@ from runner_support import ROOT
 
 from pclab.experiments.trainer_check import frameworks
 
-RECORD_ENV = "PCL_FRAMEWORK_RECORD"  # examples/trainers/framework_lm.py writes it
+RECORD_ENV = "PCL_FRAMEWORK_RECORD"  # examples/frameworks/shared/framework_lm.py writes it
 STEPS_PER_SCENARIO = 2  # the check's train_step calls: the user's optimizer, then SGD at lr 1
 SPEC_FIELDS = {
     "framework",
@@ -95,10 +95,8 @@ GLOBAL_TOKEN = {  # the adapters whose closed form is the global token mean
 
 def _recorded() -> dict[str, dict]:
     """adapter -> its record, for the settings that ran."""
-    by_setting = {(r["framework"], r["setting"]): r for r in frameworks.load()["records"]}
-    return {
-        s.adapter: by_setting[(s.framework, s.setting)] for s in frameworks.SETTINGS if s.adapter
-    }
+    recorded = frameworks.by_code()
+    return {s.code: recorded[s.code] for s in frameworks.SETTINGS if s.adapter}
 
 
 def _installed(package: str) -> bool:
@@ -186,7 +184,7 @@ def _own_microbatches(adapter: str) -> bool:
     """The adapter builds its microbatches (make_microbatch): every label it places is a term."""
     from pclab.experiments.trainer_check.trainer_file import load
 
-    return load(ROOT / "examples" / "trainers" / f"{adapter}.py").has("make_microbatch")
+    return load(frameworks.BY_CODE[adapter].path).has("make_microbatch")
 
 
 def _expected(adapter: str, s: dict):
@@ -352,9 +350,7 @@ def test_fsdp2_shards_and_syncs_on_the_last_microstep(runs, adapter):
 
 def test_the_table_shows_every_framework_measured_or_with_its_reason():
     records = frameworks.load()["records"]
-    assert [(r["framework"], r["setting"]) for r in records] == [
-        (s.framework, s.setting) for s in frameworks.SETTINGS
-    ]
+    assert [r["code"] for r in records] == [s.code for s in frameworks.SETTINGS]
     assert {r["framework"] for r in records} >= ISSUE_FRAMEWORKS
     for r, s in zip(records, frameworks.SETTINGS, strict=True):
         assert SPEC_FIELDS <= set(r) and r["default"] is s.default and r["torch"]
@@ -363,7 +359,7 @@ def test_the_table_shows_every_framework_measured_or_with_its_reason():
             assert r["reason"] == s.reason and r["command"] is None
             assert r["scheme"] is r["weights"] is r["passed"] is None
         else:  # a real run: a command anyone can repeat, and what it measured
-            assert r["reason"] is None and r["command"].startswith("pclab check examples/")
+            assert r["reason"] is None and r["command"] == frameworks.command(s)
             assert (ROOT / r["command"].split()[2]).is_file()
             assert isinstance(r["passed"], bool)
             if r.get("mode") == "coupled":  # no weight per label: the objective's factors
@@ -401,5 +397,5 @@ def test_checking_the_contract_imports_no_framework():
     before = {m for m in packages if m in sys.modules}
     for adapter in ADAPTERS:
         capacity = 14 if adapter in OFF_FIRST_POSITION else 16  # labels at 1..7 only: 14
-        assert load(ROOT / "examples" / "trainers" / f"{adapter}.py").capacity == capacity
+        assert load(frameworks.BY_CODE[adapter].path).capacity == capacity
     assert {m for m in packages if m in sys.modules} == before

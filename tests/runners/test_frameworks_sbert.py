@@ -1,9 +1,9 @@
 """The sentence-transformers rows of the framework table (pclab/artifacts/framework_checks.json)
-against real runs: the five adapters (examples/trainers/sbert_*.py, the library's own loss
-classes on a SentenceTransformer built from its modules) re-run through the coupled trainer
-check on two Gloo processes (P = 2, K = 2), in one launch, and compared with their records, with
-the objective each setting's arithmetic names, and with the evidence every rank writes that the
-library's loss ran on the DDP-wrapped model ($PCL_FRAMEWORK_RECORD).
+against real runs: the five adapters (examples/frameworks/sentence_transformers/sbert_*.py, the
+library's own loss classes on a SentenceTransformer built from its modules) re-run through the
+coupled trainer check on two Gloo processes (P = 2, K = 2), in one launch, and compared with their
+records, with the objective each setting's arithmetic names, and with the evidence every rank writes
+that the library's loss ran on the DDP-wrapped model ($PCL_FRAMEWORK_RECORD).
 
 What sentence-transformers 6.2.0 measured (torch 2.13.0, float64):
 
@@ -27,7 +27,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from runner_support import ROOT, assert_coupled_record_is_fresh, checked_with_evidence
+from runner_support import assert_coupled_record_is_fresh, checked_with_evidence
 
 from pclab.experiments.trainer_check import frameworks
 
@@ -126,7 +126,7 @@ def test_the_checks_objective_is_infonce_with_cosine_similarity(monkeypatch):
     """sbert_model.embedding_loss (the library's loss on the rows given) against InfoNCE typed
     out: logits = 20 cos(q_i, d_j), positive j = i, extra rows as negatives; value and
     gradients in float64."""
-    monkeypatch.syspath_prepend(str(ROOT / "examples" / "trainers"))
+    monkeypatch.syspath_prepend(str(frameworks.BY_CODE["sbert_mnrl"].path.parent))
     import sbert_model
 
     model = sbert_model.build_model()
@@ -148,7 +148,7 @@ def test_the_checks_objective_is_infonce_with_cosine_similarity(monkeypatch):
 
 @pytest.mark.skipif(not _installed(), reason=f"{PACKAGE} is not installed")
 def test_the_model_is_built_offline_deterministic_and_float64(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "examples" / "trainers"))
+    monkeypatch.syspath_prepend(str(frameworks.BY_CODE["sbert_mnrl"].path.parent))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     import sbert_model
 
@@ -171,6 +171,6 @@ def test_checking_the_contract_imports_no_framework():
 
     before = "sentence_transformers" in sys.modules
     for adapter in ADAPTERS:
-        trainer = load(ROOT / "examples" / "trainers" / f"{adapter}.py")
+        trainer = load(frameworks.BY_CODE[adapter].path)
         assert trainer.mode == "coupled", adapter
     assert ("sentence_transformers" in sys.modules) is before

@@ -48,8 +48,8 @@ from pclab.core import update_weights
 from pclab.experiments.trainer_check import EXPERIMENT
 from pclab.experiments.trainer_check.params import Params
 
-EXAMPLES = ROOT / "examples" / "trainers"
-RECORD_ENV = "PCL_HF_TRAINER_RECORD"  # examples/trainers/hf_trainer.py writes it
+EXAMPLES = ROOT / "examples" / "frameworks" / "hf_trainer"
+RECORD_ENV = "PCL_HF_TRAINER_RECORD"  # examples/frameworks/hf_trainer/hf_trainer.py writes it
 GLOBAL_FILES = {  # one launch, average_tokens_across_devices=True
     "hf_trainer": EXAMPLES / "hf_trainer.py",
     "hf_trainer_no_first_label": EXAMPLES / "hf_trainer_no_first_label.py",
@@ -121,8 +121,8 @@ def hf_local(tmp_path_factory):
     rank_tmp.mkdir()
     env = dict(os.environ, **{RECORD_ENV: str(record), "TMPDIR": str(rank_tmp)})
     done = subprocess.run(
-        [sys.executable, "-m", "pclab", "check", "examples/trainers/hf_trainer_local_average.py"]
-        + ["--json"],
+        [sys.executable, "-m", "pclab", "check"]
+        + ["examples/frameworks/hf_trainer/hf_trainer_local_average.py", "--json"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -1,8 +1,9 @@
-"""litgpt's fine-tuning loop through the trainer check (examples/trainers/litgpt_finetune.py),
-from litgpt's own environment: litgpt cannot share the lab's (it requires huggingface-hub<1.4,
-transformers 5.24.0 >=1.31), so the check runs under a Python that has it - this one, or the
-environment `python -m bench.framework_env litgpt` builds ($PCL_LITGPT_PYTHON, else
-$TMPDIR/pcl-litgpt). Without one, the run's tests skip and say how to build it.
+"""litgpt's fine-tuning loop through the trainer check
+(examples/frameworks/litgpt/litgpt_finetune.py), from litgpt's own environment: litgpt cannot share
+the lab's (it requires huggingface-hub<1.4, transformers 5.24.0 >=1.31), so the check runs under a
+Python that has it - this one, or the environment `python -m bench.framework_env litgpt` builds
+($PCL_LITGPT_PYTHON, else $TMPDIR/pcl-litgpt). Without one, the run's tests skip and say how to
+build it.
 
 What litgpt 0.5.13 measured (torch 2.13.0, P = 2, K = 2), pinned against weights computed from
 the counts alone: each microbatch's mean loss (chunked_cross_entropy) / K, DDP's mean over P,
@@ -21,9 +22,10 @@ import pytest
 from runner_support import ROOT, assert_measures_its_record, run_in_own_environment
 
 from bench import framework_env
+from pclab.experiments.trainer_check import frameworks
 
 ADAPTER = "litgpt_finetune"
-TRAINER = ROOT / "examples" / "trainers" / f"{ADAPTER}.py"
+TRAINER = frameworks.BY_CODE[ADAPTER].path
 STEPS_PER_SCENARIO = 2  # the check's train_step calls: its optimizer, then SGD at lr 1
 
 

@@ -1,6 +1,6 @@
 """OLMo-core's TransformerTrainModule (FSDP) through the trainer check
-(examples/trainers/olmo_core_train_module.py), from its own environment: ai2-olmo-core 3.0.0
-would move the lab's huggingface_hub from 2.4.0 to 1.33.0, so the check runs under the Python
+(examples/frameworks/olmo_core/olmo_core_train_module.py), from its own environment: ai2-olmo-core
+3.0.0 would move the lab's huggingface_hub from 2.4.0 to 1.33.0, so the check runs under the Python
 `python -m bench.framework_env ai2-olmo-core` builds ($PCL_AI2_OLMO_CORE_PYTHON, else
 $TMPDIR/pcl-ai2-olmo-core). Without one, the run's tests skip and say how to build it.
 
@@ -18,10 +18,12 @@ import json
 import sys
 
 import pytest
-from runner_support import ROOT, assert_measures_its_record, run_in_own_environment
+from runner_support import assert_measures_its_record, run_in_own_environment
+
+from pclab.experiments.trainer_check import frameworks
 
 ADAPTER = "olmo_core_train_module"
-TRAINER = ROOT / "examples" / "trainers" / f"{ADAPTER}.py"
+TRAINER = frameworks.BY_CODE[ADAPTER].path
 STEPS_PER_SCENARIO = 2  # the check's train_step calls: its optimizer, then SGD at lr 1
 REL = 1e-5  # float32 (DTYPE)
 

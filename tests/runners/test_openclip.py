@@ -1,4 +1,4 @@
-"""OpenCLIP's ClipLoss through the trainer check's coupled mode (examples/trainers/openclip_*.py):
+"""OpenCLIP's ClipLoss through the trainer check's coupled mode (examples/frameworks/openclip/):
 its four settings of local_loss x gather_with_grad and the x P compensation, re-run in one
 launch on two Gloo processes (P = 2, K = 1) through the module's warm pool, and compared with
 their records and with the closed forms of their schemes. Every rank writes the evidence that
@@ -111,7 +111,8 @@ def test_each_setting_gets_the_closed_form_of_its_scheme(runs, adapter):
 def test_each_run_measures_what_its_record_says(runs, adapter):
     fresh = assert_coupled_record_is_fresh(runs.checks[adapter], adapter)
     assert fresh["accum"] == 1 and set(fresh["schemes"].values()) == {fresh["scheme"]}
-    assert fresh["command"] == f"pclab check examples/trainers/{adapter}.py --accum 1 --json"
+    path = f"examples/frameworks/openclip/{adapter}.py"
+    assert fresh["command"] == f"pclab check {path} --accum 1 --json"
 
 
 @needs_open_clip
@@ -163,7 +164,7 @@ def test_checking_the_contract_imports_no_open_clip():
 
     before = {m for m in ("open_clip", "torchvision", "pclab_open_clip_loss") if m in sys.modules}
     for adapter in ADAPTERS:
-        assert load(ROOT / "examples" / "trainers" / f"{adapter}.py").mode == "coupled"
+        assert load(frameworks.BY_CODE[adapter].path).mode == "coupled"
     after = {m for m in ("open_clip", "torchvision", "pclab_open_clip_loss") if m in sys.modules}
     assert after == before
 

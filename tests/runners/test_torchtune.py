@@ -1,10 +1,9 @@
 """torchtune's full_finetune_distributed recipe through the trainer check
-(examples/trainers/torchtune_full_finetune.py and _masked.py), from torchtune's own environment:
-torchtune 0.6.1 needs torchao, of which only 0.13.0-0.15.0 import beside torch 2.13.0, so the
-check runs under a Python that has it - this one, or the environment
-`python -m bench.framework_env torchtune` builds ($PCL_TORCHTUNE_PYTHON, else
-$TMPDIR/pcl-torchtune). Without one, the run's tests skip and say how to build it. One launch
-checks both adapters.
+(examples/frameworks/torchtune/torchtune_full_finetune.py and _masked.py), from torchtune's own
+environment: torchtune 0.6.1 needs torchao, of which only 0.13.0-0.15.0 import beside torch 2.13.0,
+so the check runs under a Python that has it - this one, or the environment `python -m
+bench.framework_env torchtune` builds ($PCL_TORCHTUNE_PYTHON, else $TMPDIR/pcl-torchtune). Without
+one, the run's tests skip and say how to build it. One launch checks both adapters.
 
 What torchtune 0.6.1 measured (torch 2.13.0, float32, P = 2, K = 2), pinned against weights
 computed from the counts alone: the recipe multiplies each microbatch's mean loss (over its
@@ -23,9 +22,10 @@ import json
 import sys
 
 import pytest
-from runner_support import ROOT, assert_measures_its_record, run_in_own_environment
+from runner_support import assert_measures_its_record, run_in_own_environment
 
 from bench import framework_env
+from pclab.experiments.trainer_check import frameworks
 
 ADAPTERS = ("torchtune_full_finetune", "torchtune_full_finetune_masked")
 STEPS_PER_SCENARIO = 2  # the check's train_step calls: its optimizer, then SGD at lr 1
@@ -37,7 +37,7 @@ REL = 1e-5  # float32 (DTYPE): the solved weights, as the check's float32 tolera
 
 
 def _trainer(adapter: str):
-    return ROOT / "examples" / "trainers" / f"{adapter}.py"
+    return frameworks.BY_CODE[adapter].path
 
 
 @pytest.fixture(scope="module")

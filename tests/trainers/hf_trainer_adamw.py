@@ -1,7 +1,7 @@
-"""The bundled Hugging Face Trainer adapter (examples/trainers/hf_trainer.py) checked with
-AdamW, Trainer's default optimizer family, at weight decay 0: its weights are the global token
-mean's, and with no label in the whole update Trainer still steps, so AdamW's step count and
-moments appear where the reference has none."""
+"""The bundled Hugging Face Trainer adapter (examples/frameworks/hf_trainer/hf_trainer.py) checked
+with AdamW, Trainer's default optimizer family, at weight decay 0: its weights are the global token
+mean's, and with no label in the whole update Trainer still steps, so AdamW's step count and moments
+appear where the reference has none."""
 
 import _examples  # noqa: F401
 import torch

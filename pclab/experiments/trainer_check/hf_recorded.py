@@ -1,5 +1,5 @@
 """The Hugging Face Trainer, measured: the trainer check's reports on the two bundled settings
-(examples/trainers/hf_trainer.py, average_tokens_across_devices=True, and
+(examples/frameworks/hf_trainer/hf_trainer.py, average_tokens_across_devices=True, and
 hf_trainer_local_average.py, False; P = 2, K = 2), recorded from real runs with the versions
 that made them. The page "Check a trainer" shows them side by side without importing
 transformers in the server (it reads the installed version with importlib.metadata).
@@ -12,11 +12,14 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pclab.paths import EXAMPLES_DIR, PACKAGE_DIR, shown
+# re-exported: the check page reads the installed transformers through this module
+from pclab.experiments.trainer_check.frameworks.setting import (
+    installed_version as installed_version,
+)
+from pclab.paths import PACKAGE_DIR, shown
 
 RECORDED = PACKAGE_DIR / "artifacts" / "hf_trainer_check.json"
 SETTINGS = {  # example (file stem) -> its average_tokens_across_devices
@@ -25,14 +28,6 @@ SETTINGS = {  # example (file stem) -> its average_tokens_across_devices
 }
 SHAPE = {"world_size": 2, "accum": 2}
 PACKAGES = ("transformers", "accelerate", "torch")
-
-
-def installed_version(package: str) -> str | None:
-    """The installed version of `package` from its metadata (nothing imported), else None."""
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def load(path: Path = RECORDED) -> dict[str, Any]:
@@ -44,19 +39,19 @@ def load(path: Path = RECORDED) -> dict[str, Any]:
 def record(path: Path = RECORDED) -> dict[str, Any]:
     """Run the check on each setting (one launch each, as `pclab check FILE`
     would) and write what it measured, with the installed versions."""
-    from pclab.experiments.trainer_check import EXPERIMENT
+    from pclab.experiments.trainer_check import EXPERIMENT, examples
     from pclab.experiments.trainer_check.params import Params
 
     checks: dict[str, dict[str, Any]] = {}
     for example in SETTINGS:
-        trainer = EXAMPLES_DIR / f"{example}.py"
+        trainer = examples.path_of(example)
         result = EXPERIMENT.run(Params.checked(str(trainer), **SHAPE))
         if not result.ok:
             raise RuntimeError(f"{example}: the check did not finish: {result.message}")
         check = result.report["checks"][0]
         checks[example] = check | {"trainer": shown(trainer)}
     payload = {
-        "about": "What `pclab check examples/trainers/<example>.py --json` printed "
+        "about": "What `pclab check examples/frameworks/hf_trainer/<example>.py --json` printed "
         "(P = 2, K = 2), recorded by `python -m pclab.experiments.trainer_check.hf_recorded`.",
         "recorded": datetime.date.today().isoformat(),
         "versions": {p: installed_version(p) for p in PACKAGES},

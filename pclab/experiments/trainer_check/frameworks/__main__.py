@@ -1,0 +1,50 @@
+"""The framework table's command: record the chosen rows, then rewrite the README's table and
+the examples' index from the record (`--readme`: only that, nothing run).
+
+    python -m pclab.experiments.trainer_check.frameworks --only CODE[,CODE...]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from pclab.experiments.trainer_check.frameworks import readme_table
+from pclab.experiments.trainer_check.frameworks.loader import RECORDED
+from pclab.experiments.trainer_check.frameworks.recorder import chosen, record
+from pclab.paths import shown
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pclab.experiments.trainer_check.frameworks")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="CODE[,CODE...]",
+        help="record only these settings: their codes (frameworks.CODES) or a package's name "
+        "for all its rows, e.g. fsdp2_local_mean or lightning; the other records stay",
+    )
+    parser.add_argument(
+        "--readme",
+        action="store_true",
+        help="run nothing: rewrite README.md's framework table and examples/README.md",
+    )
+    args = parser.parse_args(argv)
+    only = [n for item in args.only for n in item.split(",") if n] if args.only else None
+    try:
+        picked = {s.code for s in chosen(only)}
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not args.readme:
+        payload = record(only)
+        for r in payload["records"]:
+            if r["code"] in picked:
+                found = r["scheme"] if r["reason"] is None else "not run: " + r["reason"][:60]
+                print(f"{r['code']}: {r['framework']} {r['version']}: {found}")
+        print(f"wrote {shown(RECORDED)}")
+    for path in readme_table.write():
+        print(f"rewrote {shown(path)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
