@@ -13,21 +13,28 @@ from pclab.experiments.trainer_check import modes
 
 
 def _members(protocol: type) -> dict[str, list[str] | None]:
-    """Protocol member -> its parameter names (None: a plain attribute)."""
+    """Protocol member -> its parameter names (None: a plain attribute), its bases' too."""
     found: dict[str, list[str] | None] = {}
-    for name in getattr(protocol, "__annotations__", {}):
-        found[name] = None
-    for name, value in vars(protocol).items():
-        if inspect.isfunction(value) and not name.startswith("_"):
-            found[name] = list(inspect.signature(value).parameters)[1:]  # without self
+    for cls in protocol.__mro__:
+        if cls in (object,) or cls.__name__ in ("Protocol", "Generic"):
+            continue
+        for name in getattr(cls, "__annotations__", {}):
+            found.setdefault(name, None)
+        for name, value in vars(cls).items():
+            if inspect.isfunction(value) and not name.startswith("_"):
+                found.setdefault(name, list(inspect.signature(value).parameters)[1:])
     return found
 
 
 @pytest.mark.parametrize("mode", modes.MODES, ids=modes.NAMES)
 @pytest.mark.parametrize("side", ["rank", "report"])
 def test_every_mode_supplies_its_protocol(mode, side):
-    protocol = modes.RankMode if side == "rank" else modes.ReportMode
+    """A rank side is an update's steps (RankMode) or a whole run's (RunMode, its own
+    check_scenario); a report side is a ReportMode."""
     module = mode.rank_side() if side == "rank" else mode.report_side()
+    protocol = modes.ReportMode
+    if side == "rank":
+        protocol = modes.RunMode if hasattr(module, "check_scenario") else modes.RankMode
     for name, arguments in _members(protocol).items():
         assert hasattr(module, name), f"{module.__name__} lacks {name}"
         if arguments is not None:
@@ -52,5 +59,6 @@ def test_the_first_contract_that_claims_a_file_reads_its_mode():
     assert modes.of_module(fake(batch_loss=1, build_model=1)).name == "coupled"
     assert modes.of_module(fake(embed=1, embedding_loss=1)).name == "coupled"
     assert modes.of_module(fake(token_losses=1, embed=1)).name == "token"
+    assert modes.of_module(fake(train_loop=1, train_step=1)).name == "run"
     assert modes.of_module(fake()).name == "token"  # the token mode claims every other file
     assert modes.MODES[-1].name == "token"

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from pclab.experiments.trainer_check import coupled_contract, token_contract
+from pclab.experiments.trainer_check import coupled_contract, run_contract, token_contract
 
 if TYPE_CHECKING:
     import torch
@@ -51,8 +51,9 @@ class Mode:
     def _side(self, side: str) -> Any:
         return importlib.import_module(f"pclab.experiments.trainer_check.{self.name}_{side}")
 
-    def rank_side(self) -> RankMode:
-        return cast("RankMode", self._side("rank"))
+    def rank_side(self) -> RankMode | RunMode:
+        side: RankMode | RunMode = self._side("rank")
+        return side
 
     def report_side(self) -> ReportMode:
         return cast("ReportMode", self._side("report"))
@@ -63,6 +64,7 @@ class Mode:
 
 
 MODES = (  # the first mode whose contract claims a file checks it
+    Mode("run", run_contract),
     Mode("coupled", coupled_contract),
     Mode("token", token_contract),
 )
@@ -79,8 +81,8 @@ def of_module(module: ModuleType) -> Mode:
     return next(m for m in MODES if m.contract.claims(module))
 
 
-class RankMode(Protocol):
-    """A mode's rank side (`<mode>_rank.py`): what pipeline.py asks of it."""
+class RankSide(Protocol):
+    """What every mode's rank side (`<mode>_rank.py`) supplies to worker.py and pipeline.py."""
 
     SHAPE: str  # the key of a scenario's grid in its entry: label_positions, sizes
 
@@ -94,14 +96,19 @@ class RankMode(Protocol):
         """The mode's own fields of a file's entry, beside the shared ones."""
         ...
 
+    def preflight(self, trainer: Trainer, model: torch.nn.Module) -> list[Diagnosis]:
+        """The mode's own contract checks on a fresh model, after the shared ones pass."""
+        ...
+
+
+class RankMode(RankSide, Protocol):
+    """A mode whose scenario is one update (token, coupled): pipeline.check_scenario runs
+    the shared steps around these."""
+
     def batches(
         self, trainer: Trainer, name: str, grid: Grid, counts: Grid | None, given: str
     ) -> list[list[Batch]]:
         """Every cell's microbatch, P x K, the same on every rank."""
-        ...
-
-    def preflight(self, trainer: Trainer, model: torch.nn.Module) -> list[Diagnosis]:
-        """The mode's own contract checks on a fresh model, after the shared ones pass."""
         ...
 
     def reference_step(
@@ -127,6 +134,17 @@ class RankMode(Protocol):
     ) -> dict[str, Any]:
         """Rank 0: what the SGD change `delta` says the step optimised (weights, a scheme),
         from the gradients at a fresh `model`'s weights."""
+        ...
+
+
+class RunMode(RankSide, Protocol):
+    """A mode whose scenario is a whole run (run): it supplies the scenario's steps itself,
+    from pipeline.py's parts (build, snapshot, compare, rank_spread)."""
+
+    def check_scenario(
+        self, trainer: Trainer, scenario: Any, at: tuple[float, int, str]
+    ) -> dict[str, Any]:
+        """This rank's evidence on one scenario (`scenario`: pipeline.Scenario)."""
         ...
 
 

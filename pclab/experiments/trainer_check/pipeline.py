@@ -21,14 +21,14 @@ each scenario alone (worker.check_trainer).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from pclab.experiments.trainer_check import diagnoses, states
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.microbatches import on_device
-from pclab.experiments.trainer_check.modes import Batch, Grid, RankMode
+from pclab.experiments.trainer_check.modes import Batch, Grid, RankMode, RankSide, RunMode
 from pclab.experiments.trainer_check.states import (
     State,
     compare,
@@ -105,7 +105,7 @@ def snapshot(
     return state
 
 
-def preflight(trainer: Trainer, mode: RankMode, device: str) -> list[Diagnosis]:
+def preflight(trainer: Trainer, mode: RankSide, device: str) -> list[Diagnosis]:
     """The contract checks that run the file's own code, before any scenario, on every rank:
     build_model twice (and on every rank) the same, in DTYPE; then the mode's own (one term
     per counted label, a finite objective). Every rank returns the same verdict (a MAX
@@ -261,20 +261,23 @@ class Scenario:
     """One scenario as a rank runs it: its name, its grid and what --counts gave."""
 
     name: str
-    grid: Grid
+    grid: Any  # the mode's SHAPE: P x K (token, coupled), or [rank][epoch][microbatch] (run)
     counts: Grid | None  # --counts / --counts-labels (None: the mode's own scenarios)
     given: str  # what --counts counts: "terms" or "labels"
+    accum: int  # K, the microbatches a rank accumulates per update
 
 
 def check_scenario(
     trainer: Trainer,
-    mode: RankMode,
+    mode: RankMode | RunMode,
     scenario: Scenario,
     at: tuple[float, int, str],
 ) -> dict[str, Any]:
     """This rank's evidence on one scenario (report.py judges the ranks' evidence together):
     the scenario's name and shape, the comparison with the reference, and on rank 0 the
     mode's solve. `at`: --tolerance, this rank, --device."""
+    if hasattr(mode, "check_scenario"):  # a whole run, not one update: the mode's own steps
+        return cast("RunMode", mode).check_scenario(trainer, scenario, at)
     tolerance, rank, device = at
     batches = mode.batches(trainer, scenario.name, scenario.grid, scenario.counts, scenario.given)
     reference = reference_update(trainer, mode, batches, device)

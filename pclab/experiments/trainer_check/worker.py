@@ -70,7 +70,10 @@ def check_trainer(
         grids,
         partial(pipeline.preflight, trainer, mode, device),
         lambda name, grid: pipeline.check_scenario(
-            trainer, mode, Scenario(name, grid, counts, counts_given), (tolerance, rank, device)
+            trainer,
+            mode,
+            Scenario(name, grid, counts, counts_given, accum),
+            (tolerance, rank, device),
         ),
         device,
     )

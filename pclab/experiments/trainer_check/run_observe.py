@@ -1,0 +1,101 @@
+"""Watching the trainer's own loop run, without asking the file for anything: every optimizer
+step through torch's global optimizer step hooks (framework-owned optimizers too), and the
+model's forward calls, each recognised by its input (a fingerprint of its first tensor), so
+each step is placed after the microbatch the loop ran last, wherever it is in the run: a loop
+that skips a window's forwards (N = 0) or copies its microbatches is still placed right.
+
+    with Observer(trainer, model, positions) as seen:
+        trainer.call("train_loop", model, optimizer, epochs, accum_steps)
+    seen.steps  # [Step(forwards, lrs, before, after), ...]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import torch
+
+from pclab.experiments.trainer_check.pipeline import model_parameters, snapshot
+from pclab.experiments.trainer_check.states import State, same_state
+from pclab.experiments.trainer_check.trainer_file import Trainer
+
+
+def fingerprint(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes | None:
+    """The bytes of a forward call's first tensor argument (input_ids), or None."""
+    tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    if not tensors:
+        return None
+    first = tensors[0].detach().cpu().contiguous()
+    raw: bytes = first.flatten().view(torch.uint8).numpy().tobytes()
+    return str((tuple(first.shape), first.dtype)).encode() + raw
+
+
+@dataclass(frozen=True)
+class Step:
+    """One optimizer step the loop took."""
+
+    forwards: int  # the run index (from 1) of the last microbatch the model ran before it
+    lrs: tuple[float, ...]  # each param group's learning rate it stepped with
+    before: State  # the parameters it started from ("parameter <name>", float64)
+    after: State  # the parameters and that optimizer's state after it
+
+
+@dataclass
+class Observer:
+    """Counts the model's forwards and records every optimizer step while it is entered."""
+
+    trainer: Trainer
+    model: torch.nn.Module
+    positions: dict[bytes, int]  # a microbatch input's fingerprint -> its run index, from 1
+    forwards: int = 0
+    steps: list[Step] = field(default_factory=list)
+    _handles: list[Any] = field(default_factory=list)
+    _pending: list[tuple[int, tuple[float, ...], State]] = field(default_factory=list)
+
+    def _named(self) -> State:
+        named = model_parameters(self.trainer, self.model, stepped_by_user=True)
+        return {f"parameter {n}": t.detach().double().clone() for n, t in named.items()}
+
+    def _forward(self, _: object, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        given = fingerprint(args, kwargs)
+        # an input the check did not hand out (a copy, a framework's own batch): in order
+        self.forwards = self.positions.get(given, self.forwards + 1) if given else self.forwards + 1
+
+    def _pre(self, optimizer: torch.optim.Optimizer, *_: object) -> None:
+        lrs = tuple(float(g.get("lr", float("nan"))) for g in optimizer.param_groups)
+        self._pending.append((self.forwards, lrs, self._named()))
+
+    def _post(self, optimizer: torch.optim.Optimizer, *_: object) -> None:
+        if not self._pending:  # a step whose pre-hook another observer saw
+            return
+        forwards, lrs, before = self._pending.pop()
+        last = self.steps[-1] if self.steps else None
+        if last is not None and last.forwards == forwards and same_state(last.before, before):
+            return  # a wrapper's step around the step just recorded (one update, not two)
+        named = model_parameters(self.trainer, self.model, stepped_by_user=True)
+        self.steps.append(Step(forwards, lrs, before, snapshot(self.model, optimizer, named)))
+
+    def __enter__(self) -> Observer:
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
+
+        self._handles = [
+            self.model.register_forward_hook(self._forward, with_kwargs=True),
+            register_optimizer_step_pre_hook(self._pre),
+            register_optimizer_step_post_hook(self._post),
+        ]
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        for handle in self._handles:
+            handle.remove()  # always: a scenario that raised must not watch the next one
+        self._handles = []

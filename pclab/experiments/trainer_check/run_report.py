@@ -1,0 +1,246 @@
+"""The run mode's report side (modes.ReportMode): per scenario, did the loop's run give the
+same updates as the one-process run, update by update, and what did each update optimise.
+One trainer's JSON entry is the token mode's, with "mode": "run", plus per scenario:
+
+    updates[]   one per window of the run: epoch, window, microsteps, num_valid_labels,
+                skipped (N = 0), lr_intended, lr_yours, optimizer_steps (the loop's, in this
+                window), max_abs_diff (its update against the reference's), scheme and
+                weights (the window's weight x N, P x k', the loop's rate divided out), leak
+                (the largest |weight x N| on an earlier window's microbatch), residual
+    steps, reference_steps   optimizer steps the loop took, the reference's updates
+    schedule    the rates yours and intended, and which stepping of the schedule gives yours
+    claims      what this scenario can support: normalisation, tail, schedule, skip
+    first_divergence         the first update past the tolerance: update, epoch, window, ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pclab.core import update_weights
+from pclab.experiments.trainer_check import diagnoses, judging, run_messages
+from pclab.experiments.trainer_check.diagnoses import Diagnosis
+from pclab.experiments.trainer_check.judging import SOLVE_RTOL, RankScenario, RunShape
+
+LEAK_RTOL = 1e-6  # a weight x N on an earlier window's microbatch past this is carried over
+
+
+def _attach_solve(updates: list[dict[str, Any]], solved: list[dict[str, Any]], rtol: float) -> None:
+    """Each update's scheme, weights, leak and residual from rank 0's solve of the step that
+    closed its window (the last such step, where several did)."""
+    for entry in solved:
+        at = entry.get("window")
+        if at is None or at >= len(updates) or entry.get("weights") is None:
+            continue
+        weights, counts = entry["weights"], entry["counts"]
+        scheme = "other"
+        if entry["residual"] is not None and entry["residual"] <= rtol and sum(map(sum, counts)):
+            scheme = update_weights.closest_scheme(weights, counts, rtol)
+        updates[at] |= {
+            "scheme": scheme,
+            "weights": weights,
+            "counts": counts,
+            "leak": entry["leak"],
+            "residual": entry["residual"],
+        }
+
+
+def _claims(s: dict[str, Any], check: Mapping[str, Any], run: RunShape) -> list[str]:
+    """What a scenario that matched would show: the normalisation (a window whose counts tell
+    the global token mean from every wrong scheme), the tail, the schedule, a skipped window."""
+    if run.world_size * run.accum_steps == 1:
+        return []  # nothing split, no tail: every loop is the same run
+    claims = []
+    told = any(
+        update_weights.evidence(u["counts"]).evidence for u in s["updates"] if u.get("counts")
+    )
+    if told:
+        claims.append("normalisation")
+    if any(u["microsteps"] < run.accum_steps and u["num_valid_labels"] for u in s["updates"]):
+        claims.append("tail")
+    if check.get("scheduler"):
+        claims.append("schedule")
+    if any(u["skipped"] for u in s["updates"]):
+        claims.append("skip")
+    return claims
+
+
+def _scenario(
+    per_rank: list[RankScenario], check: Mapping[str, Any], run: RunShape
+) -> dict[str, Any]:
+    first = per_rank[0]
+    named = {"name": first["name"], "label_positions": first["label_positions"]}
+    if judging.failure_of(per_rank) is not None:
+        return {
+            **named,
+            "passed": False,
+            "verdict": "different",
+            "ranks_agree": None,
+            "updates": [],
+            "claims": [],
+            "notes": [],
+            "max_abs_diff": None,
+            "first_divergence": None,
+            "tolerance": run.tolerance,
+            "floor": None,
+        }
+    tolerance = max(r["tolerance"] for r in per_rank)
+    updates = [dict(u) for u in first["updates"]]
+    for i, u in enumerate(updates):
+        gaps = [r["updates"][i]["max_abs_diff"] for r in per_rank]
+        u["max_abs_diff"] = None if None in gaps else max(gaps)
+        u["first_divergence"] = next(
+            (
+                {"rank": r, **x["updates"][i]["first_divergence"]}
+                for r, x in enumerate(per_rank)
+                if x["updates"][i]["first_divergence"]
+            ),
+            None,
+        )
+    rtol = SOLVE_RTOL[run.dtype]
+    _attach_solve(updates, first.get("solved", []), rtol)
+    agree = all(r["spread"] is not None and r["spread"] <= tolerance for r in per_rank)
+    agree = agree and all(r["steps_agree"] for r in per_rank)
+    divergent = next(
+        (
+            {"update": i, "epoch": u["epoch"], "window": u["window"], **u["first_divergence"]}
+            for i, u in enumerate(updates)
+            if u["first_divergence"]
+        ),
+        None,
+    )
+    if divergent is None and first["unplaced"]:  # a step before any microbatch ran
+        divergent = {"update": None, "tensor": None, "abs_diff": None, "why": "unplaced step"}
+    gaps = [r["max_abs_diff"] for r in per_rank]
+    worst = None if None in gaps else max(gaps)
+    passed = divergent is None and agree and worst is not None and worst <= tolerance
+    s = {
+        **named,
+        "counts": first["counts"],
+        "updates": updates,
+        "steps": first["steps"],
+        "reference_steps": first["reference_steps"],
+        "schedule": first["schedule"],
+        "passed": passed,
+        "max_abs_diff": worst,
+        "first_divergence": divergent,
+        "ranks_agree": agree,
+        "tolerance": tolerance,
+        "floor": first.get("floor"),
+    }
+    s["claims"] = _claims(s, check, run)
+    s["notes"] = [] if agree else ["ranks_differ"]
+    s["verdict"] = "different" if not passed else "same_update" if s["claims"] else "no_evidence"
+    return s
+
+
+def judge(
+    check: Mapping[str, Any], per_scenario: list[list[RankScenario]], run: RunShape
+) -> list[dict[str, Any]]:
+    """Every scenario judged (`_scenario`)."""
+    return [_scenario(ranks, check, run) for ranks in per_scenario]
+
+
+def _full_scheme(s: dict[str, Any], k: int) -> str | None:
+    """The scheme every full window with a solve shares (None: they differ, or none)."""
+    found = {u["scheme"] for u in s["updates"] if u["microsteps"] == k and u.get("scheme")}
+    return found.pop() if len(found) == 1 else None
+
+
+def _tail_scale(u: dict[str, Any], scheme: str) -> float | None:
+    """The one factor c between the tail's weights and `scheme`'s at the tail's own shape."""
+    if scheme == "other" or not u.get("weights"):
+        return None
+    want = update_weights.scheme_weights_times_n(u["counts"], scheme)
+    ratios = [
+        g / w
+        for got, wanted in zip(u["weights"], want)
+        for g, w in zip(got, wanted)
+        if g is not None and w
+    ]
+    if not ratios or max(ratios) - min(ratios) > 1e-6 * max(abs(x) for x in ratios):
+        return None
+    mean: float = sum(ratios) / len(ratios)
+    return mean
+
+
+def _tail_scaled(s: dict[str, Any], k: int) -> list[Diagnosis]:
+    """tail_window_scaled: a tail whose weights are k'/K times the full windows' scheme's."""
+    scheme = _full_scheme(s, k)
+    if scheme is None:
+        return []
+    tails = [u for u in s["updates"] if u["num_valid_labels"] and u["microsteps"] < k]
+    for u in tails:
+        c = _tail_scale(u, scheme)
+        if c is not None and abs(c - u["microsteps"] / k) < 1e-6:
+            return [run_messages.tail_window_scaled(s["name"], c, u["microsteps"], k, scheme)]
+    return []
+
+
+def scenario_diagnoses(
+    s: dict[str, Any], per_rank: list[RankScenario], check: Mapping[str, Any], run: RunShape
+) -> list[Diagnosis]:
+    """The run's diagnoses for one scenario, each once, in the order a reader fixes them."""
+    failure = judging.failure_of(per_rank)
+    if failure is not None:
+        return [failure]
+    name, k = s["name"], run.accum_steps
+    found: list[Diagnosis] = []
+    bad = next(((r, x["non_finite"]) for r, x in enumerate(per_rank) if x.get("non_finite")), None)
+    if bad is not None:
+        counts = [[sum(e) for e in row] for row in s["counts"]]
+        found.append(diagnoses.non_finite(name, bad[0], bad[1], counts, s["ranks_agree"]))
+    found += judging.state_diagnoses(name, per_rank, run.dtype, 1)
+    labelled = [u for u in s["updates"] if u["num_valid_labels"]]
+    dropped = [u for u in labelled if u["microsteps"] < k and not u["optimizer_steps"]]
+    if dropped:
+        found.append(run_messages.tail_window_dropped(name, [u["epoch"] for u in dropped]))
+    many = sorted({u["optimizer_steps"] for u in labelled if u["optimizer_steps"] > 1})
+    idle = [u for u in labelled if u["microsteps"] == k and not u["optimizer_steps"]]
+    if many or idle:
+        found.append(run_messages.steps_per_window(name, many[-1] if many else 0, k))
+    leaked = [u for u in s["updates"] if (u.get("leak") or 0) > LEAK_RTOL]
+    if leaked:
+        worst = max(leaked, key=lambda u: u["leak"])
+        found.append(
+            run_messages.gradient_leak(name, worst["epoch"], worst["window"], worst["leak"])
+        )
+    found += _tail_scaled(s, k)
+    how = (s.get("schedule") or {}).get("matches")
+    if how in ("per_microstep", "prepared"):
+        rate = k if how == "per_microstep" else run.world_size
+        found.append(run_messages.scheduler_rate(name, how, rate))
+    elif how == "short":
+        found.append(run_messages.schedule_length(name))
+    elif how == "skip_advances":
+        found.append(run_messages.scheduler_on_skip(name))
+    if s["verdict"] == "no_evidence":
+        found.append(run_messages.no_evidence_run_scenario(name))
+    return found
+
+
+def run_diagnoses(
+    scenarios: list[dict[str, Any]], per_scenario: list[list[RankScenario]]
+) -> list[Diagnosis]:
+    """optimizer_not_stepped: the loop took no step in any scenario the reference stepped."""
+    idle = [
+        s["name"]
+        for s, ranks in zip(scenarios, per_scenario)
+        if s.get("reference_steps") and all(r.get("steps") == 0 for r in ranks)
+    ]
+    return [diagnoses.optimizer_not_stepped(idle, False)] if idle else []
+
+
+def proves(s: Mapping[str, Any]) -> bool:
+    """A same_update scenario with something it can support (claims) proves the run."""
+    return bool(s.get("claims"))
+
+
+def no_evidence_run(world_size: int, accum: int) -> Diagnosis:
+    return diagnoses.no_evidence_run(world_size, accum)
+
+
+def fields(check: Mapping[str, Any]) -> dict[str, Any]:
+    """The run mode's own fields of a trainer's report."""
+    return {"epochs": check.get("epochs"), "scheduler": check.get("scheduler", False)}

@@ -1,0 +1,140 @@
+"""Rank 0 of the run mode: which weight each microbatch really got in each of the loop's
+steps, from the loop run again with SGD at learning rate 1.
+
+A step j of that run moves the parameters by delta_j = - lr_j sum_c w_c g_c, where lr_j is the
+rate it stepped with (the loop's own scheduler may change it: observed, then divided out) and
+g_c the gradient of candidate microbatch c's summed terms at the parameters the loop held when
+it ran that microbatch (the parameters before the first step after it). The candidates are
+every rank's microbatches consumed in the step's epoch up to the step, and the previous
+epoch's last window: a correct loop gives its own window weight x N = 1 and every earlier
+microbatch 0; an earlier one with weight is a gradient the loop did not clear (a missing
+zero_grad, a tail that never stepped). Least squares: core.update_weights.solve_weights.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from pclab.core import update_weights
+from pclab.experiments.trainer_check.pipeline import build
+from pclab.experiments.trainer_check.run_observe import Step
+from pclab.experiments.trainer_check.run_reference import Epochs, Window
+from pclab.experiments.trainer_check.token_rank import flat_gradient
+from pclab.experiments.trainer_check.trainer_file import Trainer
+
+
+def _at(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> torch.nn.Module:
+    """`model` with its parameters set to a snapshot's ("parameter <name>")."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(state[f"parameter {name}"].to(p.dtype))
+    return model
+
+
+def _window_of(run_windows: list[Window], forwards: int) -> int | None:
+    return next(
+        (
+            i
+            for i, w in enumerate(run_windows)
+            if w.first_forward < forwards <= w.first_forward + w.microsteps
+        ),
+        None,
+    )
+
+
+def _held(steps: list[Step], forwards: int) -> dict[str, torch.Tensor]:
+    """The parameters the loop held when it ran its `forwards`-th microbatch: those before the
+    first step taken after it."""
+    return next(s for s in steps if s.forwards >= forwards).before
+
+
+def _candidates(run_windows: list[Window], w: Window) -> list[int]:
+    """The run's forward indices (1-based) a step closing window `w` may carry: its epoch's
+    microbatches up to the window's end, and the previous epoch's last window."""
+    epoch_start = w.first_forward - w.start
+    first = epoch_start
+    before = [x for x in run_windows if x.epoch == w.epoch - 1]
+    if before:
+        first = before[-1].first_forward
+    return list(range(first + 1, w.first_forward + w.microsteps + 1))
+
+
+def _clip_coefficient(
+    trainer: Trainer, window_grads: list[list[list[float]]], w: Window
+) -> float | None:
+    """The reference's clip coefficient for this window at the step's parameters,
+    max / (|sum g / N| + 1e-6) at most 1; None without MAX_GRAD_NORM."""
+    if trainer.max_grad_norm is None or not w.num_valid_labels:
+        return None
+    total = torch.tensor([g for row in window_grads for g in row], dtype=torch.float64).sum(0)
+    norm = float(total.norm()) / w.num_valid_labels
+    return min(1.0, trainer.max_grad_norm / (norm + 1e-6))
+
+
+def solve(
+    trainer: Trainer,
+    epochs: Epochs,
+    terms: list[list[list[int]]],
+    run_windows: list[Window],
+    steps: list[Step],
+    device: str,
+) -> list[dict[str, Any]]:
+    """One entry per SGD step: its window, the weights x N of that window's microbatches
+    (P x k'), the largest |weight x N| on an earlier microbatch (and where), the residual."""
+    m = len(epochs[0][0])
+    world = len(epochs[0])
+    model = build(trainer, device)
+    found: list[dict[str, Any]] = []
+    for j, step in enumerate(steps):
+        at = _window_of(run_windows, step.forwards)
+        lr = step.lrs[0] if step.lrs else 0.0
+        if at is None or not lr:
+            found.append({"step": j, "window": at, "weights": None, "leak": None})
+            continue
+        w = run_windows[at]
+        columns = _candidates(run_windows, w)
+
+        grads = [
+            [
+                flat_gradient(
+                    trainer, _at(model, _held(steps, f)), epochs[(f - 1) // m][r][(f - 1) % m]
+                )
+                for f in columns
+            ]
+            for r in range(world)
+        ]
+        counts = [[terms[r][(f - 1) // m][(f - 1) % m] for f in columns] for r in range(world)]
+        clip = _clip_coefficient(trainer, [row[-w.microsteps :] for row in grads], w)
+        names = [n for n, _ in model.named_parameters()]
+        delta = torch.cat(
+            [
+                (step.after[f"parameter {n}"] - step.before[f"parameter {n}"]).flatten()
+                for n in names
+            ]
+        ) / (lr * (clip or 1.0))
+        try:
+            solved = update_weights.solve_weights(grads, delta.tolist(), counts)
+        except ValueError:  # a non-finite step
+            found.append({"step": j, "window": at, "weights": None, "leak": None})
+            continue
+        total = sum(map(sum, counts))
+        scale = w.num_valid_labels / total if total else 1.0
+        grid = [[None if x is None else x * scale for x in row] for row in solved.weights_times_n]
+        own = len(columns) - w.microsteps  # the window's columns come last
+        leak = max((abs(x) for row in grid for x in row[:own] if x is not None), default=0.0)
+        found.append(
+            {
+                "step": j,
+                "window": at,
+                "weights": [row[own:] for row in grid],
+                "counts": [row[own:] for row in counts],
+                "leak": leak,
+                "residual": solved.residual,
+                "identifiable": solved.identifiable,
+                "lr": lr,
+                "clip_coefficient": clip,
+            }
+        )
+    return found

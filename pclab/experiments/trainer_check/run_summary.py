@@ -1,0 +1,51 @@
+"""The run mode's summary lines (summary.py writes the headline): the run's diagnoses, then
+per scenario its verdict and what it can support, and one line per update: epoch and window,
+N, the rates yours and intended, the loop's steps in the window, max |delta| and the scheme."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pclab.experiments.trainer_check.summary_words import VERDICT, number
+
+
+def _update(i: int, u: dict[str, Any], k: int) -> str:
+    where = f"e{u['epoch']}·w{u['window']}"
+    tail = " tail" if u["microsteps"] < k else ""
+    if u["skipped"]:
+        return f"      {i:>2} {where:<7} N={u['num_valid_labels']:<4} skipped (N = 0)"
+    diff = "undefined" if u["max_abs_diff"] is None else f"{u['max_abs_diff']:.1e}"
+    rates = f"lr {number(u['lr_yours'])} / {number(u['lr_intended'])}"
+    scheme = u.get("scheme") or "—"
+    leak = f"  leak {u['leak']:.3g}" if (u.get("leak") or 0) > 1e-6 else ""
+    return (
+        f"      {i:>2} {where:<7} k'={u['microsteps']}{tail} N={u['num_valid_labels']:<4} "
+        f"{rates}  steps {u['optimizer_steps']}  max |delta| {diff}  scheme {scheme}{leak}"
+    )
+
+
+def _scenario(s: dict[str, Any], check: dict[str, Any]) -> list[str]:
+    claims = ", ".join(s.get("claims", [])) or "nothing"
+    lines = [
+        f"\n  {s['name']:<17} {VERDICT[s['verdict']]}   evidence for: {claims}   "
+        f"steps {s.get('steps')} / {s.get('reference_steps')}   tolerance {s['tolerance']:.1e}"
+    ]
+    d = s.get("first_divergence")
+    if d:
+        lines.append(f"    first divergence: update {d.get('update')} ({d.get('why')})")
+    lines.append("    update  window   N     lr yours / intended   steps   max |delta|   scheme")
+    lines.extend(_update(i, u, check["accum_steps"]) for i, u in enumerate(s.get("updates", [])))
+    for diagnosis in check.get("diagnoses", []):
+        if diagnosis.get("scenario") == s["name"]:
+            lines.append(f"    diagnosis {diagnosis['code']}: {diagnosis['message']}")
+    return lines
+
+
+def lines(check: dict[str, Any], only_failing: bool = False) -> list[str]:
+    """The lines under the headline (`only_failing`: the scenarios that differ)."""
+    run = [d for d in check.get("diagnoses", []) if d.get("scenario") is None]
+    found = [f"  diagnosis {d['code']}: {d['message']}" for d in run]
+    for s in check["scenarios"]:
+        if not only_failing or s.get("verdict") == "different":
+            found.extend(_scenario(s, check))
+    return found
