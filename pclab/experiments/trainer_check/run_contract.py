@@ -2,7 +2,8 @@
 against a one-process run (the seed's protocol step 4: the optimizer, the scheduler and the
 counters advance as agreed, the gradients are cleared; and its "incomplete tail window").
 
-    train_loop(model, optimizer, epochs, accum_steps) -> None   your real loop on one rank:
+    train_loop(model, optimizer, epochs, accum_steps[, checkpoint_dir]) -> None   your real
+                        loop on one rank:
                         `epochs` is this rank's microbatches, one list per epoch, in order
                         (GLOBAL_BATCH = True: per epoch, every rank's list, by rank); an
                         epoch's length need not be a multiple of accum_steps (its last window
@@ -12,6 +13,11 @@ counters advance as agreed, the gradients are cleared; and its "incomplete tail 
                         per update by the reference; the loop may call it itself
     build_model, token_losses, make_microbatch, make_optimizer, DTYPE, MAX_GRAD_NORM,
     full_parameters, fresh_start, VOCAB_SIZE, SEQ_LEN, BATCH_SIZE   as in the token mode
+
+With a fifth parameter, checkpoint_dir, the loop is resumable: it saves its own state there as
+its real version does and, finding a checkpoint there at start, resumes from it (the check
+then also kills it at chosen points and restarts it: resume.py). Optional CHECKPOINT_EVERY
+(updates between checkpoints, default 1).
 
 A file that defines train_loop is checked in the run mode (it may define train_step too:
 train_loop wins). The check observes every optimizer step through torch's global optimizer
@@ -34,6 +40,25 @@ SIGNATURES = {  # every function of the contract, as the check calls it
     "full_parameters": ("model",),
     "fresh_start": (),
 }
+
+
+RESUMABLE = ("model", "optimizer", "epochs", "accum_steps", "checkpoint_dir")
+
+
+def resumable(module: ModuleType) -> bool:
+    """train_loop takes checkpoint_dir: five positional parameters."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(module.train_loop).parameters
+    except (TypeError, ValueError):
+        return False
+    return len(parameters) == len(RESUMABLE)
+
+
+def signatures_for(module: ModuleType) -> dict[str, tuple[str, ...]]:
+    """SIGNATURES, with the resumable train_loop where the file's takes checkpoint_dir."""
+    return SIGNATURES | ({"train_loop": RESUMABLE} if resumable(module) else {})
 
 
 def claims(module: ModuleType) -> bool:

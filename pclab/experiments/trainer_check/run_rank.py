@@ -15,13 +15,17 @@ steps it (run_schedule.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 
 from pclab.experiments.trainer_check import (
     microbatches,
+    run_contract,
     run_reference,
     run_schedule,
     run_solve,
@@ -121,11 +125,45 @@ def _positions(trainer: Trainer, epochs: Epochs, model: torch.nn.Module) -> dict
     return found
 
 
+@contextmanager
+def shared_folder(rank: int) -> Iterator[str]:
+    """A fresh, empty folder every rank sees (made by rank 0 on this host, its name
+    broadcast), removed afterwards: a resumable loop's checkpoint_dir for one run."""
+    import torch.distributed as dist
+
+    made = [tempfile.mkdtemp(prefix="pcl_checkpoint_") if rank == 0 else None]
+    dist.broadcast_object_list(made, src=0)
+    try:
+        yield str(made[0])
+    finally:
+        if rank == 0:
+            shutil.rmtree(str(made[0]), ignore_errors=True)
+
+
 def user_run(
     trainer: Trainer, epochs: Epochs, rank: int, accum: int, device: str, sgd: bool = False
 ) -> tuple[list[Step], State, State]:
     """The file's train_loop on a fresh model, watched: (its steps, its final state, its
-    parameters as the loop left them); `sgd`: SGD at learning rate 1 for the file's optimizer."""
+    parameters as the loop left them); `sgd`: SGD at learning rate 1 for the file's optimizer.
+    A resumable loop gets an empty checkpoint_dir of its own: a run from the start."""
+    if run_contract.resumable(trainer.module):
+        with shared_folder(rank) as folder:
+            return watched_run(trainer, epochs, rank, accum, device, sgd, folder)
+    return watched_run(trainer, epochs, rank, accum, device, sgd)
+
+
+def watched_run(
+    trainer: Trainer,
+    epochs: Epochs,
+    rank: int,
+    accum: int,
+    device: str,
+    sgd: bool = False,
+    checkpoint_dir: str | None = None,
+    observer: type[Observer] = Observer,
+) -> tuple[list[Step], State, State]:
+    """user_run's run: `checkpoint_dir` the resumable loop's folder; `observer` the
+    Observer (a resume launch's records each step as it goes, and may kill the rank)."""
     model = build(trainer, device)
     if sgd:
         optimizer: Any = torch.optim.SGD(model.parameters(), lr=1.0)
@@ -134,8 +172,9 @@ def user_run(
     if trainer.has("fresh_start"):
         trainer.call("fresh_start")
     given = _loop_input(trainer, epochs, rank, model)
-    with Observer(trainer, model, _positions(trainer, epochs, model)) as seen:
-        trainer.call("train_loop", model, optimizer, given, accum)
+    folder = () if checkpoint_dir is None else (checkpoint_dir,)
+    with observer(trainer, model, _positions(trainer, epochs, model)) as seen:
+        trainer.call("train_loop", model, optimizer, given, accum, *folder)
     named = model_parameters(trainer, model, stepped_by_user=True)
     final = snapshot(model, optimizer, named, with_optimizer=bool(seen.steps))
     return seen.steps, final, named

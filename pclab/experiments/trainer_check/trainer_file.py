@@ -147,7 +147,8 @@ def load(path: str | Path) -> Trainer:
     mode = modes.of_module(module)  # the mode, read from the file
     if lacks := mode.contract.problems(module):
         raise TrainerFileError(f"{path.name}: {'; '.join(lacks)}")
-    _check_signatures(path, module, mode.contract.SIGNATURES)
+    signatures = getattr(mode.contract, "signatures_for", lambda _: mode.contract.SIGNATURES)
+    _check_signatures(path, module, signatures(module))
     own_batches = callable(getattr(module, "make_microbatch", None))
     defaults = {
         "VOCAB_SIZE": 1 if own_batches else None,
