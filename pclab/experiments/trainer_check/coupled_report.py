@@ -31,6 +31,7 @@ from typing import Any
 
 import pclab.experiments.trainer_check.diagnoses as diagnoses
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
+from pclab.experiments.trainer_check.diagnoses import objective_invalid as objective_invalid
 
 SCHEME_EXPLANATIONS = {  # scheme -> one line: what the trainer's step optimised
     "global_batch": "the objective over every item of every rank and microstep: the same update",
@@ -65,10 +66,6 @@ FIXES = {  # scheme -> the fix, naming the lab's pages that show it
     "rank's share (page 06); with a detached gather fix the gather, not the scale",
     "other": "compare with the closest candidate below; the named objectives are on pages 04 to 06",
 }
-
-
-def objective_invalid(message: str) -> Diagnosis:
-    return _diagnosis("objective_invalid", f"the coupled objective cannot be computed: {message}")
 
 
 def scenario(
@@ -139,10 +136,6 @@ def _result(
     }
 
 
-def _diagnosis(code: str, message: str, scenario: str | None = None, **details: Any) -> Diagnosis:
-    return {"code": code, "message": message, "scenario": scenario, **details}
-
-
 def _scenario_diagnoses(
     s: dict[str, Any], per_rank: list[dict[str, Any]], dtype: str
 ) -> list[Diagnosis]:
@@ -160,12 +153,7 @@ def _scenario_diagnoses(
         keys, parameters = extra["keys"], extra["parameters"]
         found.append(diagnoses.extra_optimizer_state(s["name"], keys, parameters, 1))
     if s["verdict"] == "no_evidence":
-        names = ", ".join(s["untold"]) or "every candidate (nothing is split)"
-        message = (
-            f"{s['name']}: {names} gives this scenario's update too, so matching the "
-            "global batch here is no evidence"
-        )
-        found.append(_diagnosis("no_evidence", message, s["name"], untold=s["untold"]))
+        found.append(diagnoses.no_evidence_coupled_scenario(s["name"], s["untold"]))
     return found
 
 
@@ -184,13 +172,7 @@ def _run_diagnoses(
         found.append(diagnoses.optimizer_not_stepped([n for n, _ in idle], changed))
     left: dict[str, str] = next((s["left_out"] for s in scenarios if s["left_out"]), {})
     if left:
-        message = (
-            f"{', '.join(left)} left out: {next(iter(left.values())).rstrip('.')}. "
-            "embedding_loss must "
-            "accept more documents than queries (rows past the queries are extra negatives) "
-            "for the check to name a gradient path"
-        )
-        found.append(_diagnosis("candidate_left_out", message, schemes=list(left)))
+        found.append(diagnoses.candidate_left_out(left))
     return found
 
 
@@ -208,13 +190,7 @@ def build_check(
     found += _run_diagnoses(scenarios, per_scenario)
     status = _status(scenarios, unusable)
     if status == "no_evidence":
-        why = (
-            "with P = 1 and K = 1 nothing is split"
-            if p * k == 1
-            else "no scenario tells the global batch from every other objective"
-        )
-        rerun = "Run with more ranks or microsteps (--world-size 2 --accum 2, the default)"
-        found.append(_diagnosis("no_evidence", f"no evidence: {why}. {rerun}"))
+        found.append(diagnoses.no_evidence_coupled_run(p, k))
     return {
         "trainer": check["trainer"],
         "mode": "coupled",

@@ -113,7 +113,7 @@ def preflight(trainer: Trainer, device: str, rank: int, steps: RankSteps) -> lis
     flag = torch.tensor([float(bool(found))], device=probe.device_of(device))
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     if flag.item() and not found:
-        found.append({"code": "elsewhere", "message": "another rank found the file unusable"})
+        found.append(diagnoses.elsewhere())
     return found
 
 

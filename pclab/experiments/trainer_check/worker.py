@@ -125,7 +125,7 @@ def preflight(trainer: Trainer, device: str, rank: int) -> list[Diagnosis]:
     flag = torch.tensor([float(bool(found))], device=probe.device_of(device))
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     if flag.item() and not found:  # another rank found one: this rank stops with it
-        found.append({"code": "elsewhere", "message": "another rank found the file unusable"})
+        found.append(diagnoses.elsewhere())
     return found
 
 
