@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from pclab.experiments.trainer_check.codes import CODES
-from pclab.experiments.trainer_check.codes import UNUSABLE as UNUSABLE  # its old home
-from pclab.experiments.trainer_check.comparison import compared as compared  # the reports too
+from pclab.experiments.trainer_check.codes import UNUSABLE as UNUSABLE  # kept: diagnoses.UNUSABLE
+from pclab.experiments.trainer_check.comparison import compared as compared  # reports call it here
 
 Diagnosis = dict[str, Any]  # {"code", "message", "scenario", ...its details}: the JSON's entry
 SCHEME_WORDS = {
