@@ -21,10 +21,15 @@ def placeholders(text: str) -> set[str] | str:
         return "not a template"
 
 
+# English reads a diagnosis as the report's own message (ui/trainer_diagnoses.py): only the
+# other languages hold these keys, one per code and case of the registry (test_diagnosis_codes).
+DIAGNOSES = "check.diagnosis."
+
+
 def test_same_keys_in_both_languages():
     en, zh = i18n.catalogue("en"), i18n.catalogue("zh")
     assert sorted(set(en) - set(zh)) == []
-    assert sorted(set(zh) - set(en)) == []
+    assert sorted(k for k in set(zh) - set(en) if not k.startswith(DIAGNOSES)) == []
 
 
 def test_same_placeholders_in_both_languages():

@@ -3,7 +3,9 @@
 Each language has one catalogue: `locales/<lang>/*.toml`, one file per page or area. A key
 is `<file stem>.<dotted key inside the file>`, e.g. `ledger.title` comes from
 `locales/en/ledger.toml`'s `title`. Both languages hold exactly the same keys (a test
-checks it), so a missing translation fails the suite rather than a visitor's page.
+checks it), so a missing translation fails the suite rather than a visitor's page; but for the
+trainer check's diagnoses (`check.diagnosis.*`), which English reads as the report's own
+message and the other languages translate (ui/trainer_diagnoses.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The coupled examples of the "Check a trainer" page (issue 28): a bundled trainer whose loss
 of one item depends on the others (in-batch negatives, BatchNorm), its code, the real check
-run on it, and its verdict: same update, different or no evidence; the scheme the step
+run on it, and its verdict: same update, different or no evidence; its diagnoses, each in the
+reader's language as the token view says them (trainer_diagnoses.text); the scheme the step
 optimised with its explanation in the reader's language; a scaled update's factor per
 parameter group; and a fix line linking the pages that teach it (04 to 06).
 
@@ -16,7 +17,6 @@ import streamlit as st
 
 from pclab.experiments.trainer_check import examples
 from pclab.experiments.trainer_check.coupled_scenarios import scenario_sizes
-from pclab.experiments.trainer_check.failures import FAILURE_CODES, unequal_microsteps
 from pclab.ui import i18n, trainer_diagnoses
 from pclab.ui import trainer_views as views
 from pclab.ui.input_errors import guard
@@ -97,7 +97,7 @@ def results(check: dict) -> None:
     STATUS_BOX.get(status, st.error)(t(f"coupled.status.{status}"))
     for d in check["diagnoses"]:
         if d["code"] != "no_evidence":  # the banner says it
-            st.caption(f"`{d['code']}`: {said(d, check)}")
+            st.caption(f"`{d['code']}`: {trainer_diagnoses.text(d, check)}")
     if not check["scenarios"]:
         return
     st.table(frame(check))
@@ -119,28 +119,6 @@ def results(check: dict) -> None:
             page = next(p for p in PAGES if p.key == key)
             label = t("coupled.fix.link", page=t(page.title_key))
             page_link(page.file, label=label, icon=":material/school:")
-
-
-def said(d: dict, check: dict) -> str:
-    """A diagnosis in the reader's language where the catalogues have it: a gather's ranks
-    with unequal items (coupled.diagnosis.unequal_items), a failed scenario's code (the token
-    mode's words, trainer_diagnoses); else the report's own English message."""
-    unequal = unequal_microsteps(d.get("sizes") or [])
-    if d["code"] == "collective_mismatch" and unequal:
-        held = [
-            t("coupled.diagnosis.held", rank=r, items=row[unequal[0]])
-            for r, row in enumerate(d["sizes"])
-        ]
-        return t(
-            "coupled.diagnosis.unequal_items",
-            scenario=views.say("scenario", d["scenario"]),
-            microstep=unequal[0],
-            held=i18n.join(lang(), held),
-            message=d["message"],
-        )
-    if d["code"] in FAILURE_CODES.values():
-        return trainer_diagnoses.text(d, check)
-    return str(d["message"])
 
 
 def frame(check: dict) -> pd.DataFrame:

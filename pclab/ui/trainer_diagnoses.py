@@ -1,14 +1,26 @@
-"""The trainer check's diagnoses in the reader's language: each by its stable code
-(experiments/trainer_check/diagnoses.py) through the catalogue, `check.diagnosis.<code>`, with
-the report's values filled in; a code the catalogue does not know reads as the report's own
-English message. A code with several cases (more or fewer terms, a model built in the wrong
-dtype or recast by train_step, ...) has one entry per case: `check.diagnosis.<code>.<case>`.
+"""The trainer check's diagnoses in the reader's language, for every view (the token verdict
+and the coupled one): each by its stable code (experiments/trainer_check/codes.py).
 
-    python -c "from pclab.ui import trainer_diagnoses as d; print(d.CASES)"
+One English wording per diagnosis: English reads the report's own message, headed by its
+scenario's name as the page's table says it (said). Its builder (diagnoses.py, failures.py)
+words it once, and the JSON, the command's summary and this page show those same words, so
+no second English text can drift from them: locales/en/check.toml has no [diagnosis]. An
+English catalogue entry could only approximate the message: a builder words it from facts
+the report does not carry (whether make_microbatch built the batch, a weight's gap).
+
+Another language reads its catalogue's `check.diagnosis.<code>`, or for a code with several
+cases (more or fewer terms, a model built in the wrong dtype or recast by train_step, ...) its
+`check.diagnosis.<code>.<case>` (CASES picks it from the report), with exactly the
+placeholders codes.CODES declares for the code, filled from the report (FILL, else the
+detail as it is). A code or case the catalogue does not know reads as the report's message.
+
+    python -c "from pclab.ui import trainer_diagnoses as d; print(sorted(d.CASES), sorted(d.FILL))"
 """
 
 from __future__ import annotations
 
+from pclab.experiments.trainer_check.codes import CODES
+from pclab.experiments.trainer_check.failures import unequal_microsteps
 from pclab.ui import i18n
 from pclab.ui import trainer_views as views
 from pclab.ui.language import lang, t
@@ -23,6 +35,7 @@ CASES = {  # code -> the case of a diagnosis (its catalogue sub-key), from the r
     "uniform_scale": lambda d, check: "second_k" if _is_one_over_k(d, check) else "scale",
     "extra_optimizer_state": lambda d, check: "at_zero" if _terms(d, check) == 0 else "labels",
     "no_evidence": lambda d, check: _no_evidence_case(d, check),
+    "collective_mismatch": lambda d, check: "unequal_items" if _unequal(d) else "ranks",
 }
 
 
@@ -31,8 +44,9 @@ def _scenario(d: dict, check: dict) -> dict | None:
 
 
 def _terms(d: dict, check: dict) -> int | None:
+    """The scenario's N (None: no scenario, or the coupled mode's, which counts items)."""
     s = _scenario(d, check)
-    return None if s is None else sum(map(sum, s["counts"]))
+    return None if s is None or "counts" not in s else sum(map(sum, s["counts"]))
 
 
 def _is_one_over_k(d: dict, check: dict) -> bool:
@@ -41,55 +55,94 @@ def _is_one_over_k(d: dict, check: dict) -> bool:
 
 
 def _no_evidence_case(d: dict, check: dict) -> str:
+    """As the builders word it: the coupled mode's own (diagnoses.no_evidence_coupled_*)."""
+    mode = "coupled_" if check.get("mode") == "coupled" else ""
     if d.get("scenario") is None:
-        return "unsplit_run" if check["world_size"] * check["accum_steps"] == 1 else "run"
-    return "scenario" if d.get("untold") else "unsplit_scenario"
+        unsplit = check["world_size"] * check["accum_steps"] == 1
+        return f"{mode}{'unsplit_run' if unsplit else 'run'}"
+    return f"{mode}{'scenario' if d.get('untold') else 'unsplit_scenario'}"
 
 
-def _schemes(codes) -> str:
-    return i18n.join(lang(), [views.scheme_name(c) for c in codes])
+def _unequal(d: dict) -> list[int]:
+    """The microsteps whose items differ between ranks (a gather's collective_mismatch)."""
+    return unequal_microsteps(d.get("sizes") or [])
 
 
-def _scenarios(names) -> str:
-    return i18n.join(lang(), [views.say("scenario", n) for n in names])
+def _scheme_names(d: dict, check: dict) -> str:
+    """The schemes a diagnosis names, in the words of its mode's table."""
+    if check.get("mode") == "coupled":
+        codes = d.get("schemes") or d.get("untold") or ()
+        return i18n.join(lang(), [t(f"coupled.scheme.{c}") for c in codes])
+    return i18n.join(lang(), [views.scheme_name(c) for c in d.get("untold") or UNSPLIT])
+
+
+def _residual(d: dict, check: dict) -> str:
+    s = _scenario(d, check)
+    return "—" if s is None or s["residual"] is None else f"{s['residual']:.1e}"
+
+
+def _held(d: dict, check: dict) -> str:
+    step = _unequal(d)[0]
+    held = [
+        t("coupled.diagnosis.held", rank=r, items=row[step]) for r, row in enumerate(d["sizes"])
+    ]
+    return i18n.join(lang(), held)
+
+
+FILL = {  # placeholder -> its words from the diagnosis and its check (else the detail as is)
+    "scenario": lambda d, check: views.say("scenario", d["scenario"]) if d.get("scenario") else "",
+    "scenarios": lambda d, check: i18n.join(
+        lang(), [views.say("scenario", n) for n in d["scenarios"]]
+    ),
+    "schemes": _scheme_names,
+    "keys": lambda d, check: i18n.join(lang(), [f"`{k}`" for k in d["keys"]]),
+    "residual": _residual,
+    "world_size": lambda d, check: check["world_size"],
+    "accum": lambda d, check: check["accum_steps"],
+    "scale": lambda d, check: f"{d['scale']:.4g}",
+    "gap": lambda d, check: f"{d['terms'] - d['counted_labels']:+d}",
+    "microstep": lambda d, check: _unequal(d)[0],
+    "held": _held,
+}
 
 
 def values(d: dict, check: dict) -> dict:
-    """Everything an entry may name, from the diagnosis and its check (numbers as shown)."""
-    s = _scenario(d, check)
-    residual = None if s is None else s["residual"]
-    found = {
-        "scenario": views.say("scenario", d["scenario"]) if d.get("scenario") else "",
-        "scenarios": _scenarios(d.get("scenarios", ())),
-        "schemes": _schemes(d.get("untold") or UNSPLIT),
-        "keys": i18n.join(lang(), [f"`{k}`" for k in d.get("keys", ())]),
-        "residual": "—" if residual is None else f"{residual:.1e}",
-        "world_size": check["world_size"],
-        "accum": check["accum_steps"],
-    }
-    if "scale" in d:
-        found["scale"] = f"{d['scale']:.4g}"
-    if "terms" in d:
-        found["gap"] = f"{d['terms'] - d['counted_labels']:+d}"
-    for key in ("terms", "counted_labels", "tensor", "dtype", "declared", "parameters"):
-        if key in d:
-            found[key] = d[key]
-    found["message"] = d.get("message", "")
+    """Every placeholder codes.CODES declares for the diagnosis's code, filled (numbers as
+    shown), but those this diagnosis has nothing for (another case's: an unequal microstep,
+    a detail it does not carry)."""
+    found = {}
+    for name in CODES[d["code"]].placeholders:
+        try:
+            found[name] = FILL[name](d, check) if name in FILL else d[name]
+        except (KeyError, IndexError, TypeError):
+            continue
     return found
 
 
+def said(d: dict) -> str:
+    """The report's own message, headed by its scenario's name as the page shows it (a
+    builder that names the scenario names it by its code: "uneven: ...")."""
+    message = str(d.get("message", d.get("code", "")))
+    name = d.get("scenario")
+    if not name:
+        return message
+    body = message.removeprefix(f"{name}: ")
+    return i18n.join(lang(), [views.say("scenario", name), body], "head")
+
+
 def text(d: dict, check: dict) -> str:
-    """One diagnosis in the reader's language (the report's message for an unknown code)."""
+    """One diagnosis in the reader's language (in English, and for a code or case the
+    catalogue does not know, the report's own message: said)."""
     code = d.get("code", "")
-    key = f"check.diagnosis.{code}"
-    if code in CASES:
-        try:
-            key = f"{key}.{CASES[code](d, check)}"
-        except (KeyError, TypeError):  # a report without the fields this case needs
-            return d.get("message", code)
-    if key not in i18n.catalogue(lang()):
-        return d.get("message", code)
-    return t(key, **values(d, check))
+    message = said(d)
+    if code not in CODES:
+        return message
+    try:
+        case = f".{CASES[code](d, check)}" if code in CASES else ""
+    except (KeyError, TypeError):  # a report without the fields its case is read from
+        return message
+    key = f"check.diagnosis.{code}{case}"
+    return t(key, **values(d, check)) if key in i18n.catalogue(lang()) else message
 
 
 def _about_a_failure(d: dict, check: dict) -> bool:

@@ -10,11 +10,14 @@ pages that teach it. Pages 05 and 06 link here. No process is started.
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from pclab.experiments.trainer_check.report import build_report
 from pclab.ui import i18n
 from pclab.ui.trainer_examples import COUPLED_EXAMPLES
 from tests.app.sections_helper import open_section
@@ -112,15 +115,59 @@ def test_a_gather_of_unequal_items_is_said_in_the_readers_language(lang, launche
     )
     failure = RECORDED["gather_with_grad_unequal"][0]["checks"][0]["scenarios"][0]["failure"]
     scenario = say("check.scenario.custom")
-    words = say(
-        "coupled.diagnosis.unequal_items",
-        scenario=scenario,
-        microstep=0,
-        held=held,
-        message=failure["message"],
-    )
+    body = failure["message"].removeprefix("custom: ")  # English: the report's own words
+    words = i18n.join(lang, [scenario, body], "head")
+    if lang == "zh":
+        words = say(
+            "check.diagnosis.collective_mismatch.unequal_items",
+            scenario=scenario,
+            microstep=0,
+            held=held,
+            message=failure["message"],
+        )
     assert caption == f"`collective_mismatch`: {words}"
+    assert "rank 0: 2, rank 1: 3" in failure["message"]  # the items each rank held, said
     assert "pair.cc" not in caption and "tiny_embedder.py:" in caption  # the user's line
     (table,) = at.table
     assert list(table.value[say("coupled.column.scheme")]) == ["—"]
     assert list(table.value[say("coupled.column.verdict")]) == [say("coupled.verdict.different")]
+
+
+REFUSED = "embedding_loss refused 6 documents for 3 queries."
+
+
+def with_findings(world_size, accum, example):
+    """The recorded GradCache run, as if train_step had made optimizer state the reference
+    has none of (a shared diagnosis) and embedding_loss had refused extra documents (the
+    coupled mode's own)."""
+    ranks = copy.deepcopy(RECORDED["gradcache"])
+    for rank in ranks:
+        rank["checks"][0]["scenarios"][0]["extra_state"] = {"keys": ["step"], "parameters": 4}
+    left = {"remote_detached": REFUSED, "query_path_only": REFUSED}
+    ranks[0]["checks"][0]["scenarios"][0]["left_out"] = left
+    return tuple(ranks)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_diagnosis_of_the_coupled_view_reads_in_the_readers_language(lang, launches):
+    """The coupled view says every code through the token view's translator: in Chinese in
+    the catalogue's words (the English message only quoted after them, never alone), in
+    English as the report's own message."""
+    launches.use(with_findings)
+    at = open_section(PAGE, lang, chk_example="gradcache")
+    at.button(key="chk_coupled_run").click().run()
+    assert not at.exception, at.exception
+    report = build_report(with_findings(2, 2, "gradcache"))["checks"][0]
+    shown = [d for d in report["diagnoses"] if d["code"] != "no_evidence"]  # the banner's
+    assert {d["code"] for d in shown} == {"extra_optimizer_state", "candidate_left_out"}
+    codes = tuple(f"`{d['code']}`: " for d in shown)
+    captions = [c.value for c in at.caption if c.value.startswith(codes)]
+    assert len(captions) == len(shown)
+    for d, caption in zip(shown, captions):
+        code, words = caption.split(": ", 1)
+        assert code == f"`{d['code']}`"
+        if lang == "en":
+            assert words.endswith(d["message"].removeprefix(f"{d['scenario']}: "))
+        else:
+            assert re.search(r"[\u4e00-\u9fff]", words.replace(d["message"], ""))
+            assert words != d["message"]

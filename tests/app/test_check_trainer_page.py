@@ -23,7 +23,7 @@ import pyarrow as pa
 import pytest
 
 from pclab.core import update_weights
-from pclab.experiments.trainer_check import EXPERIMENT, examples, frameworks
+from pclab.experiments.trainer_check import EXPERIMENT, diagnoses, examples, frameworks
 from pclab.experiments.trainer_check.report import build_report
 from pclab.experiments.trainer_check.scenarios import scenario_counts
 from pclab.runners.results import RunResult
@@ -34,7 +34,6 @@ from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = "pclab/sections/check_trainer.py"
-UNSPLIT_SCHEMES = ("replica_mean", "microbatch_mean", "double_scaled")
 FIXTURE = Path(__file__).parent / "fixtures" / "trainer_check_microbatch_means_p2k2.json"
 RECORDED = tuple(json.loads(FIXTURE.read_text())["ranks"])
 
@@ -215,14 +214,8 @@ def test_run_button_passes_the_bundled_path_and_p_and_k(launches, example, world
         assert set(table["verdict"]) <= {"no_evidence", "same_update"}
         assert not at.success and not at.error
         assert [w.value for w in at.warning] == [i18n.text("en", "check.results.no_evidence")]
-        unsplit = i18n.text(
-            "en",
-            "check.diagnosis.no_evidence.unsplit_run",
-            world_size=1,
-            accum=1,
-            schemes=i18n.join("en", [i18n.text("en", f"schemes.{s}") for s in UNSPLIT_SCHEMES]),
-        )
-        assert any(unsplit in m.value for m in at.markdown)
+        unsplit = diagnoses.no_evidence_run(1, 1)["message"]  # in English, the report's words
+        assert any(f"- {unsplit}" in m.value.split("\n") for m in at.markdown)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -475,7 +468,8 @@ def with_extra_state(world_size, accum, example):
 def test_a_failed_verdict_is_explained_by_its_diagnosis_in_the_readers_language(launches, lang):
     """A double ÷K at K = 2: every weight x N is 0.5; the report's uniform_scale diagnoses
     read in the reader's language with their numbers, under the failed verdict, before the
-    fix; the check's English message is not shown in Chinese."""
+    fix: in English the report's own message headed by the scenario's name, in Chinese the
+    catalogue's words and not the English message."""
     at = open_section(PAGE, lang, chk_example="double_divide_by_k")
     at.button(key="chk_run").click().run()
     assert not at.exception, at.exception
@@ -489,18 +483,20 @@ def test_a_failed_verdict_is_explained_by_its_diagnosis_in_the_readers_language(
     texts = [m.value for m in at.markdown]
     why = texts.index(i18n.text(lang, "check.results.why"))
     listed = texts[why + 1]
-    for name in scaled:
+    for name, message in zip(scaled, english):
         scenario = i18n.text(lang, f"check.scenario.{name}")
-        line = i18n.text(
-            lang,
-            "check.diagnosis.uniform_scale.second_k",
-            scenario=scenario,
-            scale="0.5",
-            residual="1.0e-15",
-            accum=2,
-        )
+        line = i18n.join(lang, [scenario, message], "head")  # English: the report's words
+        if lang == "zh":
+            line = i18n.text(
+                lang,
+                "check.diagnosis.uniform_scale.second_k",
+                scenario=scenario,
+                scale="0.5",
+                residual="1.0e-15",
+                accum=2,
+            )
         assert f"- {line}" in listed.split("\n")
-    assert ("0.5 = 1/K" in listed) and ("K = 2" in listed)
+    assert ("1/K" in listed) and ("K = 2" in listed)
     if lang == "zh":
         assert not any(message in text for message in english for text in texts)
     fix = i18n.text(lang, "check.fix.double_scaled", scenarios="").split("**")[1]

@@ -41,8 +41,7 @@ def _unusable(trainer: str, exc: TrainerFileError, as_json: bool) -> int:
     diagnosis on stdout); exit 2."""
     print(f"{PROG}: {exc}", file=sys.stderr)
     if as_json:
-        code = exc.code if exc.code in diagnoses.UNUSABLE else "contract"
-        found = [{"code": code, "message": str(exc), "scenario": None}]
+        found = [diagnoses.unusable_file(exc.code, str(exc))]
         report = {"trainer": trainer, "passed": False, "status": "unusable", "diagnoses": found}
         print(json.dumps(report, indent=2))
     return 2
@@ -56,7 +55,6 @@ def not_run(params: Params, outcome: str, message: str) -> dict[str, Any]:
     """The --json report of a run that judged nothing (a rank failed before any scenario,
     the time ran out, the line was busy): status different (exit 1), one run-level
     diagnosis: trainer_error, timeout, or the outcome (busy, cancelled)."""
-    code = {"failed": "trainer_error", "timeout": "timeout"}.get(outcome, outcome)
     return {
         "trainer": params.trainers[0],
         "world_size": params.world_size,
@@ -66,7 +64,7 @@ def not_run(params: Params, outcome: str, message: str) -> dict[str, Any]:
         "status": "different",
         "scenarios": [],
         "skipped_scenarios": [],
-        "diagnoses": [{"code": code, "message": message, "scenario": None}],
+        "diagnoses": [diagnoses.not_run(outcome, message)],
     }
 
 

@@ -22,9 +22,8 @@ import torch
 from pclab.core import coupled_objectives as co
 from pclab.core.coupled_schemes import solve_schemes
 from pclab.experiments.trainer_check import microbatches
-from pclab.experiments.trainer_check.coupled_report import objective_invalid
 from pclab.experiments.trainer_check.coupled_scenarios import checked_counts, scenario_sizes
-from pclab.experiments.trainer_check.diagnoses import Diagnosis
+from pclab.experiments.trainer_check.diagnoses import Diagnosis, objective_invalid
 from pclab.experiments.trainer_check.judging import SOLVE_RTOL
 from pclab.experiments.trainer_check.modes import Batch, Grid
 from pclab.experiments.trainer_check.trainer_file import Trainer, TrainerRaised

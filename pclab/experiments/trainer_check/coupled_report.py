@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pclab.experiments.trainer_check import judging
+from pclab.experiments.trainer_check import diagnoses, judging
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.judging import RunShape
 
@@ -68,10 +68,6 @@ FIXES = {  # scheme -> the fix, naming the lab's pages that show it
     "rank's share (page 06); with a detached gather fix the gather, not the scale",
     "other": "compare with the closest candidate below; the named objectives are on pages 04 to 06",
 }
-
-
-def objective_invalid(message: str) -> Diagnosis:
-    return _diagnosis("objective_invalid", f"the coupled objective cannot be computed: {message}")
 
 
 def scenario(
@@ -138,10 +134,6 @@ def _result(
     }
 
 
-def _diagnosis(code: str, message: str, scenario: str | None = None, **details: Any) -> Diagnosis:
-    return {"code": code, "message": message, "scenario": scenario, **details}
-
-
 def judge(
     check: Mapping[str, Any], per_scenario: list[list[dict[str, Any]]], run: RunShape
 ) -> list[dict[str, Any]]:
@@ -158,12 +150,7 @@ def scenario_diagnoses(
         return [failure]
     found = judging.state_diagnoses(s["name"], per_rank, run.dtype, 1)
     if s["verdict"] == "no_evidence":
-        names = ", ".join(s["untold"]) or "every candidate (nothing is split)"
-        message = (
-            f"{s['name']}: {names} gives this scenario's update too, so matching the "
-            "global batch here is no evidence"
-        )
-        found.append(_diagnosis("no_evidence", message, s["name"], untold=s["untold"]))
+        found.append(diagnoses.no_evidence_coupled_scenario(s["name"], s["untold"]))
     return found
 
 
@@ -174,13 +161,7 @@ def run_diagnoses(
     found = judging.not_stepped(scenarios, per_scenario, proves)
     left: dict[str, str] = next((s["left_out"] for s in scenarios if s["left_out"]), {})
     if left:
-        message = (
-            f"{', '.join(left)} left out: {next(iter(left.values())).rstrip('.')}. "
-            "embedding_loss must "
-            "accept more documents than queries (rows past the queries are extra negatives) "
-            "for the check to name a gradient path"
-        )
-        found.append(_diagnosis("candidate_left_out", message, schemes=list(left)))
+        found.append(diagnoses.candidate_left_out(left))
     return found
 
 
@@ -190,13 +171,7 @@ def proves(s: Mapping[str, Any]) -> bool:
 
 
 def no_evidence_run(world_size: int, accum: int) -> Diagnosis:
-    why = (
-        "with P = 1 and K = 1 nothing is split"
-        if world_size * accum == 1
-        else "no scenario tells the global batch from every other objective"
-    )
-    rerun = "Run with more ranks or microsteps (--world-size 2 --accum 2, the default)"
-    return _diagnosis("no_evidence", f"no evidence: {why}. {rerun}")
+    return diagnoses.no_evidence_coupled_run(world_size, accum)
 
 
 def fields(check: Mapping[str, Any]) -> dict[str, Any]:

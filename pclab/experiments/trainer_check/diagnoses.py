@@ -1,34 +1,21 @@
 """The trainer check's diagnoses: why a verdict is what it is, each with a stable code (the
-JSON's "diagnoses": [{"code", "message", "scenario", ...}], the page's and CI's key).
+JSON's "diagnoses": [{"code", "message", "scenario", ...}], the page's and CI's key). Every
+code, its details, its exit effect and the modes that raise it are in one registry, codes.py;
+_diagnosis refuses a code (or a detail) that is not there.
 
-    signature                a contract function cannot be called as the check calls it
-    terms_mismatch           token_losses returned more or fewer terms than counted labels
-    model_not_deterministic  build_model() gave different weights on two calls (or ranks)
-    dtype_changed            the parameters are not (or no longer) in DTYPE
-    optimizer_not_stepped    the optimizer handed to train_step never stepped
-    uniform_scale            every weight x N is one c != 1: the update scaled once
-    extra_optimizer_state    train_step created optimizer state the reference has none of
-    no_evidence              the counts cannot tell the global token mean from a wrong scheme
-    trainer_error            the trainer raised in this scenario (file:line, the exception)
-    collective_mismatch      the ranks' collectives did not pair up in this scenario (one rank
-                             skipped or added one, or a rank left): what each rank was doing
-    timeout                  a rank was still in this scenario after its deadline
-    non_finite               a parameter or optimizer-state value is NaN or inf after the step
-    counts_not_terms         --counts asked for terms a microbatch cannot hold after a causal
-                             shift, or --counts-labels left a microbatch with labels no terms
-
-The first three (and dtype_changed on a freshly built model) make the file unusable: exit 2,
-no scenario run. trainer_error, collective_mismatch and timeout make their scenario's verdict
-`different` (exit 1); every other scenario is still judged. Messages are plain English built
-here, once; codes never change.
+Messages are plain English, built once, by the builders here (failures.py's for a scenario
+that failed): that message is the diagnosis's one English wording, in the JSON, the summary
+and the English page alike (ui/trainer_diagnoses); other languages translate it by code.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pclab.experiments.trainer_check.codes import CODES
+from pclab.experiments.trainer_check.codes import UNUSABLE as UNUSABLE  # kept: diagnoses.UNUSABLE
+
 Diagnosis = dict[str, Any]  # {"code", "message", "scenario", ...its details}: the JSON's entry
-UNUSABLE = ("signature", "terms_mismatch", "model_not_deterministic", "dtype_changed")
 SCHEME_WORDS = {
     "replica_mean": "DDP's mean of local means (replica_mean)",
     "microbatch_mean": "microbatch means (microbatch_mean)",
@@ -41,12 +28,39 @@ SCHEME_WORDS = {
 def _diagnosis(
     code: str, message: str, scenario: str | None = None, **details: object
 ) -> Diagnosis:
+    """The one way a diagnosis is made: its code and details as codes.CODES declares them."""
+    entry = CODES.get(code)
+    if entry is None:
+        raise ValueError(f"code={code!r} is not registered: add it to codes.CODES")
+    if undeclared := sorted(set(details) - set(entry.details)):
+        raise ValueError(f"{code}: details {undeclared} are not in codes.CODES[{code!r}].details")
     return {"code": code, "message": message, "scenario": scenario, **details}
 
 
 def signature(message: str) -> Diagnosis:
     """From trainer_file's TrainerFileError(code="signature"): the message shows both."""
     return _diagnosis("signature", message)
+
+
+def unusable_file(code: str, message: str) -> Diagnosis:
+    """A file trainer_file.load refused (pclab check --json): its TrainerFileError's code,
+    signature, else contract."""
+    return _diagnosis("signature" if code == "signature" else "contract", message)
+
+
+def not_run(outcome: str, message: str) -> Diagnosis:
+    """A run that judged nothing (pclab check --json), from its launch's outcome: a failed
+    launch is trainer_error; timeout, busy and cancelled keep their names."""
+    return _diagnosis({"failed": "trainer_error"}.get(outcome, outcome), message)
+
+
+def elsewhere() -> Diagnosis:
+    """A rank's stand-in when another rank's preflight found the file unusable."""
+    return _diagnosis("elsewhere", "another rank found the file unusable")
+
+
+def objective_invalid(message: str) -> Diagnosis:
+    return _diagnosis("objective_invalid", f"the coupled objective cannot be computed: {message}")
 
 
 def terms_mismatch(got: int, want: int, own_batches: bool) -> Diagnosis:
@@ -249,3 +263,33 @@ def counts_not_terms(
         )
     cells_out = [[r, k, g, t] for r, k, g, t in cells]
     return [_diagnosis("counts_not_terms", message, scenario, given=counts_given, cells=cells_out)]
+
+
+def candidate_left_out(left: dict[str, str]) -> Diagnosis:
+    """The coupled candidates the file's callables could not compute ({scheme: why})."""
+    message = (
+        f"{', '.join(left)} left out: {next(iter(left.values())).rstrip('.')}. "
+        "embedding_loss must "
+        "accept more documents than queries (rows past the queries are extra negatives) "
+        "for the check to name a gradient path"
+    )
+    return _diagnosis("candidate_left_out", message, schemes=list(left))
+
+
+def no_evidence_coupled_scenario(scenario: str, untold: list[str]) -> Diagnosis:
+    names = ", ".join(untold) or "every candidate (nothing is split)"
+    message = (
+        f"{scenario}: {names} gives this scenario's update too, so matching the "
+        "global batch here is no evidence"
+    )
+    return _diagnosis("no_evidence", message, scenario, untold=untold)
+
+
+def no_evidence_coupled_run(world_size: int, accum: int) -> Diagnosis:
+    why = (
+        "with P = 1 and K = 1 nothing is split"
+        if world_size * accum == 1
+        else "no scenario tells the global batch from every other objective"
+    )
+    rerun = "Run with more ranks or microsteps (--world-size 2 --accum 2, the default)"
+    return _diagnosis("no_evidence", f"no evidence: {why}. {rerun}")

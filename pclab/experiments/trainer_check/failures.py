@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
+from pclab.experiments.trainer_check.diagnoses import _diagnosis as _failure  # the one gate
 
 FAILURE_CODES = {
     "trainer_error": "trainer_error",
@@ -119,7 +120,3 @@ def _mismatch_hint(entry: dict[str, Any]) -> str:
         "microstep's items equal across ranks (as the default scenarios do). The other "
         "scenarios are judged without it"
     )
-
-
-def _failure(code: str, message: str, scenario: str, **details: object) -> Diagnosis:
-    return {"code": code, "message": message, "scenario": scenario, **details}

@@ -134,7 +134,7 @@ def preflight(trainer: Trainer, mode: RankSide, device: str) -> list[Diagnosis]:
     flag = torch.tensor([float(bool(found))], device=device_of(device))
     dist.all_reduce(flag, op=dist.ReduceOp.MAX)
     if flag.item() and not found:  # another rank found one: this rank stops with it
-        found.append({"code": "elsewhere", "message": "another rank found the file unusable"})
+        found.append(diagnoses.elsewhere())
     return found
 
 
