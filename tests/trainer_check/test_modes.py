@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from pclab.experiments.trainer_check import modes
+from pclab.experiments.trainer_check import mode_protocols, modes
 
 
 def _members(protocol: type) -> dict[str, list[str] | None]:
@@ -32,9 +32,11 @@ def test_every_mode_supplies_its_protocol(mode, side):
     """A rank side is an update's steps (RankMode) or a whole run's (RunMode, its own
     check_scenario); a report side is a ReportMode."""
     module = mode.rank_side() if side == "rank" else mode.report_side()
-    protocol = modes.ReportMode
+    protocol = mode_protocols.ReportMode
     if side == "rank":
-        protocol = modes.RunMode if hasattr(module, "check_scenario") else modes.RankMode
+        protocol = (
+            mode_protocols.RunMode if hasattr(module, "check_scenario") else mode_protocols.RankMode
+        )
     for name, arguments in _members(protocol).items():
         assert hasattr(module, name), f"{module.__name__} lacks {name}"
         if arguments is not None:

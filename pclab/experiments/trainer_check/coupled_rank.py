@@ -1,4 +1,4 @@
-"""The coupled mode on a rank (modes.RankMode): a trainer whose loss of one item depends on
+"""The coupled mode on a rank (mode_protocols.RankMode): a trainer whose loss of one item depends on
 the others (in-batch negatives, BatchNorm statistics), a file with batch_loss (issue 28).
 
 Its scenarios are item counts per microbatch (coupled_scenarios.py); its reference steps a
@@ -19,13 +19,13 @@ from typing import Any
 
 import torch
 
+import pclab.experiments.trainer_check.microbatches as microbatches
 from pclab.core import coupled_objectives as co
 from pclab.core.coupled_schemes import solve_schemes
-from pclab.experiments.trainer_check import microbatches
 from pclab.experiments.trainer_check.coupled_scenarios import checked_counts, scenario_sizes
 from pclab.experiments.trainer_check.diagnoses import Diagnosis, objective_invalid
 from pclab.experiments.trainer_check.judging import SOLVE_RTOL
-from pclab.experiments.trainer_check.modes import Batch, Grid
+from pclab.experiments.trainer_check.mode_protocols import Batch, Grid
 from pclab.experiments.trainer_check.trainer_file import Trainer, TrainerRaised
 
 SHAPE = "sizes"  # a scenario's grid: the items of each microbatch

@@ -1,4 +1,4 @@
-"""The coupled mode's report side (modes.ReportMode): per scenario, did the step give the
+"""The coupled mode's report side (mode_protocols.ReportMode): per scenario, did the step give the
 same update as the global-batch objective on every rank, and which objective did it optimise
 (`scheme`, core.coupled_schemes). report.py assembles the trainer's report around it; one
 trainer's JSON entry is the token mode's plus:
@@ -31,7 +31,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pclab.experiments.trainer_check import diagnoses, judging
+import pclab.experiments.trainer_check.diagnoses as diagnoses
+import pclab.experiments.trainer_check.judging as judging
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.judging import RunShape
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pclab.experiments.trainer_check import diagnoses
+import pclab.experiments.trainer_check.diagnoses as diagnoses
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 
 # Per DTYPE: the relative gap within which a solved weight matches a scheme, and the relative

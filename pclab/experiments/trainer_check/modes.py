@@ -14,7 +14,8 @@ exit codes and CLI. A mode supplies only what differs, in three modules named af
 
 A new mode is those four modules and one line in MODES (before "token", which claims every
 file the others do not). The protocols below are the whole interface; mypy holds a mode's
-modules to them (tests/trainer_check/test_modes.py checks every member and its arguments).
+modules to them (mode_protocols.py; tests/trainer_check/test_modes.py checks every member and
+its arguments).
 
     python -c "from pclab.experiments.trainer_check import modes; print(modes.NAMES)"
 """
@@ -22,21 +23,13 @@ modules to them (tests/trainer_check/test_modes.py checks every member and its a
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any
 
-from pclab.experiments.trainer_check import coupled_contract, run_contract, token_contract
-
-if TYPE_CHECKING:
-    import torch
-
-    from pclab.experiments.trainer_check.trainer_file import Trainer
-
-Grid = Sequence[Sequence[int]]  # P x K: counts (token) or items (coupled) per microbatch
-Batch = dict[str, Any]  # one microbatch, as the file's own functions read it
-Diagnosis = dict[str, Any]  # diagnoses.py
+import pclab.experiments.trainer_check.coupled_contract as coupled_contract
+import pclab.experiments.trainer_check.run_contract as run_contract
+import pclab.experiments.trainer_check.token_contract as token_contract
 
 
 @dataclass(frozen=True)
@@ -51,12 +44,13 @@ class Mode:
     def _side(self, side: str) -> Any:
         return importlib.import_module(f"pclab.experiments.trainer_check.{self.name}_{side}")
 
-    def rank_side(self) -> RankMode | RunMode:
-        side: RankMode | RunMode = self._side("rank")
-        return side
+    def rank_side(self) -> Any:
+        """Its `<name>_rank` module: a mode_protocols.RankMode, or a RunMode."""
+        return self._side("rank")
 
-    def report_side(self) -> ReportMode:
-        return cast("ReportMode", self._side("report"))
+    def report_side(self) -> Any:
+        """Its `<name>_report` module: a mode_protocols.ReportMode."""
+        return self._side("report")
 
     def summary_lines(self, check: dict[str, Any], only_failing: bool) -> list[str]:
         lines: list[str] = self._side("summary").lines(check, only_failing)
@@ -79,104 +73,3 @@ def named(name: str) -> Mode:
 def of_module(module: ModuleType) -> Mode:
     """The mode a trainer file is checked in: the first whose contract claims it."""
     return next(m for m in MODES if m.contract.claims(module))
-
-
-class RankSide(Protocol):
-    """What every mode's rank side (`<mode>_rank.py`) supplies to worker.py and pipeline.py."""
-
-    SHAPE: str  # the key of a scenario's grid in its entry: label_positions, sizes
-
-    def scenarios(
-        self, trainer: Trainer, world: int, accum: int, counts: Grid | None, given: str
-    ) -> tuple[dict[str, Grid], list[dict[str, str]]]:
-        """The scenarios' grids by name (--counts: one, "custom") and those skipped, why."""
-        ...
-
-    def header(self, trainer: Trainer, counts: Grid | None, given: str) -> dict[str, Any]:
-        """The mode's own fields of a file's entry, beside the shared ones."""
-        ...
-
-    def preflight(self, trainer: Trainer, model: torch.nn.Module) -> list[Diagnosis]:
-        """The mode's own contract checks on a fresh model, after the shared ones pass."""
-        ...
-
-
-class RankMode(RankSide, Protocol):
-    """A mode whose scenario is one update (token, coupled): pipeline.check_scenario runs
-    the shared steps around these."""
-
-    def batches(
-        self, trainer: Trainer, name: str, grid: Grid, counts: Grid | None, given: str
-    ) -> list[list[Batch]]:
-        """Every cell's microbatch, P x K, the same on every rank."""
-        ...
-
-    def reference_step(
-        self,
-        trainer: Trainer,
-        model: torch.nn.Module,
-        optimizer: torch.optim.Optimizer,
-        batches: Sequence[Sequence[Batch]],
-    ) -> None:
-        """One update of the mode's reference objective on the whole grid, one process."""
-        ...
-
-    def reorders(self, dtype: str) -> bool:
-        """Whether the reference is stepped again on the reversed grid for its floor."""
-        ...
-
-    def solve(
-        self,
-        trainer: Trainer,
-        batches: list[list[Batch]],
-        delta: torch.Tensor,
-        model: torch.nn.Module,
-    ) -> dict[str, Any]:
-        """Rank 0: what the SGD change `delta` says the step optimised (weights, a scheme),
-        from the gradients at a fresh `model`'s weights."""
-        ...
-
-
-class RunMode(RankSide, Protocol):
-    """A mode whose scenario is a whole run (run): it supplies the scenario's steps itself,
-    from pipeline.py's parts (build, snapshot, compare, rank_spread)."""
-
-    def check_scenario(
-        self, trainer: Trainer, scenario: Any, at: tuple[float, int, str]
-    ) -> dict[str, Any]:
-        """This rank's evidence on one scenario (`scenario`: pipeline.Scenario)."""
-        ...
-
-
-class ReportMode(Protocol):
-    """A mode's report side (`<mode>_report.py`): what report.py asks of it."""
-
-    def judge(
-        self, check: Mapping[str, Any], per_scenario: list[list[dict[str, Any]]], run: Any
-    ) -> list[dict[str, Any]]:
-        """Every scenario's result from its ranks' evidence (`run`: report.RunShape)."""
-        ...
-
-    def scenario_diagnoses(
-        self, s: dict[str, Any], per_rank: list[dict[str, Any]], check: Mapping[str, Any], run: Any
-    ) -> list[Diagnosis]:
-        """What one judged scenario's ranks saw, as diagnoses, in the report's order."""
-        ...
-
-    def run_diagnoses(
-        self, scenarios: list[dict[str, Any]], per_scenario: list[list[dict[str, Any]]]
-    ) -> list[Diagnosis]:
-        """Diagnoses across the scenarios (an optimizer never stepped, ...)."""
-        ...
-
-    def proves(self, s: dict[str, Any]) -> bool:
-        """A same_update scenario that counts as evidence for the file's verdict."""
-        ...
-
-    def no_evidence_run(self, world_size: int, accum: int) -> Diagnosis:
-        """The run's no-evidence diagnosis in this mode's words."""
-        ...
-
-    def fields(self, check: Mapping[str, Any]) -> dict[str, Any]:
-        """The mode's own fields of a trainer's report (beside the shared ones)."""
-        ...

@@ -14,8 +14,8 @@ and across ranks, in DTYPE; then the mode's own contract checks). Per scenario
        what that change optimised from a fresh model (mode.solve: each microbatch's weight,
        or a scheme).
 Every rank runs every step: the user's collectives and the check's pair up. A mode supplies
-only its reference, its solve and its scenario shapes (modes.RankMode); guard.run_units runs
-each scenario alone (worker.check_trainer).
+only its reference, its solve and its scenario shapes (mode_protocols.RankMode);
+guard.run_units runs each scenario alone (worker.check_trainer).
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from typing import Any, cast
 
 import torch
 
-from pclab.experiments.trainer_check import diagnoses, states
+import pclab.experiments.trainer_check.diagnoses as diagnoses
+import pclab.experiments.trainer_check.states as states
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.microbatches import on_device
-from pclab.experiments.trainer_check.modes import Batch, Grid, RankMode, RankSide, RunMode
+from pclab.experiments.trainer_check.mode_protocols import Batch, Grid, RankMode, RankSide, RunMode
 from pclab.experiments.trainer_check.states import (
     State,
     compare,

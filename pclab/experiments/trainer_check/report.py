@@ -7,14 +7,15 @@ This is the JSON `pclab check --json` prints (one trainer's entry), in every mod
     (token: first_position_labelled, counts_given; token_report.TrainerReport lists them)
 
 The shared steps are here and in judging.py; a mode's scenario results and its own
-diagnoses come from its report side (modes.ReportMode), so no mode repeats the assembly.
+diagnoses come from its report side (mode_protocols.ReportMode), so no mode repeats the assembly.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pclab.experiments.trainer_check import judging, modes
+import pclab.experiments.trainer_check.judging as judging
+import pclab.experiments.trainer_check.modes as modes
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.judging import RunShape, exit_code
 

@@ -23,15 +23,13 @@ from typing import Any
 
 import torch
 
-from pclab.experiments.trainer_check import (
-    microbatches,
-    run_contract,
-    run_reference,
-    run_schedule,
-    run_solve,
-    token_rank,
-)
-from pclab.experiments.trainer_check.modes import Grid
+import pclab.experiments.trainer_check.microbatches as microbatches
+import pclab.experiments.trainer_check.run_contract as run_contract
+import pclab.experiments.trainer_check.run_reference as run_reference
+import pclab.experiments.trainer_check.run_schedule as run_schedule
+import pclab.experiments.trainer_check.run_solve as run_solve
+import pclab.experiments.trainer_check.token_rank as token_rank
+from pclab.experiments.trainer_check.mode_protocols import Grid
 from pclab.experiments.trainer_check.pipeline import (
     Scenario,
     build,

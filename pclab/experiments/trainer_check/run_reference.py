@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from pclab.experiments.trainer_check import token_rank
-from pclab.experiments.trainer_check.modes import Batch
+import pclab.experiments.trainer_check.token_rank as token_rank
+from pclab.experiments.trainer_check.mode_protocols import Batch
 from pclab.experiments.trainer_check.pipeline import build, make_optimizer, snapshot
 from pclab.experiments.trainer_check.states import State
 from pclab.experiments.trainer_check.trainer_file import Trainer

@@ -1,4 +1,4 @@
-"""The run mode's report side (modes.ReportMode): per scenario, did the loop's run give the
+"""The run mode's report side (mode_protocols.ReportMode): per scenario, did the loop's run give the
 same updates as the one-process run, update by update, and what did each update optimise.
 One trainer's JSON entry is the token mode's, with "mode": "run", plus per scenario:
 
@@ -18,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pclab.experiments.trainer_check.diagnoses as diagnoses
+import pclab.experiments.trainer_check.judging as judging
+import pclab.experiments.trainer_check.run_messages as run_messages
 from pclab.core import update_weights
-from pclab.experiments.trainer_check import diagnoses, judging, run_messages
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.judging import SOLVE_RTOL, RankScenario, RunShape
 

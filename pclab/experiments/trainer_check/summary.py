@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pclab.experiments.trainer_check import modes
+import pclab.experiments.trainer_check.modes as modes
 from pclab.experiments.trainer_check.summary_words import HEADLINE
 
 

@@ -1,4 +1,4 @@
-"""The token mode on a rank (modes.RankMode): a trainer whose objective is the global token
+"""The token mode on a rank (mode_protocols.RankMode): a trainer whose objective is the global token
 mean, the sum of every microbatch's per-label losses over N, the global count of terms.
 
 Its scenarios are label-count patterns (scenarios.py); its reference sums every cell's terms
@@ -14,10 +14,11 @@ from typing import Any
 
 import torch
 
+import pclab.experiments.trainer_check.diagnoses as diagnoses
+import pclab.experiments.trainer_check.microbatches as microbatches
 from pclab.core import update_weights
-from pclab.experiments.trainer_check import diagnoses, microbatches
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
-from pclab.experiments.trainer_check.modes import Batch, Grid
+from pclab.experiments.trainer_check.mode_protocols import Batch, Grid
 from pclab.experiments.trainer_check.scenarios import scenario_counts
 from pclab.experiments.trainer_check.trainer_file import Trainer
 

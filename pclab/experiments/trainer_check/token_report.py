@@ -1,5 +1,6 @@
-"""The token mode's report side (modes.ReportMode): per scenario, did the step give the same
-update as the global token mean on every rank, and which weight did each microbatch get, named
+"""The token mode's report side (mode_protocols.ReportMode): per scenario, did the step give
+the same update as the global token mean on every rank, and which weight did each microbatch
+get, named
 as a scheme (core.update_weights). report.py assembles a trainer's report around it; the
 TypedDicts below are its JSON (one trainer's entry)."""
 
@@ -8,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
+import pclab.experiments.trainer_check.judging as judging
 from pclab.core import update_weights
-from pclab.experiments.trainer_check import judging
 from pclab.experiments.trainer_check.diagnoses import (
     Diagnosis,
     counts_not_terms,

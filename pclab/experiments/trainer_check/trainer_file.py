@@ -49,7 +49,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pclab.experiments.trainer_check import coupled_contract, modes
+import pclab.experiments.trainer_check.coupled_contract as coupled_contract
+import pclab.experiments.trainer_check.modes as modes
 from pclab.experiments.trainer_check.token_contract import SIGNATURES
 
 DEFAULT_SEQ_LEN, DEFAULT_BATCH_SIZE, MAX_SIDE = 8, 2, 4096

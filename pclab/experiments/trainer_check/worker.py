@@ -26,7 +26,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pclab.experiments.trainer_check import guard, modes, pipeline, trainer_file
+import pclab.experiments.trainer_check.guard as guard
+import pclab.experiments.trainer_check.modes as modes
+import pclab.experiments.trainer_check.pipeline as pipeline
+import pclab.experiments.trainer_check.trainer_file as trainer_file
 from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.pipeline import Scenario
 from pclab.experiments.trainer_check.report import build_report, exit_code

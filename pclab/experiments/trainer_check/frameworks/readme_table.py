@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from pclab.experiments.trainer_check import examples
+import pclab.experiments.trainer_check.examples as examples
 from pclab.experiments.trainer_check.frameworks.loader import by_code
 from pclab.experiments.trainer_check.frameworks.setting import (
     ACCUM,
