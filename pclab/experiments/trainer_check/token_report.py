@@ -1,8 +1,7 @@
 """The token mode's report side (mode_protocols.ReportMode): per scenario, did the step give
 the same update as the global token mean on every rank, and which weight did each microbatch
-get, named
-as a scheme (core.update_weights). report.py assembles a trainer's report around it; the
-TypedDicts below are its JSON (one trainer's entry)."""
+get, named as a scheme (core.update_weights). report.py assembles a trainer's report around
+it; the TypedDicts below are its JSON (one trainer's entry)."""
 
 from __future__ import annotations
 
