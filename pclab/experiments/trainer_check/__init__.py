@@ -29,14 +29,24 @@ from pclab.runners.results import Outcome, RunResult
 @dataclass(frozen=True)
 class TrainerCheck(Experiment):
     """The trainer check's experiment: a launch in which a rank died is run again scenario by
-    scenario (relaunch.py), so that the dead rank's scenario is the only one it costs."""
+    scenario (relaunch.py), so that the dead rank's scenario is the only one it costs; a
+    resumable run-mode file is then killed and restarted at the kill points (resume.py)."""
 
     def run(
         self, params: AnyParams, *, timeout_s: float | None = None, **options: Any
     ) -> RunResult:
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        result = self._judged(params, limit, **options)
+        if result.ok and result.report is not None:
+            from pclab.experiments.trainer_check.report import with_resume
+
+            for check in result.report["checks"]:
+                with_resume(check, params, limit - result.seconds, **options)
+        return result
+
+    def _judged(self, params: AnyParams, limit: float, **options: Any) -> RunResult:
         from pclab.experiments.trainer_check.relaunch import run_check
 
-        limit = self.timeout_s if timeout_s is None else timeout_s
         result = super().run(params, timeout_s=limit, **options)
         if result.outcome is not Outcome.FAILED or result.message.startswith("inconsistent"):
             return result

@@ -77,6 +77,27 @@ def build_report(ranks: tuple[dict[str, Any], ...]) -> dict[str, Any]:
     return {"checks": checks}
 
 
+def with_resume(check: dict[str, Any], params: Any, timeout_s: float, **options: Any) -> None:
+    """A run-mode check of a resumable file (train_loop takes checkpoint_dir), killed and
+    restarted for real at each kill point (resume.py): `check["resume"]`, its diagnoses, and
+    the status `different` when a restarted run is not the straight run. Nothing else is."""
+    import pclab.experiments.trainer_check.run_contract as run_contract
+    from pclab.experiments.trainer_check.trainer_file import load
+
+    if check.get("mode") != "run" or check["status"] == "unusable":
+        return
+    if not run_contract.resumable(load(check["trainer"]).module):
+        return
+    import pclab.experiments.trainer_check.resume as resume
+
+    shape = (check["world_size"], check["accum_steps"], check["tolerance"])
+    entries = resume.check(check["trainer"], *shape, timeout_s=max(30.0, timeout_s), **options)
+    check["resume"] = entries
+    check["diagnoses"] += resume.diagnoses(entries)
+    if any(e["verdict"] == "different" for e in entries):
+        check["status"], check["passed"] = "different", False
+
+
 def agrees(report: dict[str, Any]) -> bool:
     """Every checked trainer's verdict is the same update as the single-process reference
     (the experiment's default trainer is a correct one)."""

@@ -102,3 +102,50 @@ def no_evidence_run_scenario(scenario: str) -> Diagnosis:
         "window is split and no epoch has a tail), so matching the reference is no evidence"
     )
     return _diagnosis("no_evidence", message, scenario, untold=[])
+
+
+RESUME = {  # code -> (what the restarted run did, what to change)
+    "not_resumable": (
+        "the restarted run started over from the initial weights (or raised) though a "
+        "checkpoint had been written",
+        "at start, load the checkpoint found in checkpoint_dir and skip what it had done",
+    ),
+    "data_replayed": (
+        "the restarted run ran microbatches it had already stepped (gpt-neox PR #308)",
+        "save the position in the data with the checkpoint and skip to it on restart "
+        "(Accelerate: skip_first_batches)",
+    ),
+    "data_skipped": (
+        "a window with labels was stepped by neither run: the restart skipped past data it "
+        "had not used (transformers PR #8624)",
+        "count the position in updates and windows, not in optimizer steps x K",
+    ),
+    "scheduler_reset": (
+        "the restarted run's learning rate is the schedule's first, not the one it had reached",
+        "save and restore the scheduler's state_dict with the checkpoint",
+    ),
+    "optimizer_state_lost": (
+        "the restarted run's optimizer restarted its step count (AdamW's bias correction is "
+        "that of a first step again)",
+        "save and restore the optimizer's whole state_dict, step counts included",
+    ),
+    "counter_reset": (
+        "the restarted run stepped where no window ends: its window counter restarted, so the "
+        "windows are cut at other places (transformers #22143)",
+        "restore the microstep counter, or restart the window from its start",
+    ),
+    "window_gradient_lost": (
+        "killed in the middle of a window, the restarted run went on from the kill, so that "
+        "window's update lacks what was accumulated before it (OneTrainer PR #1465)",
+        "checkpoint at update boundaries and restart a window from its first microbatch",
+    ),
+}
+
+
+def resume_code(code: str, points: list[str], message: str = "") -> Diagnosis:
+    """A resume check's finding, at the kill points (resume.kill_points) that showed it."""
+    what, fix = RESUME[code]
+    where = ", ".join(points)
+    said = f" ({message})" if message and code == "not_resumable" else ""
+    text = f"killed at {where}: {what}{said}. {fix[0].upper()}{fix[1:]}"
+    return _diagnosis(code, text, None, points=points)

@@ -51,6 +51,7 @@ class Observer:
     positions: dict[bytes, int]  # a microbatch input's fingerprint -> its run index, from 1
     forwards: int = 0
     steps: list[Step] = field(default_factory=list)
+    seen: list[int] = field(default_factory=list)  # every forward's run index, in order
     _handles: list[Any] = field(default_factory=list)
     _pending: list[tuple[int, tuple[float, ...], State]] = field(default_factory=list)
 
@@ -62,6 +63,7 @@ class Observer:
         given = fingerprint(args, kwargs)
         # an input the check did not hand out (a copy, a framework's own batch): in order
         self.forwards = self.positions.get(given, self.forwards + 1) if given else self.forwards + 1
+        self.seen.append(self.forwards)
 
     def _pre(self, optimizer: torch.optim.Optimizer, *_: object) -> None:
         lrs = tuple(float(g.get("lr", float("nan"))) for g in optimizer.param_groups)

@@ -1,0 +1,144 @@
+"""A preempted run, judged (on each rank of the resumed launch): the killed launch's steps and
+the resumed launch's, joined into one trajectory (each window's update from the launch that
+took it last), against the one-process reference and the loop's own straight run, and what
+went wrong named from what the two launches did:
+
+    not_resumable         the resumed launch started over (its first step left from the
+                          initial weights) although a checkpoint had been written
+    data_replayed         it ran microbatches of windows the killed launch had stepped
+    data_skipped          a window with labels was stepped by neither launch
+    scheduler_reset       its first rate is the schedule's first, not the one it had reached
+    optimizer_state_lost  its first step's optimizer step count restarted (AdamW's bias
+                          correction shows it)
+    counter_reset         it stepped where no window ends: the window boundary moved
+    window_gradient_lost  killed mid-window, it resumed past the window's start and the
+                          window's update lacks what was accumulated before the kill
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pclab.experiments.trainer_check.run_observe import Step
+from pclab.experiments.trainer_check.run_reference import Update, Window
+from pclab.experiments.trainer_check.states import State, compare, same_state
+
+RATE_RTOL = 1e-12
+
+
+@dataclass(frozen=True)
+class Launches:
+    """What the two launches of one kill point did, on this rank."""
+
+    killed: list[Step]  # the steps the killed launch took (saved as they happened)
+    resumed: list[Step]  # the resumed launch's steps
+    resumed_forwards: list[int]  # the run index of every microbatch the resumed launch ran
+    straight: list[Step]  # the same loop, never stopped
+
+
+def _window(windows: list[Window], position: int) -> int | None:
+    return next(
+        (
+            i
+            for i, w in enumerate(windows)
+            if w.first_forward < position <= w.first_forward + w.microsteps
+        ),
+        None,
+    )
+
+
+def _step_count(state: State) -> float | None:
+    """The optimizer's step count in a snapshot (the first parameter's), if it keeps one."""
+    return next((float(t) for k, t in state.items() if k.startswith("optimizer step of")), None)
+
+
+def _codes(
+    launches: Launches, reference: tuple[State, list[Update], list[Window]], kill_at: int
+) -> list[str]:
+    initial, updates, windows = reference
+    killed, resumed = launches.killed, launches.resumed
+    stepped = {_window(windows, s.forwards) for s in killed}
+    done = max((i for i in stepped if i is not None), default=-1)
+    restart = windows[done + 1].first_forward + 1 if done + 1 < len(windows) else None
+    found: list[str] = []
+    first = resumed[0] if resumed else None
+    if (
+        first is not None
+        and killed
+        and same_state(
+            {k: v for k, v in first.before.items()}, {k: initial[k] for k in first.before}
+        )
+    ):
+        return ["not_resumable"]
+    came_back = launches.resumed_forwards[0] if launches.resumed_forwards else None
+    if came_back is not None and restart is not None and came_back < restart:
+        found.append("data_replayed")
+    taken = stepped | {_window(windows, s.forwards) for s in resumed}
+    if any(u.state is not None and i not in taken for i, u in enumerate(updates)):
+        found.append("data_skipped")
+    if first is not None:
+        at = _window(windows, first.forwards)
+        want = updates[at].lrs if at is not None else None
+        start = next((u.lrs for u in updates if u.lrs is not None), None)
+        if want and start and abs(first.lrs[0] - start[0]) <= RATE_RTOL * abs(start[0]):
+            if abs(want[0] - start[0]) > RATE_RTOL * abs(start[0]):
+                found.append("scheduler_reset")
+        ref = updates[at].state if at is not None else None
+        mine, theirs = _step_count(first.after), _step_count(ref) if ref else None
+        if mine is not None and theirs is not None and mine < theirs:
+            found.append("optimizer_state_lost")
+    ends = {w.first_forward + w.microsteps for w in windows}
+    if any(s.forwards not in ends for s in resumed):
+        found.append("counter_reset")
+    kill_window = _window(windows, kill_at - 1)
+    mid = kill_window is not None and kill_at - 1 not in ends
+    if mid and came_back is not None and kill_window is not None:
+        if came_back > windows[kill_window].first_forward + 1:
+            found.append("window_gradient_lost")
+    return found
+
+
+def judge(
+    launches: Launches,
+    reference: tuple[State, list[Update], list[Window]],
+    kill_at: int,
+    tolerance: float,
+) -> dict[str, Any]:
+    """The resumed trajectory against the reference and the straight run: where it first
+    parts from each (an update index, None: it does not), the codes, and where it resumed."""
+    _, updates, windows = reference
+    chosen: dict[int, Step] = {}
+    for step in [*launches.killed, *launches.resumed]:  # a later launch's step wins
+        at = _window(windows, step.forwards)
+        if at is not None:
+            chosen[at] = step
+    straight = {_window(windows, s.forwards): s for s in launches.straight}
+
+    def parts_from(want: dict[int, State | None]) -> int | None:
+        for i, state in want.items():
+            mine = chosen.get(i)
+            if state is None and mine is None:
+                continue
+            if state is None or mine is None:
+                return i
+            _, first = compare(mine.after, state, tolerance)
+            if first is not None:
+                return i
+        return None
+
+    from_reference = parts_from({i: u.state for i, u in enumerate(updates)})
+    from_straight = parts_from(
+        {i: (straight[i].after if i in straight else None) for i in range(len(windows))}
+    )
+    codes = _codes(launches, reference, kill_at) if from_straight is not None else []
+    return {
+        "killed_at": kill_at,
+        "resumed_from": launches.resumed_forwards[0] if launches.resumed_forwards else None,
+        "steps_before_kill": len(launches.killed),
+        "steps_after": len(launches.resumed),
+        "first_divergence": from_straight,
+        "first_divergence_from_reference": from_reference,
+        "verdict": "same_run" if from_straight is None else "different",
+        "codes": codes,
+    }

@@ -1,0 +1,117 @@
+"""One rank of a resume launch (resume.py starts two per kill point, in fresh processes):
+
+    killed   the file's resumable train_loop from an empty checkpoint_dir, every optimizer step
+             it takes written to the trace folder as it happens; at the forward of microbatch
+             `--kill-at` (the run's index, from 1) the rank SIGKILLs itself, as every rank
+             does at the same point: a preemption, with nothing flushed or saved by the check
+    resumed  the same loop started again from the same checkpoint_dir, run to its end; this
+             rank then joins the two launches' steps into one trajectory and judges it
+             against the one-process reference and against the loop's own straight run
+             (resume_judge.py), and writes rank<r>.json
+
+    torchrun --standalone --nproc-per-node 2 -m pclab.experiments.trainer_check.resume_worker \\
+        --out-dir D --trainer T.py --accum 2 --kill-at 4 --phase killed --checkpoint-dir C \\
+        --trace-dir R
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import pclab.experiments.trainer_check.resume_judge as resume_judge
+import pclab.experiments.trainer_check.run_rank as run_rank
+import pclab.experiments.trainer_check.run_reference as run_reference
+from pclab.experiments.trainer_check.run_observe import Observer, Step
+from pclab.experiments.trainer_check.run_scenarios import scenario_counts
+from pclab.experiments.trainer_check.trainer_file import load
+from pclab.runners.worker import finish_worker, init_worker, write_rank_output
+
+SCENARIO = "uneven"  # the run scenario a resume check replays: every window has labels
+
+
+def _trace(trace_dir: str, rank: int) -> Path:
+    folder = Path(trace_dir, f"rank{rank}")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def killing_observer(trace: Path, kill_at: int) -> type[Observer]:
+    """An Observer that saves each step to `trace` as it is taken, and SIGKILLs this rank at
+    the forward of microbatch `kill_at`."""
+
+    class Killing(Observer):
+        def _post(self, optimizer: torch.optim.Optimizer, *rest: object) -> None:
+            taken = len(self.steps)
+            super()._post(optimizer, *rest)
+            if len(self.steps) > taken:  # a new step (not a wrapper's around the last one)
+                path = trace / f"step{taken}.pt"
+                torch.save(self.steps[-1].__dict__, path.with_suffix(".part"))
+                os.replace(path.with_suffix(".part"), path)
+
+        def _forward(self, *args: Any) -> None:
+            super()._forward(*args)
+            if self.forwards == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    return Killing
+
+
+def traced_steps(trace: Path) -> list[Step]:
+    """The steps a killed launch saved, in order."""
+    paths = sorted(trace.glob("step*.pt"), key=lambda p: int(p.stem.removeprefix("step")))
+    return [Step(**torch.load(p, weights_only=True)) for p in paths]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="resume_worker")
+    for flag in ("--out-dir", "--trainer", "--checkpoint-dir", "--trace-dir", "--phase"):
+        parser.add_argument(flag, required=True)
+    parser.add_argument("--accum", type=int, required=True)
+    parser.add_argument("--kill-at", type=int, required=True)
+    parser.add_argument("--tolerance", type=float, default=1e-10)
+    args = parser.parse_args(argv)
+    rank, world = init_worker(backend="gloo")
+    trainer = load(args.trainer)
+    grid = scenario_counts(world, args.accum, trainer.capacity)[SCENARIO]
+    epochs = run_rank._epochs(trainer, SCENARIO, grid)
+    trace = _trace(args.trace_dir, rank)
+    if args.phase == "killed":
+        observer = killing_observer(trace, args.kill_at)
+        run_rank.watched_run(
+            trainer, epochs, rank, args.accum, "cpu", False, args.checkpoint_dir, observer
+        )
+        write_rank_output(args.out_dir, rank, {"rank": rank, "killed": False})
+        finish_worker(0)
+        return
+    terms = run_rank._terms(trainer, epochs, "cpu")
+    windows = run_reference.windows(epochs, args.accum, terms)
+    initial, updates = run_reference.run(trainer, epochs, windows, "cpu")
+    straight, _, _ = run_rank.user_run(trainer, epochs, rank, args.accum, "cpu")
+    seen: list[Observer] = []
+
+    class Recording(Observer):
+        def __enter__(self) -> Observer:
+            seen.append(self)
+            return super().__enter__()
+
+    resumed, _, _ = run_rank.watched_run(
+        trainer, epochs, rank, args.accum, "cpu", False, args.checkpoint_dir, Recording
+    )
+    judged = resume_judge.judge(
+        resume_judge.Launches(traced_steps(trace), resumed, seen[0].seen, straight),
+        (initial, updates, windows),
+        args.kill_at,
+        args.tolerance,
+    )
+    write_rank_output(args.out_dir, rank, {"rank": rank, "killed": True, **judged})
+    finish_worker(0)
+
+
+if __name__ == "__main__":
+    main()
