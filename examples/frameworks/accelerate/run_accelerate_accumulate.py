@@ -3,7 +3,7 @@ walked once per epoch, each batch inside `accelerator.accumulate(model)`, the mo
 loss, `accelerator.backward`, then `optimizer.step()`, `scheduler.step()`, `optimizer.zero_grad()`
 on a prepared optimizer and a PREPARED scheduler. Accelerate cuts the windows.
 
-    PYTHONPATH=$PWD python -m pclab check examples/frameworks/accelerate/run_accelerate_accumulate.py
+    pclab check examples/frameworks/accelerate/run_accelerate_accumulate.py --json
 
 Measured (accelerate 1.15.0, torch 2.13.0, P = 2, K = 2, two epochs of 5 microbatches a
 rank: windows 2, 2 and a tail of 1): see tests/runners/test_run_frameworks.py, which pins it.

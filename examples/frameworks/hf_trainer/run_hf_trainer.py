@@ -3,7 +3,7 @@
 (`lr_scheduler_type="linear"`, no warm-up), `average_tokens_across_devices=True` (the default),
 the model's own causal-LM loss. Trainer cuts the windows; no Trainer method is replaced.
 
-    PYTHONPATH=$PWD python -m pclab check examples/frameworks/hf_trainer/run_hf_trainer.py
+    pclab check examples/frameworks/hf_trainer/run_hf_trainer.py --json
 
 Measured (transformers 5.24.0, accelerate 1.15.0, torch 2.13.0, P = 2, K = 2, two epochs of 5
 microbatches a rank): see tests/runners/test_run_frameworks.py, which pins it. What Trainer
@@ -14,11 +14,12 @@ does, in site-packages/transformers/trainer.py (5.24.0):
   update fetches only `remainder` batches (:1877-1881, `get_batch_samples`); the sync step is
   `(step + 1) % K == 0 or (step + 1) == steps_in_epoch` (:1897): every epoch's tail is a window
   of its own and steps.
-- The tail's scale (#38837, fixed by PR #38872): the label count is taken over the batches the
-  window really holds (`_get_num_items_in_batch`, :2335-2350: `labels[..., 1:]` counted, then
-  gathered over the ranks with `average_tokens_across_devices`), the model's loss divided by
-  it and multiplied by P (:2212-2215), which DDP's mean takes back; without a count the loss is divided by `current_gradient_accumulation_steps
-  = len(batch_samples)` (:1885, :2119), the window's own size, not K.
+- The tail's scale (#38837, PR #38872): the label count is taken over the batches the window
+  really holds (`_get_num_items_in_batch`, :2335-2350: `labels[..., 1:]` counted, then
+  gathered over the ranks with `average_tokens_across_devices`); the model's loss is divided
+  by it and multiplied by P (:2212-2215), which DDP's mean takes back. Without a count the
+  loss is divided by `current_gradient_accumulation_steps = len(batch_samples)` (:1885,
+  :2119): the window's own size, not K.
 - The scheduler: Trainer steps its own scheduler once after each `optimizer.step()` (:1936-1952,
   not prepared by Accelerate), over `max_steps = ceil(num_train_epochs x
   num_update_steps_per_epoch)` with `num_update_steps_per_epoch = len // K + (len % K > 0)`

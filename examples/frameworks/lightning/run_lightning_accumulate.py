@@ -4,7 +4,7 @@ LightningModule whose training_step returns the model's own mean loss, and a per
 scheduler (`configure_optimizers` returns make_scheduler(optimizer,
 self.trainer.estimated_stepping_batches) with interval "step"). Lightning cuts the windows.
 
-    PYTHONPATH=$PWD python -m pclab check examples/frameworks/lightning/run_lightning_accumulate.py
+    pclab check examples/frameworks/lightning/run_lightning_accumulate.py --json
 
 Measured (lightning 2.6.6, torch 2.13.0, P = 2, K = 2, two epochs of 5 microbatches a rank):
 see tests/runners/test_run_frameworks.py, which pins it. What Lightning does, in
