@@ -1,0 +1,65 @@
+"""What the run-mode framework adapters (run_*.py in accelerate/, lightning/, hf_trainer/) share
+besides their model: the intended schedule, and the check's epochs as ONE dataset a framework
+iterates once per epoch itself.
+
+The run mode hands `train_loop` a list of epochs whose microbatches differ from one epoch to
+the next. A framework loop walks one DataLoader `num_epochs` times, and tells its sampler or
+dataset which epoch starts (`set_epoch`, as it does for DistributedSampler's shuffling):
+`EpochData` serves epoch e's items after `set_epoch(e)`, so the framework's own epoch counter
+picks the data, and each epoch ends where the framework's dataloader ends. Nothing here cuts a
+window: every adapter leaves that to its framework.
+
+Nothing here imports a framework.
+"""
+
+import torch
+
+
+def make_scheduler(optimizer, num_updates):
+    """The intended schedule: the rate falls linearly from its start towards 0 over the run
+    (never reaching it: 1 - s / (num_updates + 1)), as examples/trainers/run_loop.py's."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1 - s / (num_updates + 1))
+
+
+class EpochData(torch.utils.data.Dataset):
+    """items[e][i]: the i-th item of epoch e; the epoch served is the last `set_epoch`'s
+    (0 before any). Every epoch must hold as many items (the check's do)."""
+
+    def __init__(self, items):
+        if len({len(epoch) for epoch in items}) != 1:
+            raise ValueError("every epoch must hold as many items")
+        self.items, self.epoch, self.epochs_set = items, 0, []
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.epochs_set.append(epoch)  # evidence: the framework itself moved to the next epoch
+
+    def __len__(self) -> int:
+        return len(self.items[0])
+
+    def __getitem__(self, i):
+        return self.items[self.epoch][i]
+
+
+class EpochSampler(torch.utils.data.SequentialSampler):
+    """In order, and passing the framework's `set_epoch` on to its EpochData (Lightning calls
+    set_epoch on a DataLoader's sampler only)."""
+
+    def set_epoch(self, epoch: int) -> None:
+        self.data_source.set_epoch(epoch)
+
+
+def rows(microbatch) -> list[dict]:
+    """A microbatch's sequences, one dict per row (a DataLoader's default collate, or
+    transformers' default_data_collator, stacks BATCH_SIZE of them back into it)."""
+    return [{k: t[i] for k, t in microbatch.items()} for i in range(len(microbatch["labels"]))]
+
+
+def global_rows(epochs) -> list[list[dict]]:
+    """GLOBAL_BATCH epochs ([epoch][rank][microbatch]) as each epoch's rows in the order
+    Accelerate's sharded DataLoader (batch i to process i mod P, `BatchSamplerShard`) hands
+    them back: global batch j * P + r is rank r's j-th microbatch."""
+    return [
+        [row for j in range(len(ranks[0])) for rank in ranks for row in rows(rank[j])]
+        for ranks in epochs
+    ]
