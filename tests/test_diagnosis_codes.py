@@ -101,7 +101,7 @@ SAMPLES = [  # (a diagnosis its builder made, its check, the case the page must 
     (rm.gradient_leak("uneven", 1, 0, 1.59), run(), None),
     (rm.steps_per_window("uneven", 2, 2), run(), None),
     (rm.scheduler_rate("uneven", "prepared", 2), run(), None),
-    (rm.schedule_length("uneven"), run(), None),
+    (rm.schedule_length("uneven", 4, 6), run(), None),
     (rm.scheduler_on_skip("empty_window"), run(), None),
     (d.not_run("cancelled", "stopped on request"), token(), None),
 ]

@@ -61,16 +61,17 @@ P, K, M = 2, 2, 5  # ranks, microsteps, microbatches an epoch (windows 2, 2 and 
 MEASURED = {  # adapter -> {scenario: (verdict, its run codes)}; every check is "different"
     "run_accelerate_accumulate": {
         "uneven": ("different", {"tail_window_scaled", "scheduler_rate"}),
-        "empty_window": ("different", set()),
-        "equal_counts": ("different", {"scheduler_rate"}),
+        "empty_window": ("different", {"tail_window_scaled"}),
+        "equal_counts": ("different", {"tail_window_scaled", "scheduler_rate"}),
     },
-    "run_lightning_accumulate": {  # the observer's misplacement (the module's docstring)
-        name: ("different", {"tail_window_dropped", "steps_per_window", "gradient_leak"})
-        for name in SCENARIOS
+    "run_lightning_accumulate": {  # Lightning #19987: the tail divided by K
+        "uneven": ("different", {"tail_window_scaled"}),
+        "empty_window": ("different", {"tail_window_scaled", "scheduler_on_skip"}),
+        "equal_counts": ("different", {"tail_window_scaled"}),
     },
     "run_hf_trainer": {
         "uneven": ("same_update", set()),
-        "empty_window": ("different", set()),
+        "empty_window": ("different", {"scheduler_on_skip"}),
         "equal_counts": ("same_update", set()),
     },
 }
@@ -170,15 +171,16 @@ def test_accelerate_steps_the_tail_but_divides_it_by_k_and_its_scheduler_steps_p
 
 
 @pytest.mark.slow
-def test_accelerate_full_window_schemes_where_counts_cannot_tell(run):
-    """What keeps tail_window_scaled off the other two scenarios: empty_window's skipped
-    window solves to "other" and one equal_counts window fits global_token as well, so no one
-    full-window scheme is found (run_report._full_scheme); the tails are / K there too."""
+def test_accelerate_tails_are_divided_by_k_in_every_scenario(run):
+    """Every full window is microbatch_mean (equal counts fit global_token too; a skipped
+    window has none), and every tail's weights are those halved: / K, not / k'. The
+    empty_window scenario's rates (a prepared scheduler that also steps at the skip) match no
+    single stepping of the schedule."""
     check = _check(run, "run_accelerate_accumulate")
-    for name in ("empty_window", "equal_counts"):
+    for name in ("uneven", "empty_window", "equal_counts"):
         s = _scenario(check, name)
-        full = {u["scheme"] for u in s["updates"] if u["microsteps"] == K}
-        assert len(full) == 2 and "microbatch_mean" in full, (name, full)
+        full = {u.get("scheme") for u in s["updates"] if u["microsteps"] == K and not u["skipped"]}
+        assert "microbatch_mean" in full and full <= {"microbatch_mean", "global_token"}, full
         for u in s["updates"]:
             if u["microsteps"] < K:
                 for got, want in zip(u["weights"], _tail_weights_scaled_by_k(u), strict=True):
@@ -187,7 +189,9 @@ def test_accelerate_full_window_schemes_where_counts_cannot_tell(run):
 
 
 @pytest.mark.slow
-def test_lightning_steps_every_window_and_the_check_misplaces_the_closures_step(run):
+def test_lightning_steps_every_window_once_its_closure_has_run(run):
+    """Lightning runs a window's last forward inside optimizer.step(closure): the observer
+    places a step by the forwards seen when the step ends, so each lands in its window."""
     check = _check(run, "run_lightning_accumulate")
     for line in run["lines"]["run_lightning_accumulate"]:
         assert line["strategy"] == "DDPStrategy" and line["epochs_set"] == [0, 1]
@@ -196,7 +200,7 @@ def test_lightning_steps_every_window_and_the_check_misplaces_the_closures_step(
         assert line["scheduler_length"] == 6  # estimated_stepping_batches: ceil(5 / 2) x 2
     uneven = _scenario(check, "uneven")
     steps = [u["optimizer_steps"] for u in uneven["updates"]]
-    assert steps == [1, 2, 0, 1, 2, 0]  # each tail's step placed one window early
+    assert steps == [1] * 6
     assert uneven["schedule"]["matches"] == "intended"  # the rates themselves are right
 
 
@@ -228,18 +232,14 @@ def test_the_trainer_steps_the_optimizer_and_its_schedule_at_an_empty_window(run
     skipped = [u for u in s["updates"] if u["skipped"]]
     assert [u["optimizer_steps"] for u in skipped] == [1]  # a step with zero gradients
     assert (s["steps"], s["reference_steps"]) == (6, 5)
-    assert len(s["schedule"]["yours"]) == 6 and s["schedule"]["matches"] is None
+    assert len(s["schedule"]["yours"]) == 5  # the rates of the updates the reference took
+    assert s["schedule"]["matches"] == "skip_advances_all"  # built for 6, stepped at the skip
     assert s["first_divergence"]["update"] == 2  # the first update after it: its rate
     assert s["updates"][1]["max_abs_diff"] <= 1e-10  # SGD at zero gradients changed nothing
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="run_observe.Observer places a step by the forwards seen at torch's step PRE-hook; "
-    "Lightning runs the window's last forward inside optimizer.step(closure), after it",
-)
-def test_lightning_would_show_its_tail_divided_by_k_once_the_observer_reads_the_post_hook(run):
+def test_lightning_divides_its_tail_by_k(run):
     check = _check(run, "run_lightning_accumulate")
     uneven = _scenario(check, "uneven")
     assert [u["optimizer_steps"] for u in uneven["updates"]] == [1] * 6

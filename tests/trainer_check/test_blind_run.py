@@ -57,14 +57,9 @@ WRITTEN_FOR = {
 # where the check and the independent account disagree (reported to the lead; strict: a
 # fixed check turns these into failures until the entry goes)
 DISAGREES = {
-    "zero_grad_per_epoch_linear": "5 parameters: the check's weights are null, its leak 0.0 "
-    "and it names nothing in any scenario; the account: gradient_leak",
-    "scheduler_per_microstep": "empty_window: the scheduler steps per microbatch the loop "
-    "ran (a skipped window's are not run); the check names nothing, the account scheduler_rate",
-    "scheduler_on_skip": "empty_window: stepped at every window, built for all 6; the check "
-    "names nothing (schedule matches null), the account scheduler_on_skip",
-    "skips_both_ceil_length": "empty_window: built for 6, 5 updates taken; the check names "
-    "nothing (schedule matches null), the account schedule_length",
+    "zero_grad_per_epoch_linear": "5 parameters cannot tell 12 candidate microbatches' weights "
+    "apart: the check says the weights are not identifiable (note not_identifiable, leak None) "
+    "and names no leak; the account: gradient_leak",
 }
 
 

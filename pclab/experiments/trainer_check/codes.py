@@ -230,8 +230,10 @@ CODES = {
         ),
         Code(
             code="schedule_length",
-            summary="the schedule was built for len // K updates an epoch: the tails have none",
+            summary="the schedule was built for another number of updates than the run takes",
+            details=("built", "updates"),
             modes=("run",),
+            placeholders=("scenario", "built", "updates", "message"),
         ),
         Code(
             code="scheduler_on_skip",

@@ -48,9 +48,32 @@ def _window(windows: list[Window], position: int) -> int | None:
     )
 
 
+def _parameters(state: State) -> State:
+    return {k: t for k, t in state.items() if k.startswith("parameter ")}
+
+
 def _step_count(state: State) -> float | None:
     """The optimizer's step count in a snapshot (the first parameter's), if it keeps one."""
     return next((float(t) for k, t in state.items() if k.startswith("optimizer step of")), None)
+
+
+def _schedule_restarted(resumed: list[Step], updates: list[Update], windows: list[Window]) -> bool:
+    """The resumed run's rates are not the reference's at its windows, but the schedule's from
+    its start (from the second resumed step on: the first may still carry the rate an
+    optimizer's restored param_groups hold)."""
+    mine, want = [], []
+    for step in resumed:
+        at = _window(windows, step.forwards)
+        rates = None if at is None else updates[at].lrs
+        if rates is not None:
+            mine.append(step.lrs[0])
+            want.append(rates[0])
+    start = [u.lrs[0] for u in updates if u.lrs is not None][: len(mine)]
+
+    def same(a: list[float], b: list[float]) -> bool:
+        return len(a) == len(b) and all(abs(x - y) <= RATE_RTOL * abs(y) for x, y in zip(a, b))
+
+    return len(mine) > 1 and not same(mine, want) and same(mine[1:], start[1:])
 
 
 def _codes(
@@ -63,14 +86,8 @@ def _codes(
     restart = windows[done + 1].first_forward + 1 if done + 1 < len(windows) else None
     found: list[str] = []
     first = resumed[0] if resumed else None
-    if (
-        first is not None
-        and killed
-        and same_state(
-            {k: v for k, v in first.before.items()}, {k: initial[k] for k in first.before}
-        )
-    ):
-        return ["not_resumable"]
+    if first is not None and killed and same_state(first.before, _parameters(initial)):
+        return ["not_resumable"]  # its first step left from the initial weights
     came_back = launches.resumed_forwards[0] if launches.resumed_forwards else None
     if came_back is not None and restart is not None and came_back < restart:
         found.append("data_replayed")
@@ -79,11 +96,8 @@ def _codes(
         found.append("data_skipped")
     if first is not None:
         at = _window(windows, first.forwards)
-        want = updates[at].lrs if at is not None else None
-        start = next((u.lrs for u in updates if u.lrs is not None), None)
-        if want and start and abs(first.lrs[0] - start[0]) <= RATE_RTOL * abs(start[0]):
-            if abs(want[0] - start[0]) > RATE_RTOL * abs(start[0]):
-                found.append("scheduler_reset")
+        if _schedule_restarted(resumed, updates, windows):
+            found.append("scheduler_reset")
         ref = updates[at].state if at is not None else None
         mine, theirs = _step_count(first.after), _step_count(ref) if ref else None
         if mine is not None and theirs is not None and mine < theirs:

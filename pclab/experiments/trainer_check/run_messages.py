@@ -78,13 +78,19 @@ def scheduler_rate(scenario: str, how: str, rate: int) -> Diagnosis:
     return _diagnosis("scheduler_rate", message, scenario, how=how, rate=rate)
 
 
-def schedule_length(scenario: str) -> Diagnosis:
-    message = (
-        f"{scenario}: the schedule was built for len(epoch) // K updates an epoch, but each "
-        "epoch's tail is an update too, so it ends before the run does. Build it for "
-        "ceil(len(epoch) / K) updates an epoch (less the windows with N = 0)"
+def schedule_length(scenario: str, built: int, updates: int) -> Diagnosis:
+    why = (
+        "len(epoch) // K an epoch: each epoch's tail is an update too"
+        if built < updates
+        else "every window: a window with N = 0 takes no update"
     )
-    return _diagnosis("schedule_length", message, scenario)
+    message = (
+        f"{scenario}: the schedule was built for {built} updates where the run takes "
+        f"{updates} ({why}), so it ends {'before' if built < updates else 'after'} the run "
+        "does. Build it for the true number of updates: ceil(len(epoch) / K) an epoch, less "
+        "the windows with N = 0"
+    )
+    return _diagnosis("schedule_length", message, scenario, built=built, updates=updates)
 
 
 def scheduler_on_skip(scenario: str) -> Diagnosis:

@@ -72,7 +72,10 @@ class Observer:
     def _post(self, optimizer: torch.optim.Optimizer, *_: object) -> None:
         if not self._pending:  # a step whose pre-hook another observer saw
             return
-        forwards, lrs, before = self._pending.pop()
+        lrs, before = self._pending.pop()[1:]
+        # placed by the last forward before the step ENDED: a closure (Lightning's automatic
+        # optimisation, LBFGS) runs the window's last forward inside optimizer.step()
+        forwards = self.forwards
         last = self.steps[-1] if self.steps else None
         if last is not None and last.forwards == forwards and same_state(last.before, before):
             return  # a wrapper's step around the step just recorded (one update, not two)

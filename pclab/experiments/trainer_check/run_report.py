@@ -35,6 +35,11 @@ def _attach_solve(updates: list[dict[str, Any]], solved: list[dict[str, Any]], r
         at = entry.get("window")
         if at is None or at >= len(updates) or entry.get("weights") is None:
             continue
+        if updates[at]["skipped"]:  # a step at N = 0 is no update: nothing to name
+            continue
+        if entry.get("identifiable") is False:  # no weight known: no scheme, no leak
+            updates[at] |= {"scheme": None, "weights": None, "leak": None}
+            continue
         weights, counts = entry["weights"], entry["counts"]
         scheme = "other"
         if entry["residual"] is not None and entry["residual"] <= rtol and sum(map(sum, counts)):
@@ -133,6 +138,8 @@ def _scenario(
     }
     s["claims"] = _claims(s, check, run)
     s["notes"] = [] if agree else ["ranks_differ"]
+    if any(e.get("identifiable") is False for e in first.get("solved", [])):
+        s["notes"].append("not_identifiable")  # no weight, no leak: the model is too small
     s["verdict"] = "different" if not passed else "same_update" if s["claims"] else "no_evidence"
     return s
 
@@ -145,9 +152,15 @@ def judge(
 
 
 def _full_scheme(s: dict[str, Any], k: int) -> str | None:
-    """The scheme every full window with a solve shares (None: they differ, or none)."""
-    found = {u["scheme"] for u in s["updates"] if u["microsteps"] == k and u.get("scheme")}
-    return found.pop() if len(found) == 1 else None
+    """The one scheme whose weights every full window with a solve has (a skipped N = 0
+    window has none; a window whose counts cannot tell two schemes apart fits both)."""
+    full = [u for u in s["updates"] if u["microsteps"] == k and not u["skipped"]]
+    full = [u for u in full if u.get("scheme")]
+    for name in sorted({u["scheme"] for u in full} - {"other"}):
+        scales = [_tail_scale(u, name) for u in full]
+        if all(c is not None and abs(c - 1) < 1e-6 for c in scales):
+            return str(name)
+    return None
 
 
 def _tail_scale(u: dict[str, Any], scheme: str) -> float | None:
@@ -180,6 +193,21 @@ def _tail_scaled(s: dict[str, Any], k: int) -> list[Diagnosis]:
     return []
 
 
+def _schedule(s: dict[str, Any], k: int, world: int) -> list[Diagnosis]:
+    """The schedule's diagnosis, from which stepping of the file's schedule gave its rates."""
+    schedule = s.get("schedule") or {}
+    how, name = schedule.get("matches"), s["name"]
+    if how in ("per_microstep", "per_microstep_ran"):
+        return [run_messages.scheduler_rate(name, "per_microstep", k)]
+    if how == "prepared":
+        return [run_messages.scheduler_rate(name, how, world)]
+    if how in ("short", "every_window"):
+        return [run_messages.schedule_length(name, schedule["built_for"], schedule["updates"])]
+    if how in ("skip_advances", "skip_advances_all"):
+        return [run_messages.scheduler_on_skip(name)]
+    return []
+
+
 def scenario_diagnoses(
     s: dict[str, Any], per_rank: list[RankScenario], check: Mapping[str, Any], run: RunShape
 ) -> list[Diagnosis]:
@@ -209,14 +237,7 @@ def scenario_diagnoses(
             run_messages.gradient_leak(name, worst["epoch"], worst["window"], worst["leak"])
         )
     found += _tail_scaled(s, k)
-    how = (s.get("schedule") or {}).get("matches")
-    if how in ("per_microstep", "prepared"):
-        rate = k if how == "per_microstep" else run.world_size
-        found.append(run_messages.scheduler_rate(name, how, rate))
-    elif how == "short":
-        found.append(run_messages.schedule_length(name))
-    elif how == "skip_advances":
-        found.append(run_messages.scheduler_on_skip(name))
+    found += _schedule(s, k, run.world_size)
     if s["verdict"] == "no_evidence":
         found.append(run_messages.no_evidence_run_scenario(name))
     return found

@@ -22,25 +22,42 @@ from pclab.experiments.trainer_check.run_observe import Step
 from pclab.experiments.trainer_check.run_reference import Update, Window, intended_scheduler
 from pclab.experiments.trainer_check.trainer_file import Trainer
 
-MISTAKES = ("per_microstep", "prepared", "short", "skip_advances")
+# How a loop may step the file's schedule (name -> (stepping, its length)): the stepping is
+# "update" (once per update), "microstep" (after every backward; "ran": of the windows the loop
+# ran), "prepared" (P times per update) or "skip" (at an N = 0 window too); the length is
+# "true" (the run's updates), "len_k" (floor(M / K) an epoch) or "windows" (every window).
+MISTAKES = {
+    "per_microstep": ("microstep", "true"),
+    "per_microstep_ran": ("ran", "true"),
+    "prepared": ("prepared", "true"),
+    "short": ("update", "len_k"),
+    "every_window": ("update", "windows"),
+    "skip_advances": ("skip", "true"),
+    "skip_advances_all": ("skip", "windows"),
+}
 RTOL = 1e-9  # rates are computed, not measured: equal to rounding
+
+
+def length_of(run_windows: list[Window], length: str, k: int) -> int:
+    """The number of updates a schedule of `length` (MISTAKES) was built for."""
+    if length == "len_k":
+        return (max(w.epoch for w in run_windows) + 1) * (run_windows[-1].end // k)
+    if length == "windows":
+        return len(run_windows)
+    return sum(1 for w in run_windows if w.num_valid_labels)
 
 
 def _rates(
     trainer: Trainer, run_windows: list[Window], how: str, world: int, k: int
 ) -> list[float]:
     """Group 0's rate at each true update when the file's scheduler is stepped `how`."""
-    model = build(trainer)
-    optimizer = make_optimizer(trainer, model)
-    updates = sum(1 for w in run_windows if w.num_valid_labels)
-    epochs = max(w.epoch for w in run_windows) + 1
-    m = run_windows[-1].end
-    length = epochs * (m // k) if how == "short" else updates
-    scheduler = intended_scheduler(trainer, optimizer, length)
+    stepping, length = MISTAKES.get(how, ("update", "true"))
+    optimizer = make_optimizer(trainer, build(trainer))
+    scheduler = intended_scheduler(trainer, optimizer, length_of(run_windows, length, k))
     rates: list[float] = []
     for w in run_windows:
         taken = bool(w.num_valid_labels)
-        if how == "per_microstep":
+        if stepping == "microstep" or (stepping == "ran" and taken):
             for j in range(w.microsteps):
                 if j == w.microsteps - 1 and taken:
                     rates.append(float(optimizer.param_groups[0]["lr"]))
@@ -50,8 +67,8 @@ def _rates(
         if taken:
             rates.append(float(optimizer.param_groups[0]["lr"]))
             optimizer.step()
-        if taken or how == "skip_advances":
-            for _ in range(world if how == "prepared" and taken else 1):
+        if taken or stepping == "skip":
+            for _ in range(world if stepping == "prepared" and taken else 1):
                 scheduler.step()
     return rates
 
@@ -62,6 +79,17 @@ def _same(a: list[float], b: list[float]) -> bool:
     )
 
 
+def _window_of(step: Step, run_windows: list[Window]) -> Window | None:
+    return next(
+        (
+            w
+            for w in run_windows
+            if w.first_forward < step.forwards <= w.first_forward + w.microsteps
+        ),
+        None,
+    )
+
+
 def judged(
     trainer: Trainer,
     steps: list[Step],
@@ -69,11 +97,16 @@ def judged(
     run_windows: list[Window],
     scenario: Scenario,
 ) -> dict[str, Any]:
-    """The rates yours and intended (one per update the reference took), and which stepping
-    of the file's schedule gives yours ("intended", a MISTAKES entry, or None: none of them)."""
-    yours = [s.lrs[0] for s in steps]
+    """The rates yours and intended (one per update the reference took), which stepping of
+    the file's schedule gives yours ("intended", a MISTAKES entry, or None: none of them),
+    and the length that schedule was built for beside the run's true number of updates."""
+    # the rate of each update the reference took: a step at a skipped window (N = 0, which a
+    # framework cannot see coming and steps anyway) is not one, though its scheduler step counts
+    taken = [w for w, u in zip(run_windows, updates) if u.lrs is not None]
+    yours = [s.lrs[0] for s in steps if _window_of(s, run_windows) in taken] if steps else []
     intended = [u.lrs[0] for u in updates if u.lrs is not None]
     found: dict[str, Any] = {"yours": yours, "intended": intended, "matches": None}
+    found["updates"] = length_of(run_windows, "true", scenario.accum)
     if _same(yours, intended):
         found["matches"] = "intended"
         return found
@@ -83,5 +116,6 @@ def judged(
     for how in MISTAKES:
         if _same(yours, _rates(trainer, run_windows, how, world, scenario.accum)):
             found["matches"] = how
+            found["built_for"] = length_of(run_windows, MISTAKES[how][1], scenario.accum)
             break
     return found

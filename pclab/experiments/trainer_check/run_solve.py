@@ -123,7 +123,9 @@ def solve(
         scale = w.num_valid_labels / total if total else 1.0
         grid = [[None if x is None else x * scale for x in row] for row in solved.weights_times_n]
         own = len(columns) - w.microsteps  # the window's columns come last
-        leak = max((abs(x) for row in grid for x in row[:own] if x is not None), default=0.0)
+        earlier = [abs(x) for row in grid for x in row[:own] if x is not None]
+        # not identifiable: no weight is known, so no leak is either (None, never 0)
+        leak = max(earlier, default=0.0) if solved.identifiable else None
         found.append(
             {
                 "step": j,

@@ -1,0 +1,92 @@
+"""Resume, for real (resume.py): every bundled resumable loop is SIGKILLed on every rank at
+the four kill points and restarted from its own checkpoint in fresh processes; the joined run
+gets the verdict and the codes its loop was written for, and nothing is left behind. One warm
+launch for the module (the kills are launches of their own, in the same warm pool).
+
+    PYTHONPATH=$PWD python -m pytest -n 0 tests/trainer_check/test_resume.py"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "runners"))  # runner_support: the warm pool's helper
+
+from runner_support import MARK_ENV, marked, warm_runtime  # noqa: E402
+
+from pclab.experiments.trainer_check import EXPERIMENT, resume  # noqa: E402
+from pclab.experiments.trainer_check.params import Params  # noqa: E402
+
+EXAMPLES = ROOT / "examples" / "trainers"
+WRITTEN_FOR = {  # example -> (status, the codes every kill point must show)
+    "run_resume_correct": ("same_update", set()),
+    "run_resume_forgets_scheduler": ("different", {"scheduler_reset"}),
+    "run_resume_forgets_position": ("different", {"data_replayed"}),
+    "run_resume_loses_step_count": ("different", {"optimizer_state_lost"}),
+}
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory) -> dict:
+    """{"checks": {example: its check}, "left": folders and processes left behind}."""
+    tmp = tmp_path_factory.mktemp("resume_tmp")
+    mark = uuid.uuid4().hex
+    saved = {name: os.environ.get(name) for name in ("TMPDIR", MARK_ENV)}
+    os.environ.update(TMPDIR=str(tmp), **{MARK_ENV: mark})
+    tempfile.tempdir = None  # TMPDIR is read again
+    try:
+        with warm_runtime() as runtime:
+            paths = [str(EXAMPLES / f"{n}.py") for n in WRITTEN_FOR]
+            params = Params.checked(paths, world_size=2, accum=2)
+            result = EXPERIMENT.run(params, timeout_s=900, runtime=runtime)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        tempfile.tempdir = None
+    assert result.ok, result.message
+    checks = dict(zip(WRITTEN_FOR, result.report["checks"], strict=True))
+    folders = [p.name for p in tmp.iterdir() if p.name.startswith(("pcl_resume_", "pcl_check"))]
+    return {"checks": checks, "folders": folders, "processes": marked(mark)}
+
+
+@pytest.mark.parametrize("name", WRITTEN_FOR)
+def test_each_resumable_loop_gets_the_verdict_its_restart_earns(resumed, name):
+    check = resumed["checks"][name]
+    status, codes = WRITTEN_FOR[name]
+    assert check["status"] == status, check["diagnoses"]
+    points = [e["point"] for e in check["resume"]]
+    assert points == [n for n, _ in resume.kill_points(2)]
+    for entry in check["resume"]:
+        assert set(entry["codes"]) == codes, entry
+        assert entry["verdict"] == ("same_run" if not codes else "different"), entry
+    said = {d["code"]: d["points"] for d in check["diagnoses"] if "points" in d}
+    assert said == {code: points for code in codes}
+
+
+def test_the_kill_points_fall_where_each_tells_something():
+    assert resume.kill_points(2) == [
+        ("mid_epoch", 3),  # after the first update
+        ("mid_window", 4),  # after window 1's first backward
+        ("before_tail", 5),  # after window 1's update, before the tail
+        ("epoch_boundary", 6),  # after the epoch's last update
+    ]
+    assert resume.kill_points(1) == [("mid_epoch", 2), ("epoch_boundary", 4)]
+
+
+def test_a_correct_loop_resumes_where_it_stopped(resumed):
+    entries = resumed["checks"]["run_resume_correct"]["resume"]
+    assert [e["resumed_from"] for e in entries] == [3, 3, 5, 6]  # mid_window: its window again
+    assert all(e["first_divergence_from_reference"] is None for e in entries)
+
+
+def test_no_process_or_folder_is_left_behind_after_the_kills(resumed):
+    assert resumed["processes"] == [] and resumed["folders"] == []
