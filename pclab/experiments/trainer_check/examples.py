@@ -42,7 +42,8 @@ class Module:
 class Example(Module):
     """A trainer the page can check, with its answer key and its verdict."""
 
-    scheme: str  # what its step applies (token: core.update_weights; coupled_schemes)
+    scheme: str  # what its step applies (token: core.update_weights; coupled_schemes); a run
+    # example (train_loop): the run diagnoses its check names, "—" for none
     verdict: str  # the check's verdict on it at P = 2 and K = `accum`
     accum: int = 2
 
@@ -143,15 +144,94 @@ COUPLED = (  # the page's coupled examples (batch_loss / embed), in its order
     ),
     _t("batchnorm_ddp", "BatchNorm under plain DDP: a pool per rank", "rank_pool", DIFFERENT, 1),
 )
+RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones take
+    # checkpoint_dir and are killed and restarted too): tests/trainer_check/test_run_mode.py,
+    # test_resume.py and tests/runners/test_run_frameworks.py hold these verdicts
+    _t("run_correct", "a loop over epochs: each window ÷ its global N, tail included", "—", SAME),
+    _t(
+        "run_divide_by_k",
+        "nanoGPT's loop: each mean ÷ K, the tail too",
+        "tail_window_scaled",
+        DIFFERENT,
+    ),
+    _t(
+        "run_tail_never_steps",
+        "steps only when (i + 1) % K == 0",
+        "tail_window_dropped, gradient_leak",
+        DIFFERENT,
+    ),
+    _t("run_zero_grad_per_epoch", "`zero_grad` once per epoch", "gradient_leak", DIFFERENT),
+    _t(
+        "run_scheduler_per_microstep",
+        "`scheduler.step()` after every backward",
+        "scheduler_rate",
+        DIFFERENT,
+    ),
+    _t(
+        "run_schedule_len_over_k",
+        "a schedule built for len // K updates an epoch",
+        "schedule_length",
+        DIFFERENT,
+    ),
+    _t(
+        "run_scheduler_on_skip",
+        "the scheduler stepped at an N = 0 window",
+        "scheduler_on_skip",
+        DIFFERENT,
+    ),
+    _t(
+        "run_resume_correct",
+        "resumable: model, optimizer, scheduler and position restored",
+        "—",
+        SAME,
+    ),
+    _t(
+        "run_resume_forgets_scheduler",
+        "resumable, the scheduler not restored",
+        "scheduler_reset",
+        DIFFERENT,
+    ),
+    _t(
+        "run_resume_forgets_position",
+        "resumable, the position in the data not restored",
+        "data_replayed",
+        DIFFERENT,
+    ),
+    _t(
+        "run_resume_loses_step_count",
+        "resumable, AdamW's step count not restored",
+        "optimizer_state_lost",
+        DIFFERENT,
+    ),
+    Example(
+        "frameworks/accelerate/run_accelerate_accumulate.py",
+        "Accelerate's own loop: `accumulate`, a prepared scheduler",
+        "tail_window_scaled, scheduler_rate",
+        DIFFERENT,
+    ),
+    Example(
+        "frameworks/lightning/run_lightning_accumulate.py",
+        "Lightning's own fit loop, `accumulate_grad_batches`",
+        "tail_window_scaled, scheduler_on_skip",
+        DIFFERENT,
+    ),
+    Example(
+        f"{HF}/run_hf_trainer.py",
+        "the real `transformers.Trainer`'s own loop",
+        "scheduler_on_skip",
+        DIFFERENT,
+    ),
+)
 MODULES = (  # examples/trainers/' modules
     Module("trainers/tiny_lm.py", "the tiny causal LM every token example imports"),
     Module("trainers/tiny_embedder.py", "the embedding model every coupled example imports"),
+    Module("trainers/run_loop.py", "what the run examples share besides their loop"),
 )
 
 
 def files() -> dict[str, Path]:
     """code -> its file, for every file the index lists (a code names one file only)."""
-    found = {e.code: e.file for e in (*TOKEN, *COUPLED, *MODULES)}
+    found = {e.code: e.file for e in (*TOKEN, *COUPLED, *RUN, *MODULES)}
     found |= {s.code: s.path for s in SHARED}
     found |= {s.code: s.path for s in SETTINGS if s.adapter}
     return found

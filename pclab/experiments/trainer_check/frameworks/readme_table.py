@@ -141,7 +141,8 @@ def _trainers(entries: list[examples.Example], verdicts: Words) -> list[str]:
     for e in entries:
         at = "" if e.accum == ACCUM else f" (K = {e.accum})"
         verdict = verdicts[e.verdict] + at
-        lines.append(f"| {_file(e.file)} | {_cell(e.shows)} | `{e.scheme}` | {verdict} |")
+        scheme = "—" if e.scheme == "—" else ", ".join(f"`{x}`" for x in e.scheme.split(", "))
+        lines.append(f"| {_file(e.file)} | {_cell(e.shows)} | {scheme} | {verdict} |")
     return lines
 
 
@@ -158,7 +159,11 @@ def _folder(folder: str, records: dict[str, Record], words: Words, verdicts: Wor
         shows = _cell(f"{s.framework}: {words['setting'][s.code]}")
         lines.append(f"| {_file(s.path)} | {shows} | `{r['scheme']}` | {verdict} |")
     codes = {s.code for s in adapters}
-    others = [e for e in examples.TOKEN if e.file.parent.name == folder and e.code not in codes]
+    others = [
+        e
+        for e in (*examples.TOKEN, *examples.RUN)
+        if e.path.startswith("frameworks/") and e.file.parent.name == folder and e.code not in codes
+    ]
     return lines + _trainers(others, verdicts)
 
 
@@ -166,9 +171,11 @@ def index() -> str:
     """examples/README.md's list of every file: the contract by example, then each framework
     folder (frameworks/shared/ first)."""
     records, words, verdicts = by_code(), english("frameworks"), english("check")["verdict"]
-    head = ["| file | what it shows | scheme | verdict (P = 2, K = 2) |", "|---|---|---|---|"]
+    head = ["| file | what it shows | scheme (a run: its diagnoses) | verdict (P = 2, K = 2) |"]
+    head.append("|---|---|---|---|")
     lines = ["### `trainers/`: the contract by example", "", *head]
-    listed = [e for e in (*examples.TOKEN, *examples.COUPLED) if e.path.startswith("trainers/")]
+    every = (*examples.TOKEN, *examples.COUPLED, *examples.RUN)
+    listed = [e for e in every if e.path.startswith("trainers/")]
     lines += _trainers(listed, verdicts) + [_module(m.file, m.shows) for m in examples.MODULES]
     for folder in (SHARED_FOLDER, *FOLDERS.values()):
         lines += ["", f"### `frameworks/{folder}/`", "", *head]

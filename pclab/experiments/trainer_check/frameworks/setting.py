@@ -66,6 +66,12 @@ SHARED = (
         "a SentenceTransformer built from the library's own modules (nothing downloaded) and "
         "the DDP step its adapters share",
     ),
+    Shared(
+        "framework_run",
+        SHARED_FOLDER,
+        "what the run-mode framework adapters (run_*.py) share: the check's epochs as each "
+        "framework's own data, and the evidence file",
+    ),
 )
 SHARED_MODULES = tuple(s.code for s in SHARED)  # bundled beside the adapters, not trainers
 
