@@ -41,6 +41,19 @@ def _scenario(s: dict[str, Any], check: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _resume(entry: dict[str, Any]) -> str:
+    """One kill point of a resume check, in a line."""
+    head = f"    {entry['point']:<15} killed at microbatch {entry['killed_at']}"
+    if entry["verdict"] == "not_killed":
+        return f"{head}: the run ended before it"
+    back = entry.get("resumed_from")
+    said = "same run" if entry["verdict"] == "same_run" else "DIFFERENT"
+    part = entry.get("first_divergence")
+    where = "" if part is None else f" from update {part}"
+    codes = ", ".join(entry.get("codes", []))
+    return f"{head}, resumed from {back}: {said}{where}" + (f" ({codes})" if codes else "")
+
+
 def lines(check: dict[str, Any], only_failing: bool = False) -> list[str]:
     """The lines under the headline (`only_failing`: the scenarios that differ)."""
     run = [d for d in check.get("diagnoses", []) if d.get("scenario") is None]
@@ -48,4 +61,7 @@ def lines(check: dict[str, Any], only_failing: bool = False) -> list[str]:
     for s in check["scenarios"]:
         if not only_failing or s.get("verdict") == "different":
             found.extend(_scenario(s, check))
+    if check.get("resume"):
+        found.append("\n  resume (killed on every rank, restarted from its checkpoint_dir):")
+        found.extend(_resume(e) for e in check["resume"])
     return found
