@@ -16,8 +16,8 @@ counters advance as agreed, the gradients are cleared; and its "incomplete tail 
 
 With a fifth parameter, checkpoint_dir, the loop is resumable: it saves its own state there as
 its real version does and, finding a checkpoint there at start, resumes from it (the check
-then also kills it at chosen points and restarts it: resume.py). Optional CHECKPOINT_EVERY
-(updates between checkpoints, default 1).
+then also kills it at chosen points and restarts it: resume.py). How often it saves is its
+own: a restart that runs the updates after its last checkpoint again is still the same run.
 
 A file that defines train_loop is checked in the run mode (it may define train_step too:
 train_loop wins). The check observes every optimizer step through torch's global optimizer
