@@ -103,6 +103,10 @@ SAMPLES = [  # (a diagnosis its builder made, its check, the case the page must 
     (rm.scheduler_rate("uneven", "prepared", 2), run(), None),
     (rm.schedule_length("uneven", 4, 6), run(), None),
     (rm.scheduler_on_skip("empty_window"), run(), None),
+    *(
+        (rm.resume_code(code, ["mid_epoch"], "rank 0: TypeError"), run(), None)
+        for code in rm.RESUME
+    ),
     (d.not_run("cancelled", "stopped on request"), token(), None),
 ]
 

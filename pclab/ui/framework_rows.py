@@ -73,6 +73,7 @@ ISSUES = {
     ),
     "sbert_cached_mnrl_gather": (("huggingface/sentence-transformers", 3442),),
     "sbert_mnrl_accumulate": (("huggingface/sentence-transformers", 2916),),
+    "sbert_mnrl_gather_accumulate": (("huggingface/sentence-transformers", 2916),),
 }
 REPOSITORY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 VERDICT_CODES = ("same_update", "different", "no_evidence")  # a check's status, as recorded

@@ -1,6 +1,7 @@
-"""The trainer check's diagnosis codes: one registry, one entry per code, which every other
-part reads or is checked against. A code is a promise (users' CI matches on it): it never
-changes once released.
+"""The trainer check's diagnosis codes: one registry, one entry per code
+(code_entry.Code), which every other part reads or is checked against; the run mode's
+entries are declared in run_codes.py and registered here with the rest. A code is a promise
+(users' CI matches on it): it never changes once released.
 
     code          the JSON's "code" (report.py, coupled_report.py, failures.py, cli.py)
     summary       one line: when the check raises it (the README's table says it at length)
@@ -25,39 +26,10 @@ failures.py); the catalogues hold the other languages' words (locales/zh/check.t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-MODES = ("token", "coupled", "run")
-EXIT = {"unusable": 2, "different": 1, "no_evidence": 2}  # effect -> the command's exit code
-
-
-@dataclass(frozen=True)
-class Code:
-    code: str
-    summary: str
-    effects: tuple[str, ...] = ()
-    details: tuple[str, ...] = ()
-    modes: tuple[str, ...] = MODES
-    cases: tuple[str, ...] = ()
-    placeholders: tuple[str, ...] = ("scenario", "message")
-
-    def __post_init__(self) -> None:
-        if unknown := [e for e in self.effects if e not in EXIT]:
-            raise ValueError(f"effects={unknown} is invalid: expected some of {', '.join(EXIT)}")
-        if not self.modes or set(self.modes) - set(MODES):
-            raise ValueError(f"modes={self.modes} is invalid: expected some of {MODES}")
-
-    @property
-    def exit(self) -> str:
-        """The README's "exit" column: "2", "1", "2 / 1", or "—" for none of its own."""
-        return " / ".join(map(str, sorted({EXIT[e] for e in self.effects}, reverse=True))) or "—"
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        """Its catalogue keys: one per case."""
-        base = f"check.diagnosis.{self.code}"
-        return tuple(f"{base}.{case}" for case in self.cases) or (base,)
-
+from pclab.experiments.trainer_check.code_entry import EXIT as EXIT
+from pclab.experiments.trainer_check.code_entry import MODES as MODES
+from pclab.experiments.trainer_check.code_entry import Code
+from pclab.experiments.trainer_check.run_codes import RUN_CODES
 
 FAILED = ("rank", "ranks")  # a failed scenario's details (failures.py): which rank, what each saw
 CODES = {
@@ -194,109 +166,6 @@ CODES = {
             placeholders=("message",),
         ),
         Code(
-            code="tail_window_scaled",
-            summary="the epoch's tail stepped at k'/K of a full window's update (divided by K)",
-            details=("scale", "microsteps", "scheme"),
-            modes=("run",),
-            placeholders=("scenario", "scale", "microsteps", "message"),
-        ),
-        Code(
-            code="tail_window_dropped",
-            summary="an epoch's tail window took no optimizer step",
-            details=("epochs",),
-            modes=("run",),
-            placeholders=("scenario", "epochs", "message"),
-        ),
-        Code(
-            code="gradient_leak",
-            summary="an update carries an earlier window's gradient (zero_grad missing)",
-            details=("epoch", "window", "leak"),
-            modes=("run",),
-            placeholders=("scenario", "epoch", "window", "message"),
-        ),
-        Code(
-            code="steps_per_window",
-            summary="a window took more than one optimizer step, or a full one none",
-            details=("steps",),
-            modes=("run",),
-            placeholders=("scenario", "steps", "message"),
-        ),
-        Code(
-            code="scheduler_rate",
-            summary="the schedule steps c times per update (per microstep, or P: prepared)",
-            details=("how", "rate"),
-            modes=("run",),
-            placeholders=("scenario", "rate", "message"),
-        ),
-        Code(
-            code="schedule_length",
-            summary="the schedule was built for another number of updates than the run takes",
-            details=("built", "updates"),
-            modes=("run",),
-            placeholders=("scenario", "built", "updates", "message"),
-        ),
-        Code(
-            code="scheduler_on_skip",
-            summary="the schedule advanced at a window with N = 0",
-            modes=("run",),
-        ),
-        Code(
-            code="not_resumable",
-            summary="a resumable loop, killed and started again, started over or raised",
-            effects=("different",),
-            details=("points",),
-            modes=("run",),
-            placeholders=("points", "message"),
-        ),
-        Code(
-            code="data_replayed",
-            summary="after a restart the loop ran microbatches it had already stepped",
-            effects=("different",),
-            details=("points",),
-            modes=("run",),
-            placeholders=("points", "message"),
-        ),
-        Code(
-            code="data_skipped",
-            summary="after a restart a window with labels was stepped by neither run",
-            effects=("different",),
-            details=("points",),
-            modes=("run",),
-            placeholders=("points", "message"),
-        ),
-        Code(
-            code="scheduler_reset",
-            summary="after a restart the schedule started again from its first step",
-            effects=("different",),
-            details=("points",),
-            modes=("run",),
-            placeholders=("points", "message"),
-        ),
-        Code(
-            code="optimizer_state_lost",
-            summary="after a restart the optimizer's step count restarted",
-            effects=("different",),
-            details=("points",),
-            modes=("run",),
-            placeholders=("points", "message"),
-        ),
-        Code(
-            code="counter_reset",
-            summary="after a restart the loop stepped where no window ends",
-            effects=("different",),
-            details=("points",),
-            modes=("run",),
-            placeholders=("points", "message"),
-        ),
-        Code(
-            code="window_gradient_lost",
-            summary="killed mid-window, the restart lost what the window had accumulated",
-            effects=("different",),
-            details=("points",),
-            modes=("run",),
-            placeholders=("points", "message"),
-        ),
-        Code(
             code="busy",
             summary="the run queue or the memory budget was full: nothing was judged",
             effects=("different",),
@@ -308,6 +177,7 @@ CODES = {
             effects=("different",),
             placeholders=("message",),
         ),
+        *RUN_CODES,
     )
 }
 UNUSABLE = tuple(c.code for c in CODES.values() if "unusable" in c.effects)

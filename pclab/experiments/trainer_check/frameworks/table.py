@@ -1,6 +1,7 @@
 """The framework table: one `Setting` per framework setting, in the page's and the README's
-order, each keyed by its stable code (README, "Add a framework row", says what else a row
-takes).
+order, each keyed by its stable code (trainer_check/README.md, "add a framework row", says
+what else a row takes): the language-model frameworks here, then the contrastive ones
+(table_contrastive.py).
 
     python -c "from pclab.experiments.trainer_check.frameworks import table; print(table.CODES)"
 """
@@ -8,16 +9,17 @@ takes).
 from __future__ import annotations
 
 from pclab.experiments.trainer_check.frameworks.setting import Setting
+from pclab.experiments.trainer_check.frameworks.table_contrastive import CONTRASTIVE
+from pclab.experiments.trainer_check.frameworks.table_contrastive import OPENCLIP as OPENCLIP
+from pclab.experiments.trainer_check.frameworks.table_contrastive import SBERT as SBERT
 
 HF, CLM = "transformers Trainer", "transformers run_clm_no_trainer.py"
 TRL, FSDP2, LIGHTNING = "TRL SFTTrainer", "torch FSDP2", "PyTorch Lightning"
-OPENCLIP, SBERT = "OpenCLIP ClipLoss", "sentence-transformers"  # SBERT: its package's name too
-OPENCLIP_ACCUM = 1  # ClipLoss has no accumulation (open_clip_train's accum_freq: its train.py)
 TRL_DEFAULTS = (  # float32: TRL's fused LM head computes its log-softmax in float32 anyway
     "defaults (text data, labels from the inputs), bf16=False: a float32 model, no autocast"
 )
 
-SETTINGS = (
+LANGUAGE_MODELS = (
     Setting(
         "accelerate_accumulate",
         "Accelerate",
@@ -186,47 +188,6 @@ SETTINGS = (
         False,
     ),
     Setting(
-        "openclip_global_loss",  # pip install --no-deps -r requirements-nodeps.txt (NO_DEPS)
-        OPENCLIP,
-        "open-clip-torch",
-        "local_loss=False, gather_with_grad=False, learnable logit_scale, DDP",
-        True,
-        accum=OPENCLIP_ACCUM,
-    ),
-    Setting(
-        "openclip_global_gather_grad",
-        OPENCLIP,
-        "open-clip-torch",
-        "local_loss=False, gather_with_grad=True",
-        False,
-        accum=OPENCLIP_ACCUM,
-    ),
-    Setting(
-        "openclip_local_loss",
-        OPENCLIP,
-        "open-clip-torch",
-        "local_loss=True, gather_with_grad=False",
-        False,
-        accum=OPENCLIP_ACCUM,
-    ),
-    Setting(
-        "openclip_local_gather_grad",
-        OPENCLIP,
-        "open-clip-torch",
-        "local_loss=True, gather_with_grad=True",
-        False,
-        accum=OPENCLIP_ACCUM,
-    ),
-    Setting(
-        "openclip_times_world_size",
-        OPENCLIP,
-        "open-clip-torch",
-        "the defaults with the loss x P before backward (tevatron's compensation for a gather "
-        "without gradient)",
-        False,
-        accum=OPENCLIP_ACCUM,
-    ),
-    Setting(
         "composer",
         "Composer",
         "composer",
@@ -243,44 +204,6 @@ SETTINGS = (
         examined="0.32.1",
     ),
     Setting(
-        "sbert_mnrl",
-        SBERT,
-        SBERT,
-        "MultipleNegativesRankingLoss, gather_across_devices=False (its default): the rank's K "
-        "microbatches one per-device batch, torch DDP",
-        True,
-    ),
-    Setting(
-        "sbert_mnrl_gather",
-        SBERT,
-        SBERT,
-        "MultipleNegativesRankingLoss, gather_across_devices=True",
-        False,
-    ),
-    Setting(
-        "sbert_cached_mnrl",
-        SBERT,
-        SBERT,
-        "CachedMultipleNegativesRankingLoss (GradCache), gather_across_devices=False, "
-        "mini_batch_size = the largest microbatch",
-        False,
-    ),
-    Setting(
-        "sbert_cached_mnrl_gather",
-        SBERT,
-        SBERT,
-        "CachedMultipleNegativesRankingLoss (GradCache), gather_across_devices=True",
-        False,
-    ),
-    Setting(
-        "sbert_mnrl_accumulate",
-        SBERT,
-        SBERT,
-        "MultipleNegativesRankingLoss with naive gradient accumulation: one microbatch a "
-        "microstep, each loss / K, DDP's no_sync but the last",
-        False,
-    ),
-    Setting(
         "megatron_core",
         "Megatron-core",
         "megatron-core",
@@ -293,6 +216,7 @@ SETTINGS = (
         examined="0.19.2",
     ),
 )
+SETTINGS = (*LANGUAGE_MODELS, *CONTRASTIVE)
 
 
 CODES = tuple(s.code for s in SETTINGS)
