@@ -10,9 +10,10 @@ from pclab.core import schedules, windows
 from pclab.ui import across_inputs as inputs
 from pclab.ui import across_run as run
 from pclab.ui import across_views as views
+from pclab.ui import deeplink
 from pclab.ui.exercise import predict_number
 from pclab.ui.input_errors import guard
-from pclab.ui.language import coded_choice, page_link, t
+from pclab.ui.language import page_link, t
 from pclab.ui.page_header import header
 from pclab.ui.run_panel import run_section
 from pclab.ui.show_code import show_code
@@ -80,13 +81,16 @@ if counts is not None:
 
 st.subheader(t("across.run.title"))
 st.markdown(t("across.run.body"))
-loop = coded_choice(
+# Labels fixed at this render: a format_func that translated on each call would answer in
+# whatever language the calling thread reads (AppTest formats a radio's value in its own).
+loops = {code: t(f"across.run.loops.{code}") for code in run.LOOPS}
+loop = deeplink.choice(
     st.radio,
-    "across.run.loop",
-    tuple(run.LOOPS),
+    t("across.run.loop"),
+    tuple(loops),
     key="acr_loop",
     default="divide_by_k",
-    labels="across.run.loops.",
+    format_func=loops.__getitem__,
 )
 with guard():
     params = run.params(loop)
@@ -98,7 +102,7 @@ with guard():
         show=lambda result: run.results(result.report, loop),
         key="acr_run",
         button=t("across.run.button"),
-        label=t("across.run.label", loop=t(f"across.run.loops.{loop}")),
+        label=t("across.run.label", loop=loops[loop]),
         primary=True,
     )
 page_link(

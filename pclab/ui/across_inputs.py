@@ -45,7 +45,9 @@ def preset(world_size: int, microbatches: int) -> pd.DataFrame:
 
 def headers(microbatches: int) -> dict[str, str]:
     """Each editable column's header, as the reader sees it (also the names errors use)."""
-    return {c: t("across.windows.col_microbatch", index=j) for j, c in enumerate(columns(microbatches))}
+    return {
+        c: t("across.windows.col_microbatch", index=j) for j, c in enumerate(columns(microbatches))
+    }
 
 
 def counts_table(world_size: int, microbatches: int) -> pd.DataFrame:

@@ -23,6 +23,7 @@ from pclab.core import windows
 from pclab.paths import EXAMPLES_DIR
 from pclab.ui import downloads, i18n
 from pclab.ui import trainer_diagnoses as check_diagnoses
+from pclab.ui.across_views import share
 from pclab.ui.figures import fmt
 from pclab.ui.language import lang, t
 from pclab.ui.trainer_views import UNDEFINED_INK
@@ -125,8 +126,10 @@ def gap_chart(check: dict) -> None:
     frame["at"] = frame["gap"].where(frame["code"] == "measured", low)
     order = list(dict.fromkeys(frame["update"]))
     x = alt.X("update:N", sort=order, title=None, axis=alt.Axis(labelAngle=0))
-    y = alt.Y("at:Q", title=t("across.run.axis_gap"), scale=alt.Scale(type="log", domain=[low, high]))
-    tip = ["scenario:N", "update:N", "status:N", alt.Tooltip("gap:Q", format=".2e")]
+    y = alt.Y(
+        "at:Q", title=t("across.run.axis_gap"), scale=alt.Scale(type="log", domain=[low, high])
+    )
+    tip: list = ["scenario:N", "update:N", "status:N", alt.Tooltip("gap:Q", format=".2e")]
     base = alt.Chart(frame).encode(x=x, y=y, tooltip=tip)
     legend = alt.Legend(orient="bottom", title=None, labelLimit=0, columns=1)
     measured = base.transform_filter(alt.datum.code == "measured")
@@ -144,7 +147,9 @@ def gap_chart(check: dict) -> None:
     )
     missing = missing.encode(shape=shapes)
     rule = pd.DataFrame({"tolerance": [TOLERANCE]})
-    tolerance = alt.Chart(rule).mark_rule(strokeDash=[5, 4], color="#888888").encode(y="tolerance:Q")
+    tolerance = (
+        alt.Chart(rule).mark_rule(strokeDash=[5, 4], color="#888888").encode(y="tolerance:Q")
+    )
     chart = (lines + missing + tolerance).resolve_scale(color="independent", shape="independent")
     st.altair_chart(chart.properties(height=320))
 
@@ -200,7 +205,9 @@ def updates_table(check: dict) -> None:
                     "update": update_label(u),
                     "labels": u["num_valid_labels"],
                     "steps": u["optimizer_steps"],
-                    "gap": f"{gap:.1e}" if status == "measured" else t(f"across.run.status.{status}"),
+                    "gap": f"{gap:.1e}"
+                    if status == "measured"
+                    else t(f"across.run.status.{status}"),
                     "lr_yours": fmt(u.get("lr_yours")),
                     "lr_intended": fmt(u.get("lr_intended")),
                     "scheme": _scheme(u.get("scheme")),
@@ -242,8 +249,10 @@ def results(report: dict, loop: str) -> None:
     banner(check)
     if loop == "divide_by_k":
         scaled = [d["scale"] for d in check["diagnoses"] if d.get("code") == "tail_window_scaled"]
-        measured = fmt(scaled[0], 4) if scaled else t("common.undefined")
-        st.markdown(t("across.run.tail_check", predicted=fmt(predicted_tail(check)), measured=measured))
+        measured = share(round(scaled[0], 4)) if scaled else t("common.undefined")
+        st.markdown(
+            t("across.run.tail_check", predicted=share(predicted_tail(check)), measured=measured)
+        )
     st.markdown(f"**{t('across.run.gap_title')}**")
     st.caption(t("across.run.gap_caption"))
     gap_chart(check)

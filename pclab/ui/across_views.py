@@ -28,6 +28,11 @@ SCHEDULE_DASH = {"intended": [], "per_microstep": [6, 3], "prepared": [2, 2]}
 SCHEDULE_DASH |= {"short": [8, 3, 2, 3], "skip_advances": [4, 4]}
 
 
+def share(value: float | None) -> str:
+    """A weight sum or a ratio: unsigned (it is never negative), "undefined" for None."""
+    return fmt(value).removeprefix("+")
+
+
 def window_name(update: windows.WindowUpdate) -> str:
     w = update.window
     key = "across.windows.tail_name" if w.is_tail else "across.windows.window_name"
@@ -65,12 +70,17 @@ def windows_grid(counts: tuple[tuple[int, ...], ...], accum_steps: int) -> None:
 
 def weight_rows(counts, accum_steps: int) -> list[dict]:
     """One row per (window, loop): the loop's weight sum, None where it is undefined."""
-    rows = []
+    rows: list[dict] = []
     for loop in windows.LOOPS:
         for u in windows.epoch_updates(counts, accum_steps, loop):
             rows.append(
-                {"window": window_name(u), "loop": t(f"across.loops.{loop}")}
-                | {"code": loop, "weight_sum": u.weight_sum, "correct": u.correct_weight_sum}
+                {
+                    "window": window_name(u),
+                    "loop": t(f"across.loops.{loop}"),
+                    "code": loop,
+                    "weight_sum": u.weight_sum,
+                    "correct": u.correct_weight_sum,
+                }
             )
     return rows
 
@@ -80,7 +90,7 @@ def weights_chart(counts, accum_steps: int) -> None:
     frame = pd.DataFrame(weight_rows(counts, accum_steps))
     loops = [t(f"across.loops.{c}") for c in windows.LOOPS]
     colours = [LOOP_COLOURS[c] for c in windows.LOOPS]
-    frame["shown"] = frame["weight_sum"].map(fmt)
+    frame["shown"] = frame["weight_sum"].map(share)
     frame["undefined"] = frame["weight_sum"].isna()
     frame["at"] = frame["weight_sum"].fillna(0.06)  # where the word "undefined" sits
     base = alt.Chart(frame).encode(
@@ -113,9 +123,11 @@ def weights_table(counts, accum_steps: int) -> None:
             "window": window_name(u),
             "microsteps": u.window.microsteps,
             "labels": u.window.num_valid_labels,
-            "reference": fmt(u.correct_weight_sum) if u.correct_weight_sum else t("common.skipped"),
+            "reference": share(u.correct_weight_sum)
+            if u.correct_weight_sum
+            else t("common.skipped"),
         }
-        rows.append(row | {loop: fmt(per_loop[loop][i].weight_sum) for loop in windows.LOOPS})
+        rows.append(row | {loop: share(per_loop[loop][i].weight_sum) for loop in windows.LOOPS})
     frame = pd.DataFrame(rows)
     config = {c: t(f"across.weights.col_{c}") for c in ("window", "microsteps", "labels")}
     config |= {"reference": t("across.weights.reference")}
@@ -131,7 +143,7 @@ def tail_figure(counts, accum_steps: int) -> None:
         return
     k = last.window.microsteps
     left, right = st.columns([1, 2], vertical_alignment="center")
-    left.metric(t("across.tail.metric"), fmt(last.ratio))
+    left.metric(t("across.tail.metric"), share(last.ratio))
     if last.ratio is None:
         right.caption(t("across.tail.undefined"))
         return
@@ -161,7 +173,9 @@ def schedule_chart(shape: schedules.RunShape, warmup: int) -> None:
         alt.Chart(frame)
         .mark_line(point=True, strokeWidth=2.5)
         .encode(
-            x=alt.X("update:Q", title=t("across.schedule.axis_update"), axis=alt.Axis(tickMinStep=1)),
+            x=alt.X(
+                "update:Q", title=t("across.schedule.axis_update"), axis=alt.Axis(tickMinStep=1)
+            ),
             y=alt.Y("rate:Q", title=t("across.schedule.axis_rate"), scale=alt.Scale(domain=[0, 1])),
             color=alt.Color("schedule:N", sort=names, legend=legend),
             strokeDash=alt.StrokeDash("schedule:N", sort=names, scale=alt.Scale(range=dashes)),
@@ -183,7 +197,7 @@ def ends_table(shape: schedules.RunShape, warmup: int) -> None:
                 "schedule": t(f"across.schedule.names.{mistake}"),
                 "length": tr.length,
                 "last_step": tr.steps[-1] if tr.steps else None,
-                "last_rate": fmt(tr.rates[-1]) if tr.rates else t("common.undefined"),
+                "last_rate": share(tr.rates[-1]) if tr.rates else t("common.undefined"),
                 "ends_at": ends,
             }
         )
