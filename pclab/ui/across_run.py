@@ -45,6 +45,7 @@ RUN_CODES = (
     "scheduler_on_skip",
 )
 TOLERANCE = 1e-10  # the check's own, drawn as a rule
+PLACE = "\x00"  # where a grouped diagnosis names its scenarios
 STATUS_SHAPES = {"measured": "circle", "zero": "diamond", "no_step": "cross", "skipped": "square"}
 
 
@@ -61,10 +62,11 @@ def scenario_name(name: str) -> str:
     return t(key) if key in i18n.catalogue(lang()) else name
 
 
-def _values(d: dict, check: dict) -> dict:
+def _values(d: dict, check: dict, scenario: str | None) -> dict:
     """What a run-mode diagnosis may name, as the page shows it."""
     found = {k: d[k] for k in ("microsteps", "epoch", "window", "steps", "rate") if k in d}
-    found |= {"scenario": scenario_name(d.get("scenario") or ""), "accum": check["accum_steps"]}
+    named = scenario_name(d.get("scenario") or "") if scenario is None else scenario
+    found |= {"scenario": named, "accum": check["accum_steps"]}
     if "scale" in d:
         found["scale"] = f"{d['scale']:.4g}"
     if "leak" in d:
@@ -74,9 +76,10 @@ def _values(d: dict, check: dict) -> dict:
     return found
 
 
-def diagnosis(d: dict, check: dict) -> str:
+def diagnosis(d: dict, check: dict, scenario: str | None = None) -> str:
     """One diagnosis in the reader's language: a run-mode code from this page's catalogue
-    (scheduler_rate by how it stepped), any other through the check page's."""
+    (scheduler_rate by how it stepped), any other through the check page's. `scenario`: the
+    words to name the scenario by instead of its own (a run-mode code only)."""
     code = d.get("code", "")
     if code not in RUN_CODES:
         return check_diagnoses.text(d, check)
@@ -84,7 +87,7 @@ def diagnosis(d: dict, check: dict) -> str:
     if code == "scheduler_rate":
         key = f"{key}.{d.get('how', 'per_microstep')}"
     try:
-        return t(key, **_values(d, check))
+        return t(key, **_values(d, check, scenario))
     except (KeyError, IndexError):  # a report without a field this entry names
         return d.get("message", code)
 
@@ -117,41 +120,44 @@ def gap_rows(check: dict) -> list[dict]:
 
 
 def gap_chart(check: dict) -> None:
-    """max |Δ| against the one-process run per update, log scale, one line per scenario;
-    an update with no gap sits on the floor as a grey mark named by its status."""
+    """max |Δ| against the one-process run per update, log scale, one line per scenario,
+    broken where an update has no gap: that update sits on the floor as a grey mark named by
+    its status (no step taken, skipped at N = 0, exactly 0)."""
     frame = pd.DataFrame(gap_rows(check))
     gaps = [g for g in frame["gap"] if g is not None and g > 0]
     low = 10 ** math.floor(math.log10(min([*gaps, TOLERANCE]))) / 10
     high = 10 ** math.ceil(math.log10(max([*gaps, TOLERANCE]))) * 10
-    frame["at"] = frame["gap"].where(frame["code"] == "measured", low)
+    frame["floor"] = low
     order = list(dict.fromkeys(frame["update"]))
     x = alt.X("update:N", sort=order, title=None, axis=alt.Axis(labelAngle=0))
-    y = alt.Y(
-        "at:Q", title=t("across.run.axis_gap"), scale=alt.Scale(type="log", domain=[low, high])
-    )
+    scale = alt.Scale(type="log", domain=[low, high])
+    axis = alt.Axis(format="~e", title=t("across.run.axis_gap"))
     tip: list = ["scenario:N", "update:N", "status:N", alt.Tooltip("gap:Q", format=".2e")]
-    base = alt.Chart(frame).encode(x=x, y=y, tooltip=tip)
+    base = alt.Chart(frame).encode(x=x, tooltip=tip)
     legend = alt.Legend(orient="bottom", title=None, labelLimit=0, columns=1)
-    measured = base.transform_filter(alt.datum.code == "measured")
-    lines = measured.mark_line(point=True).encode(color=alt.Color("scenario:N", legend=legend))
+    lines = base.mark_line(point=True, invalid="break-paths-filter-domains").encode(
+        y=alt.Y("gap:Q", scale=scale, axis=axis), color=alt.Color("scenario:N", legend=legend)
+    )
+    present = [c for c in STATUS_SHAPES if c != "measured" and c in set(frame["code"])]
     shapes = alt.Shape(
         "status:N",
         legend=alt.Legend(orient="bottom", title=None, labelLimit=0),
         scale=alt.Scale(
-            domain=[t(f"across.run.status.{c}") for c in STATUS_SHAPES if c != "measured"],
-            range=[v for c, v in STATUS_SHAPES.items() if c != "measured"],
+            domain=[t(f"across.run.status.{c}") for c in present],
+            range=[STATUS_SHAPES[c] for c in present],
         ),
     )
     missing = base.transform_filter(alt.datum.code != "measured").mark_point(
         size=90, color=UNDEFINED_INK, filled=True
     )
-    missing = missing.encode(shape=shapes)
+    missing = missing.encode(y=alt.Y("floor:Q", scale=scale), shape=shapes)
     rule = pd.DataFrame({"tolerance": [TOLERANCE]})
     tolerance = (
         alt.Chart(rule).mark_rule(strokeDash=[5, 4], color="#888888").encode(y="tolerance:Q")
     )
-    chart = (lines + missing + tolerance).resolve_scale(color="independent", shape="independent")
-    st.altair_chart(chart.properties(height=320))
+    layers = [lines, tolerance, *([missing] if present else [])]
+    chart = alt.layer(*layers).resolve_scale(color="independent", shape="independent")
+    st.altair_chart(chart.properties(height=360))
 
 
 def lr_chart(check: dict, scenario: str = "uneven") -> None:
@@ -182,7 +188,7 @@ def lr_chart(check: dict, scenario: str = "uneven") -> None:
             tooltip=["series:N", "update:N", alt.Tooltip("rate:Q", format=".4f")],
         )
     )
-    st.altair_chart(chart.properties(height=240))
+    st.altair_chart(chart.properties(height=320))
 
 
 def _scheme(code: str | None) -> str:
@@ -228,10 +234,23 @@ def banner(check: dict) -> None:
         st.error(t("across.run.failed", scenarios=where), icon=":material/error:")
     else:
         st.warning(t("across.run.no_evidence"), icon=":material/help:")
-    lines = [diagnosis(d, check) for d in check.get("diagnoses", ()) if d.get("code")]
+    lines = explained(check)
     if lines:
         st.markdown(t("check.results.why"))
-        st.markdown("\n".join(f"- {line}" for line in dict.fromkeys(lines)))
+        st.markdown("\n".join(f"- {line}" for line in lines))
+
+
+def explained(check: dict) -> list[str]:
+    """The diagnoses, translated, in the report's order; a run-mode diagnosis that reads the
+    same in several scenarios is one line naming them all."""
+    found: dict[str, list[str]] = {}
+    for d in check.get("diagnoses", ()):
+        if d.get("code") in RUN_CODES and d.get("scenario"):
+            said = diagnosis(d, check, scenario=PLACE)
+            found.setdefault(said, []).append(scenario_name(d["scenario"]))
+        elif d.get("code"):
+            found.setdefault(diagnosis(d, check), [])
+    return [text.replace(PLACE, i18n.join(lang(), names)) for text, names in found.items()]
 
 
 def predicted_tail(check: dict) -> float | None:
@@ -258,4 +277,5 @@ def results(report: dict, loop: str) -> None:
     gap_chart(check)
     st.markdown(f"**{t('across.run.lr_title')}**")
     lr_chart(check)
-    updates_table(check)
+    with st.expander(t("across.run.table"), icon=":material/table:"):
+        updates_table(check)

@@ -56,7 +56,7 @@ def windows_grid(counts: tuple[tuple[int, ...], ...], accum_steps: int) -> None:
     names = list(dict.fromkeys(frame["window"]))
     fills = list(dict.fromkeys(frame["fill"]))
     base = alt.Chart(frame).encode(
-        x=alt.X("m:O", title=t("across.windows.axis_microbatch")),
+        x=alt.X("m:O", title=t("across.windows.axis_microbatch"), axis=alt.Axis(labelAngle=0)),
         y=alt.Y("rank:N", title=None),
         tooltip=[alt.Tooltip("window:N", title=t("across.windows.axis_window"))],
     )
@@ -65,7 +65,8 @@ def windows_grid(counts: tuple[tuple[int, ...], ...], accum_steps: int) -> None:
         color=alt.Color("window:N", scale=alt.Scale(domain=names, range=fills), legend=legend)
     )
     text = base.mark_text(fontSize=15, color=INK).encode(text="n:Q")
-    st.altair_chart((cells + text).properties(height=50 * len(counts) + 40))
+    # The height holds the axis, its title and the legend below too (autosize "fit").
+    st.altair_chart((cells + text).properties(height=48 * len(counts) + 130))
 
 
 def weight_rows(counts, accum_steps: int) -> list[dict]:
@@ -111,7 +112,7 @@ def weights_chart(counts, accum_steps: int) -> None:
     words = words.encode(y=y, text=alt.value(t("common.undefined")))
     one = pd.DataFrame({"y": [1.0], "label": [t("across.weights.reference")]})
     rule = alt.Chart(one).mark_rule(strokeDash=[6, 4], color="#888888").encode(y="y:Q")
-    st.altair_chart((bars + words + rule).properties(height=260))
+    st.altair_chart((bars + words + rule).properties(height=340))
 
 
 def weights_table(counts, accum_steps: int) -> None:
@@ -182,7 +183,7 @@ def schedule_chart(shape: schedules.RunShape, warmup: int) -> None:
             tooltip=["schedule:N", "update:Q", "step:Q", alt.Tooltip("rate:Q", format=".3f")],
         )
     )
-    st.altair_chart(chart.properties(height=300))
+    st.altair_chart(chart.properties(height=440))
 
 
 def ends_table(shape: schedules.RunShape, warmup: int) -> None:
