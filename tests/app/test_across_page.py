@@ -241,3 +241,38 @@ def test_a_run_mode_code_reads_in_the_pages_catalogue_and_any_other_through_the_
     assert across_run.diagnosis(other, check) == say("en", "check.diagnosis.signature", message="m")
     with pytest.raises(ValueError, match="loop='mine'"):
         across_run.params("mine")  # nothing but a bundled loop is ever handed to the run
+
+
+@pytest.fixture
+def room_db(tmp_path, monkeypatch):
+    from pclab.ui.room_panel import room_store
+
+    path = tmp_path / "rooms.sqlite3"
+    monkeypatch.setenv("PCL_ROOM_DB", str(path))
+    room_store.clear()
+    yield path
+    room_store.clear()
+
+
+def test_a_live_room_collects_both_exercises_and_the_presenter_reveals_them(room_db):
+    from pclab.rooms.store import RoomStore
+
+    host = open_section(PAGE, workshop=True)
+    host.sidebar.button(key="room_open").click().run()
+    code = host.session_state["room_code"]
+    people = [open_section(PAGE, lang, room=code) for lang in ("en", "zh")]
+    for at, (tail, along) in zip(people, ((0.5, 20), (1.0, 20))):
+        assert at.button(key="acr_tail_ex_reveal").disabled  # the presenter's to press
+        at.number_input(key="acr_tail_ex_guess").set_value(tail).run()
+        at.number_input(key="acr_prepared_ex_guess").set_value(along).run()
+        assert not at.exception
+    host.run()
+    for key in ("acr_tail_ex", "acr_prepared_ex"):
+        host.button(key=f"{key}_reveal").click().run()
+        assert not host.exception
+        tally = RoomStore(room_db).tally(code, key, host.session_state[f"{key}_scenario"])
+        assert (tally.answered, tally.right) == ((2, 1) if key == "acr_tail_ex" else (2, 2))
+    for at in people:
+        at.run()
+        assert at.number_input(key="acr_tail_ex_guess").disabled
+        assert len(at.metric) == 1 and len(at.table) == 2  # revealed for the room: both blocks
