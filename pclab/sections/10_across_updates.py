@@ -64,10 +64,7 @@ if counts is not None:
         skipped = inputs.skipped_windows(counts, accum, epochs, empty_second)
         shape = schedules.RunShape(microbatches, accum, epochs, world_size, skipped)
         st.caption(t("across.schedule.shape", updates=len(shape.windows()) - len(skipped)))
-        prepared = schedules.lr_trajectory(
-            schedules.RunShape(PREPARED_LENGTH, 1, 1, world_size), "prepared"
-        )
-        along = 100 * prepared.steps[PREPARED_UPDATES] / prepared.length
+        along = views.schedule_used(world_size, "prepared", PREPARED_UPDATES, PREPARED_LENGTH)
         question = t(
             "across.exercise_prepared",
             world_size=world_size,

@@ -151,6 +151,14 @@ def tail_figure(counts, accum_steps: int) -> None:
     right.progress(min(1.0, last.ratio), text=t("across.tail.bar", k=k, accum=accum_steps))
 
 
+def schedule_used(world_size: int, mistake: str, updates: int, length: int) -> float:
+    """How far along (in percent) a `length`-update schedule stands after `updates` updates
+    when stepped by `mistake`: its scheduler step s_u over its length T (core.schedules)."""
+    shape = schedules.RunShape(length, 1, 1, world_size)  # one epoch of `length` updates
+    trajectory = schedules.lr_trajectory(shape, mistake)
+    return 100 * trajectory.steps[updates] / trajectory.length
+
+
 def schedule_rows(shape: schedules.RunShape, warmup: int) -> list[dict]:
     rows = []
     for mistake in schedules.MISTAKES:
