@@ -40,6 +40,12 @@ SOURCES = [
         "https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler",
         "07",
     ),
+    ("lightning_tail", "https://github.com/Lightning-AI/pytorch-lightning/issues/19987", "10"),
+    ("nanogpt_tail", "https://github.com/karpathy/nanoGPT/issues/605", "10"),
+    ("anima_tail", "https://github.com/WalkingMeatAxolotl/AnimaLoraStudio/pull/305", "10"),
+    ("accelerate_scheduler", "https://github.com/huggingface/accelerate/issues/2926", "10"),
+    ("transformers_scheduler", "https://github.com/huggingface/transformers/pull/24088", "10"),
+    ("seed_protocol", None, "10"),  # the seed page itself: no address of its own
 ]
 
 
@@ -52,7 +58,8 @@ def pages_of(pages: str) -> str:
 for key, url, pages in SOURCES:
     with st.container(border=True):
         used_on = t("sources.used_on", pages=pages_of(pages))
-        st.markdown(f"**[{t(f'sources.items.{key}.name')}]({url})** · {used_on}")
+        name = t(f"sources.items.{key}.name")
+        st.markdown(f"**[{name}]({url})** · {used_on}" if url else f"**{name}** · {used_on}")
         st.markdown(t(f"sources.items.{key}.establishes"))
 
 frame = pd.DataFrame(

@@ -36,6 +36,7 @@ PAGES = (
     Page(
         "pclab/sections/09_coordinated_step.py", "coordinated-step", "step", ":material/sync_lock:"
     ),
+    Page("pclab/sections/10_across_updates.py", "across-updates", "across", ":material/timeline:"),
     Page("pclab/sections/check_trainer.py", "check-trainer", "check", ":material/troubleshoot:"),
     Page(
         "pclab/sections/frameworks.py",
