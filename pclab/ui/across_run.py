@@ -4,9 +4,8 @@ parameter gap to the one-process run at every update (log scale; an update that 
 drawn as what it is, never as 0), the learning rate per update, and the check's verdict and
 diagnoses in the reader's language.
 
-The page only ever hands the run a path built here from a fixed option code (LOOPS); the run
-mode's codes are worded in this page's catalogue (`across.diagnosis.<code>`), every other
-code through the check page's (ui.trainer_diagnoses).
+The page only ever hands the run a path from the examples' index, by a fixed option code
+(LOOPS); every diagnosis is worded as the check page words it (ui.trainer_diagnoses).
 
     python -c "from pclab.ui.across_run import params; print(params('divide_by_k'))"
 """
@@ -20,7 +19,7 @@ import pandas as pd
 import streamlit as st
 
 from pclab.core import windows
-from pclab.paths import EXAMPLES_DIR
+from pclab.experiments.trainer_check import examples
 from pclab.ui import downloads, i18n
 from pclab.ui import trainer_diagnoses as check_diagnoses
 from pclab.ui.across_views import share
@@ -45,7 +44,6 @@ RUN_CODES = (
     "scheduler_on_skip",
 )
 TOLERANCE = 1e-10  # the check's own, drawn as a rule
-PLACE = "\x00"  # where a grouped diagnosis names its scenarios
 STATUS_SHAPES = {"measured": "circle", "zero": "diamond", "no_step": "cross", "skipped": "square"}
 
 
@@ -53,43 +51,20 @@ def params(loop: str) -> dict:
     """The run's parameters for a loop's option code (ValueError for any other)."""
     if loop not in LOOPS:
         raise ValueError(f"loop={loop!r} is invalid: expected one of {', '.join(LOOPS)}")
-    path = EXAMPLES_DIR / f"{LOOPS[loop]}.py"
+    path = examples.path_of(LOOPS[loop])
     return {"trainer": str(path), "world_size": WORLD_SIZE, "accum": ACCUM_STEPS}
 
 
 def scenario_name(name: str) -> str:
-    key = f"across.scenario.{name}"
+    """A scenario's name in the reader's words (the check page's)."""
+    key = f"check.scenario.{name}"
     return t(key) if key in i18n.catalogue(lang()) else name
 
 
-def _values(d: dict, check: dict, scenario: str | None) -> dict:
-    """What a run-mode diagnosis may name, as the page shows it."""
-    found = {k: d[k] for k in ("microsteps", "epoch", "window", "steps", "rate") if k in d}
-    named = scenario_name(d.get("scenario") or "") if scenario is None else scenario
-    found |= {"scenario": named, "accum": check["accum_steps"]}
-    if "scale" in d:
-        found["scale"] = f"{d['scale']:.4g}"
-    if "leak" in d:
-        found["leak"] = f"{d['leak']:.3g}"
-    if "epochs" in d:
-        found["epochs"] = i18n.join(lang(), [str(e) for e in d["epochs"]])
-    return found
-
-
-def diagnosis(d: dict, check: dict, scenario: str | None = None) -> str:
-    """One diagnosis in the reader's language: a run-mode code from this page's catalogue
-    (scheduler_rate by how it stepped), any other through the check page's. `scenario`: the
-    words to name the scenario by instead of its own (a run-mode code only)."""
-    code = d.get("code", "")
-    if code not in RUN_CODES:
-        return check_diagnoses.text(d, check)
-    key = f"across.diagnosis.{code}"
-    if code == "scheduler_rate":
-        key = f"{key}.{d.get('how', 'per_microstep')}"
-    try:
-        return t(key, **_values(d, check, scenario))
-    except (KeyError, IndexError):  # a report without a field this entry names
-        return d.get("message", code)
+def diagnosis(d: dict, check: dict) -> str:
+    """One diagnosis in the reader's language, as the check page says it (one wording per
+    code: trainer_diagnoses; English is the report's own message)."""
+    return check_diagnoses.text(d, check)
 
 
 def _status(u: dict) -> str:
@@ -241,16 +216,8 @@ def banner(check: dict) -> None:
 
 
 def explained(check: dict) -> list[str]:
-    """The diagnoses, translated, in the report's order; a run-mode diagnosis that reads the
-    same in several scenarios is one line naming them all."""
-    found: dict[str, list[str]] = {}
-    for d in check.get("diagnoses", ()):
-        if d.get("code") in RUN_CODES and d.get("scenario"):
-            said = diagnosis(d, check, scenario=PLACE)
-            found.setdefault(said, []).append(scenario_name(d["scenario"]))
-        elif d.get("code"):
-            found.setdefault(diagnosis(d, check), [])
-    return [text.replace(PLACE, i18n.join(lang(), names)) for text, names in found.items()]
+    """The diagnoses, translated, in the report's order, each once."""
+    return list(dict.fromkeys(diagnosis(d, check) for d in check.get("diagnoses", ()) if d))
 
 
 def predicted_tail(check: dict) -> float | None:

@@ -55,7 +55,7 @@ def test_two_real_runs_and_a_revealed_exercise_at_800_px_in_chinese_and_dark(tab
     failed = i18n.catalogue("zh")["across.run.failed"].split("{")[0]
     run_and_wait(tab, "Error", failed)
     main = tab.locator('[data-testid="stMain"]').inner_text()
-    assert say("across.scenario.uneven") in main and "尾窗口" in main
+    assert say("check.scenario.uneven") in main and "尾窗口" in main
     assert say("across.run.tail_check", predicted="0.5", measured="0.5").replace("**", "") in main
     assert tab.locator('[data-testid="stVegaLiteChart"]').count() >= 5  # + the gap and the rate
     problems += fits(tab, "after the ÷K run")
