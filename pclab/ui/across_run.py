@@ -20,6 +20,7 @@ import streamlit as st
 
 from pclab.core import windows
 from pclab.experiments.trainer_check import examples
+from pclab.experiments.trainer_check.run_codes import LOOP_CODE_NAMES
 from pclab.ui import downloads, i18n
 from pclab.ui import trainer_diagnoses as check_diagnoses
 from pclab.ui.across_views import share
@@ -34,15 +35,7 @@ LOOPS = {  # option code -> its bundled example's stem
     "scheduler_per_microstep": "run_scheduler_per_microstep",
 }
 WORLD_SIZE, ACCUM_STEPS = 2, 2  # two Gloo processes; 2 epochs of 2K + 1 = 5 microbatches
-RUN_CODES = (
-    "tail_window_scaled",
-    "tail_window_dropped",
-    "gradient_leak",
-    "steps_per_window",
-    "scheduler_rate",
-    "schedule_length",
-    "scheduler_on_skip",
-)
+RUN_CODES = LOOP_CODE_NAMES  # the run-loop codes (run_codes.py)
 TOLERANCE = 1e-10  # the check's own, drawn as a rule
 STATUS_SHAPES = {"measured": "circle", "zero": "diamond", "no_step": "cross", "skipped": "square"}
 

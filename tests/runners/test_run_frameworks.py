@@ -39,6 +39,7 @@ from pclab.experiments.trainer_check import EXPERIMENT
 from pclab.experiments.trainer_check.frameworks.setting import installed_version
 from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.report import exit_code
+from pclab.experiments.trainer_check.run_codes import LOOP_CODE_NAMES
 
 FRAMEWORKS = ROOT / "examples" / "frameworks"
 ADAPTERS = {  # adapter -> (its file, the packages it needs)
@@ -48,15 +49,7 @@ ADAPTERS = {  # adapter -> (its file, the packages it needs)
 }
 RECORDS = ("PCL_FRAMEWORK_RECORD", "PCL_HF_TRAINER_RECORD")  # framework_lm.py, run_hf_trainer.py
 SCENARIOS = ("uneven", "empty_window", "equal_counts")
-RUN_CODES = {
-    "tail_window_scaled",
-    "tail_window_dropped",
-    "gradient_leak",
-    "steps_per_window",
-    "scheduler_rate",
-    "schedule_length",
-    "scheduler_on_skip",
-}
+RUN_CODES = set(LOOP_CODE_NAMES)  # the run-loop codes (run_codes.py)
 P, K, M = 2, 2, 5  # ranks, microsteps, microbatches an epoch (windows 2, 2 and a tail of 1)
 MEASURED = {  # adapter -> {scenario: (verdict, its run codes)}; every check is "different"
     "run_accelerate_accumulate": {

@@ -27,17 +27,10 @@ from runner_support import warm_runtime  # noqa: E402
 
 from pclab.experiments.trainer_check import EXPERIMENT  # noqa: E402
 from pclab.experiments.trainer_check.params import Params  # noqa: E402
+from pclab.experiments.trainer_check.run_codes import LOOP_CODE_NAMES  # noqa: E402
 
 TRAINERS = tuple(REPLAYS)
-RUN_CODES = {
-    "tail_window_scaled",
-    "tail_window_dropped",
-    "gradient_leak",
-    "steps_per_window",
-    "scheduler_rate",
-    "schedule_length",
-    "scheduler_on_skip",
-}
+RUN_CODES = set(LOOP_CODE_NAMES)  # the run-loop codes (run_codes.py)
 EVERY = frozenset(SCENARIOS)
 EMPTY = frozenset({"empty_window"})
 # what each file was written to do: code -> the scenarios (of SCENARIOS) it shows in

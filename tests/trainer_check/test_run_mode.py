@@ -22,6 +22,7 @@ from pclab.core import windows  # noqa: E402
 from pclab.experiments.trainer_check import EXPERIMENT  # noqa: E402
 from pclab.experiments.trainer_check.params import Params  # noqa: E402
 from pclab.experiments.trainer_check.report import exit_code  # noqa: E402
+from pclab.experiments.trainer_check.run_codes import LOOP_CODE_NAMES  # noqa: E402
 
 EXAMPLES = ROOT / "examples" / "trainers"
 WRITTEN_FOR = {  # example -> (status, the run codes its diagnoses must be)
@@ -33,15 +34,7 @@ WRITTEN_FOR = {  # example -> (status, the run codes its diagnoses must be)
     "run_schedule_len_over_k": ("different", {"schedule_length"}),
     "run_scheduler_on_skip": ("different", {"scheduler_on_skip"}),
 }
-RUN_CODES = {
-    "tail_window_scaled",
-    "tail_window_dropped",
-    "gradient_leak",
-    "steps_per_window",
-    "scheduler_rate",
-    "schedule_length",
-    "scheduler_on_skip",
-}
+RUN_CODES = set(LOOP_CODE_NAMES)  # the run-loop codes (run_codes.py)
 
 
 @pytest.fixture(scope="module")

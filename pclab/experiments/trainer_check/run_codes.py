@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pclab.experiments.trainer_check.code_entry import Code
 
-RUN_CODES = (
+LOOP_CODES = (  # what a loop over epochs gets wrong (run_report.py)
     Code(
         code="tail_window_scaled",
         summary="the epoch's tail stepped at k'/K of a full window's update (divided by K)",
@@ -53,6 +53,8 @@ RUN_CODES = (
         summary="the schedule advanced at a window with N = 0",
         modes=("run",),
     ),
+)
+RESUME_CODES = (  # what a restart gets wrong (resume_judge.py)
     Code(
         code="not_resumable",
         summary="a resumable loop, killed and started again, started over or raised",
@@ -110,3 +112,5 @@ RUN_CODES = (
         placeholders=("points", "message"),
     ),
 )
+RUN_CODES = (*LOOP_CODES, *RESUME_CODES)
+LOOP_CODE_NAMES = tuple(c.code for c in LOOP_CODES)
