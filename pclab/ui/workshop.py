@@ -33,7 +33,7 @@ def switch(label: str, *, first_of_visit: bool, held_on: bool, held_help: str) -
 
     On a visit's first run the link's `?workshop=` decides (a shared link, Back); otherwise
     the session's choice, so a sidebar click or an in-page link keeps it. `held_on`: a live
-    room's participant, whose toggle stays on (and says why in its help).
+    room's participant, whose toggle stays on (a caption under it says why).
 
     The widget's state is set on a visit's first run (a page change, where Streamlit may
     hand the toggle its default whatever the session held) and when the room holds it, never
@@ -49,9 +49,9 @@ def switch(label: str, *, first_of_visit: bool, held_on: bool, held_help: str) -
         value = bool(st.session_state.get(CHOSEN_KEY, False))
     if value is not None:
         st.session_state[WORKSHOP_KEY] = bool(value)
-    on = st.sidebar.toggle(
-        label, key=WORKSHOP_KEY, disabled=held_on, help=held_help if held_on else None
-    )
+    on = st.sidebar.toggle(label, key=WORKSHOP_KEY, disabled=held_on)
+    if held_on:  # said under it: a help icon would be one more button named like "Reveal"
+        st.sidebar.caption(held_help)
     st.session_state[CHOSEN_KEY] = on
     # Written only when it changes: each write is a browser-history entry (ui.deeplink).
     if on and st.query_params.get(URL_NAME) != "true":
