@@ -78,11 +78,11 @@ def _participants(db: str, code: str, scenario: str, offsets: list[float]) -> tu
     writes: list[float] = []
     lock = threading.Lock()
 
-    def one(offset: float, value: float) -> None:
+    def one(number: int, offset: float, value: float) -> None:
         time.sleep(max(0.0, start + offset - time.monotonic()))
         began = time.monotonic()
-        seat = store.join(code)
-        store.predict(code, seat, "ledger_ex", scenario, value)
+        seat = store.join(code, client=f"198.51.100.{number}")  # a phone of its own each
+        store.predict(code, seat.secret, "ledger_ex", scenario, value)
         done = time.monotonic()
         with lock:
             commits.append(done)
@@ -90,8 +90,8 @@ def _participants(db: str, code: str, scenario: str, offsets: list[float]) -> tu
 
     draw = random.Random(33)
     threads = [
-        threading.Thread(target=one, args=(o, round(draw.gauss(-0.5, 0.3), 3)), daemon=True)
-        for o in offsets
+        threading.Thread(target=one, args=(n, o, round(draw.gauss(-0.5, 0.3), 3)), daemon=True)
+        for n, o in enumerate(offsets)
     ]
     for thread in threads:
         thread.start()

@@ -11,20 +11,56 @@ codes, so with at most `MAX_ROOMS` open a guess finds one with odds below 1 in 1
 from __future__ import annotations
 
 import hashlib
+import hmac
+import ipaddress
 import math
 import re
 import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 ALPHABET = "23456789ABCDFGHJKMNPQRSTUVWXYZ"
-CODE_LENGTH, SEAT_LENGTH, HOST_KEY_LENGTH = 8, 16, 24
+CODE_LENGTH, SEAT_LENGTH, HOST_KEY_LENGTH, SECRET_LENGTH = 8, 16, 24, 32
 LIFETIME_S = 12 * 3600.0
 MAX_ROOMS = 50  # open rooms on one server
 MAX_PARTICIPANTS = 150  # per room
+# Seats one client (a network address; an IPv6 /64) may be issued in one room: a script from
+# one address takes at most a fifth of the room, and a class behind one NAT still fits 30.
+MAX_SEATS_PER_CLIENT = 30
+CLIENT_BUCKET_HEX = 4  # a client kept as 16 bits of a keyed hash: never its address
 EXERCISE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 OPTION = re.compile(r"[a-z0-9_]{1,40}")
-REASONS = ("gone", "room_full", "server_full", "closed", "not_presenter", "invalid")
+REASONS = (
+    "gone",
+    "room_full",
+    "client_full",
+    "server_full",
+    "closed",
+    "not_presenter",
+    "invalid",
+    "seat_unknown",
+    "seat_not_yours",
+)
 Prediction = float | str
+
+
+@dataclass(frozen=True)
+class Seat:
+    """A participant's place in a room: `seat`, the public id (the page's `seat=`), and
+    `secret`, which only the browser it was issued to keeps (the database has its hash)."""
+
+    seat: str
+    secret: str
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A new room: its code (the join link's) and the presenter's key (the presenter's link's
+    only; the database keeps just its hash)."""
+
+    code: str
+    host_key: str
+    expires_at: float
 
 
 class Refused(ValueError):
@@ -41,6 +77,33 @@ def token(length: int) -> str:
 
 def key_hash(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+def client_bucket(salt: str, client: str) -> str:
+    """The client as the room's database keeps it: 16 bits of an HMAC under the room's own
+    random salt. Enough to count one address's seats (two clients share a bucket with odds
+    1 in 65536, and then only share a cap); too few to tell the address back, even to
+    someone holding the database: 65536 IPv4 addresses, and the salt goes with the room."""
+    digest = hmac.new(salt.encode(), client.encode(), hashlib.sha256).hexdigest()
+    return digest[:CLIENT_BUCKET_HEX]
+
+
+def client_of(address: object) -> str:
+    """The client a network address stands for: an IPv4 address itself, an IPv6 address by
+    its /64 (one household's or one machine's block, which a script can cycle through), and
+    a connection from this machine (None: Streamlit's loopback; no address at all) as
+    "local"."""
+    if not isinstance(address, str) or not address:
+        return "local"
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return address[:64]
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:  # ::ffff:10.1.2.3 is 10.1.2.3
+            return str(parsed.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{parsed}/64", strict=False))
+    return str(parsed)
 
 
 def scenario_id(marker: str) -> str:

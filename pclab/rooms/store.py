@@ -5,13 +5,17 @@ queries only: nothing a participant sends is ever part of SQL text).
     from pclab.rooms.store import RoomStore
     store = RoomStore("rooms.sqlite3")            # or ":memory:" (a test)
     opened = store.open_room()                    # .code for the join link, .host_key kept
-    seat = store.join(opened.code)                # a participant's anonymous id
-    store.predict(opened.code, seat, "ledger_ex", "scenario marker", 0.4)
+    seat = store.join(opened.code, client="198.51.100.7")   # .seat public, .secret the browser's
+    store.seat_of(opened.code, seat.secret)       # the same browser coming back: seat.seat
+    store.predict(opened.code, seat.secret, "ledger_ex", "scenario marker", 0.4)
     store.reveal(opened.code, opened.host_key, "ledger_ex", "scenario marker", 0.4)
     store.tally(opened.code, "ledger_ex", "scenario marker")   # answered 1, right 1
 
-A room's code cannot be guessed in practice and the room lives 12 hours (rules.py). One
-prediction per participant per exercise per scenario; after Reveal the
+A room's code cannot be guessed in practice and the room lives 12 hours (rules.py). Seats are
+issued here only: each has a public id (the page's `seat=`) and a secret the participant's
+browser keeps; the database holds the secret's hash, and a prediction is written only with
+the secret. One client (a network address) is issued at most `max_per_client` seats a room,
+so no script can fill it. One prediction per seat per exercise per scenario; after Reveal the
 exercise is closed for the room. Refusals raise `Refused` (a ValueError) with a `reason`.
 """
 
@@ -23,55 +27,11 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-from pclab.rooms.rules import (
-    CODE_LENGTH,
-    HOST_KEY_LENGTH,
-    LIFETIME_S,
-    MAX_PARTICIPANTS,
-    MAX_ROOMS,
-    SEAT_LENGTH,
-    Prediction,
-    Refused,
-    checked,
-    exercise_name,
-    key_hash,
-    scenario_id,
-    token,
-    well_formed,
-)
+from pclab.rooms import rules, schema
+from pclab.rooms.rules import Opened, Prediction, Refused, Seat
 from pclab.rooms.tally import Tally, summarise
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS rooms (
-    code TEXT PRIMARY KEY, host_hash TEXT NOT NULL,
-    opened_at REAL NOT NULL, expires_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS participants (
-    room TEXT NOT NULL REFERENCES rooms(code) ON DELETE CASCADE,
-    seat TEXT NOT NULL, joined_at REAL NOT NULL, PRIMARY KEY (room, seat));
-CREATE TABLE IF NOT EXISTS predictions (
-    room TEXT NOT NULL, exercise TEXT NOT NULL, scenario TEXT NOT NULL, seat TEXT NOT NULL,
-    number REAL, choice TEXT, made_at REAL NOT NULL,
-    PRIMARY KEY (room, exercise, scenario, seat),
-    FOREIGN KEY (room, seat) REFERENCES participants(room, seat) ON DELETE CASCADE);
-CREATE TABLE IF NOT EXISTS reveals (
-    room TEXT NOT NULL REFERENCES rooms(code) ON DELETE CASCADE,
-    exercise TEXT NOT NULL, scenario TEXT NOT NULL,
-    number REAL, choice TEXT, revealed_at REAL NOT NULL,
-    PRIMARY KEY (room, exercise, scenario));
-"""
-
-
-@dataclass(frozen=True)
-class Opened:
-    """A new room: its code (the join link's) and the presenter's key (the presenter's link's
-    only; the database keeps just its hash)."""
-
-    code: str
-    host_key: str
-    expires_at: float
 
 
 class RoomStore:
@@ -81,17 +41,21 @@ class RoomStore:
         self,
         path: str | Path = ":memory:",
         *,
-        max_rooms: int = MAX_ROOMS,
-        max_participants: int = MAX_PARTICIPANTS,
-        lifetime_s: float = LIFETIME_S,
+        max_rooms: int = rules.MAX_ROOMS,
+        max_participants: int = rules.MAX_PARTICIPANTS,
+        max_per_client: int = rules.MAX_SEATS_PER_CLIENT,
+        lifetime_s: float = rules.LIFETIME_S,
     ) -> None:
-        if max_rooms < 1 or max_participants < 1 or not 0 < lifetime_s <= 7 * 86400:
+        limits = (max_rooms, max_participants, max_per_client)
+        if min(limits) < 1 or not 0 < lifetime_s <= 7 * 86400:
             raise ValueError(
-                f"max_rooms={max_rooms}, max_participants={max_participants} must be >= 1 "
+                f"max_rooms={max_rooms}, max_participants={max_participants}, "
+                f"max_per_client={max_per_client} must be >= 1 "
                 f"and lifetime_s={lifetime_s} in (0, 604800]"
             )
         self.path, self.max_rooms = str(path), max_rooms
         self.max_participants, self.lifetime_s = max_participants, lifetime_s
+        self.max_per_client = max_per_client
         self._lock = threading.Lock()
         self._db = sqlite3.connect(
             self.path, timeout=10, isolation_level=None, check_same_thread=False
@@ -100,7 +64,7 @@ class RoomStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: durable at each checkpoint
         self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(SCHEMA)
+        schema.create(self._db)
 
     def close(self) -> None:
         with self._lock:
@@ -131,24 +95,26 @@ class RoomStore:
         """A new room with a fresh code; Refused("server_full") at `max_rooms` open rooms."""
         now = _now(now)
         self.purge(now)
-        host_key = token(HOST_KEY_LENGTH)
+        host_key = rules.token(rules.HOST_KEY_LENGTH)
         with self._write() as db:
             (open_rooms,) = db.execute("SELECT COUNT(*) FROM rooms").fetchone()
             if open_rooms >= self.max_rooms:
                 raise Refused("server_full", f"{open_rooms} rooms are open (max {self.max_rooms})")
             while True:  # a clash among 6.6e11 codes is next to impossible; never reuse one
-                code = token(CODE_LENGTH)
+                code = rules.token(rules.CODE_LENGTH)
                 if not db.execute("SELECT 1 FROM rooms WHERE code = ?", (code,)).fetchone():
                     break
             expires = now + self.lifetime_s
             db.execute(
-                "INSERT INTO rooms VALUES (?, ?, ?, ?)", (code, key_hash(host_key), now, expires)
+                "INSERT INTO rooms (code, host_hash, opened_at, expires_at, salt) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (code, rules.key_hash(host_key), now, expires, rules.token(schema.SALT_LENGTH)),
             )
         return Opened(code, host_key, expires)
 
     def expires_at(self, code: str, now: float | None = None) -> float | None:
         """When the room `code` expires; None when no such room is open (unknown, expired)."""
-        if not well_formed(code, CODE_LENGTH):
+        if not rules.well_formed(code, rules.CODE_LENGTH):
             return None
         rows = self._read(
             "SELECT expires_at FROM rooms WHERE code = ? AND expires_at > ?", (code, _now(now))
@@ -157,7 +123,7 @@ class RoomStore:
 
     def _open(self, db: sqlite3.Connection, code: str, now: float | None) -> None:
         if (
-            not well_formed(code, CODE_LENGTH)
+            not rules.well_formed(code, rules.CODE_LENGTH)
             or not db.execute(
                 "SELECT 1 FROM rooms WHERE code = ? AND expires_at > ?", (code, _now(now))
             ).fetchone()
@@ -166,36 +132,55 @@ class RoomStore:
 
     def is_host(self, code: str, host_key: str, now: float | None = None) -> bool:
         """Whether `host_key` is the presenter's key of the open room `code`."""
-        if not well_formed(host_key, HOST_KEY_LENGTH) or self.expires_at(code, now) is None:
+        if (
+            not rules.well_formed(host_key, rules.HOST_KEY_LENGTH)
+            or self.expires_at(code, now) is None
+        ):
             return False
         rows = self._read("SELECT host_hash FROM rooms WHERE code = ?", (code,))
-        return bool(rows) and secrets.compare_digest(rows[0][0], key_hash(host_key))
+        return bool(rows) and secrets.compare_digest(rows[0][0], rules.key_hash(host_key))
 
-    def join(self, code: str, seat: str | None = None, now: float | None = None) -> str:
-        """A participant's seat in the room: `seat` again when it is already there (the same
-        browser coming back), else a new one. Refused("room_full") at `max_participants`."""
+    def join(self, code: str, *, client: str = "", now: float | None = None) -> Seat:
+        """A new seat in the room for `client` (rules.client_of: a network address), with a
+        new secret. Refused("room_full") at `max_participants`, Refused("client_full") once
+        `client` was issued `max_per_client` seats of this room."""
+        secret = rules.token(rules.SECRET_LENGTH)
         with self._write() as db:
             self._open(db, code, now)
-            if (
-                well_formed(seat, SEAT_LENGTH)
-                and db.execute(
-                    "SELECT 1 FROM participants WHERE room = ? AND seat = ?", (code, seat)
-                ).fetchone()
-            ):
-                return str(seat)
             (seated,) = db.execute(
                 "SELECT COUNT(*) FROM participants WHERE room = ?", (code,)
             ).fetchone()
             if seated >= self.max_participants:
                 raise Refused("room_full", f"{seated} joined (max {self.max_participants})")
-            seat = str(seat) if well_formed(seat, SEAT_LENGTH) else token(SEAT_LENGTH)
-            db.execute("INSERT INTO participants VALUES (?, ?, ?)", (code, seat, _now(now)))
-        return seat
+            (salt,) = db.execute("SELECT salt FROM rooms WHERE code = ?", (code,)).fetchone()
+            bucket = rules.client_bucket(salt, client)
+            (theirs,) = db.execute(
+                "SELECT COUNT(*) FROM participants WHERE room = ? AND client = ?", (code, bucket)
+            ).fetchone()
+            if theirs >= self.max_per_client:
+                raise Refused("client_full", f"{theirs} seats for one client already")
+            seat = rules.token(
+                rules.SEAT_LENGTH
+            )  # 30^16 ids: a clash is next to impossible (the key refuses it)
+            db.execute(
+                "INSERT INTO participants (room, seat, joined_at, secret_hash, client) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (code, seat, _now(now), rules.key_hash(secret), bucket),
+            )
+        return Seat(seat, secret)
+
+    def seat_of(self, code: str, secret: str, now: float | None = None) -> str | None:
+        """The seat `secret` holds in the open room `code` (the browser it was issued to,
+        back after a reload, in a second tab, after a restart); None for any other value."""
+        if self.expires_at(code, now) is None:
+            return None
+        with self._lock:
+            return _seat(self._db, code, secret)
 
     def predict(
         self,
         code: str,
-        seat: str,
+        secret: str,
         exercise: str,
         scenario: str,
         value: Prediction | None,
@@ -203,16 +188,16 @@ class RoomStore:
         options: Sequence[str] = (),
         now: float | None = None,
     ) -> None:
-        """Record (or replace) the participant's prediction; `None` withdraws it. Refused
+        """Record (or replace) the prediction of the seat `secret` holds; `None` withdraws it.
+        Only the seat's own secret writes it (Refused("seat_unknown") for any other); Refused
         ("closed") once the exercise was revealed for this scenario."""
-        key = (code, exercise_name(exercise), scenario_id(scenario))
-        number, choice = (None, None) if value is None else checked(value, options)
+        key = (code, rules.exercise_name(exercise), rules.scenario_id(scenario))
+        number, choice = (None, None) if value is None else rules.checked(value, options)
         with self._write() as db:
             self._open(db, code, now)
-            if not db.execute(
-                "SELECT 1 FROM participants WHERE room = ? AND seat = ?", (code, seat)
-            ).fetchone():
-                raise Refused("gone", "this browser has no seat in the room")
+            seat = _seat(db, code, secret)
+            if seat is None:
+                raise Refused("seat_unknown", "no seat of the room holds this secret")
             if db.execute(
                 "SELECT 1 FROM reveals WHERE room = ? AND exercise = ? AND scenario = ?", key
             ).fetchone():
@@ -228,12 +213,13 @@ class RoomStore:
                     (*key, seat, number, choice, _now(now)),
                 )
 
-    def prediction(self, code: str, seat: str, exercise: str, scenario: str) -> Prediction | None:
-        """The participant's recorded prediction, or None."""
+    def prediction(self, code: str, secret: str, exercise: str, scenario: str) -> Prediction | None:
+        """The recorded prediction of the seat `secret` holds, or None."""
         rows = self._read(
-            "SELECT number, choice FROM predictions WHERE room = ? AND exercise = ? "
-            "AND scenario = ? AND seat = ?",
-            (code, exercise, scenario_id(scenario), seat),
+            "SELECT p.number, p.choice FROM predictions p JOIN participants s "
+            "ON s.room = p.room AND s.seat = p.seat WHERE p.room = ? AND p.exercise = ? "
+            "AND p.scenario = ? AND s.secret_hash = ?",
+            (code, exercise, rules.scenario_id(scenario), rules.key_hash(secret)),
         )
         return _value(rows[0]) if rows else None
 
@@ -255,14 +241,21 @@ class RoomStore:
         with self._write() as db:
             db.execute(
                 "INSERT OR IGNORE INTO reveals VALUES (?, ?, ?, ?, ?, ?)",
-                (code, exercise_name(exercise), scenario_id(scenario), number, choice, _now(now)),
+                (
+                    code,
+                    rules.exercise_name(exercise),
+                    rules.scenario_id(scenario),
+                    number,
+                    choice,
+                    _now(now),
+                ),
             )
 
     def revealed(self, code: str, exercise: str, scenario: str) -> tuple[bool, Prediction | None]:
         """(whether the exercise was revealed for this scenario, the answer kept then)."""
         rows = self._read(
             "SELECT number, choice FROM reveals WHERE room = ? AND exercise = ? AND scenario = ?",
-            (code, exercise, scenario_id(scenario)),
+            (code, exercise, rules.scenario_id(scenario)),
         )
         return (True, _value(rows[0])) if rows else (False, None)
 
@@ -270,7 +263,7 @@ class RoomStore:
         self, code: str, exercise: str, scenario: str, *, options: Sequence[str] = ()
     ) -> Tally:
         """The room's predictions for the exercise and scenario, summarised (tally.summarise)."""
-        params = (code, exercise, scenario_id(scenario))
+        params = (code, exercise, rules.scenario_id(scenario))
         rows = self._read(
             "SELECT number, choice FROM predictions WHERE room = ? AND exercise = ? "
             "AND scenario = ?",
@@ -282,6 +275,17 @@ class RoomStore:
         return summarise(
             predictions, answer, revealed=revealed, participants=seated, options=options
         )
+
+
+def _seat(db: sqlite3.Connection, code: str, secret: str) -> str | None:
+    """The seat whose secret's hash is `secret`'s, in room `code` (an ill-formed one: None)."""
+    if not rules.well_formed(secret, rules.SECRET_LENGTH):
+        return None
+    row = db.execute(
+        "SELECT seat FROM participants WHERE room = ? AND secret_hash = ?",
+        (code, rules.key_hash(secret)),
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 def _value(row: tuple) -> Prediction | None:

@@ -20,7 +20,8 @@ REFUSED_KEY = "deeplink_tables_refused"  # tables whose link value did not fit, 
 HELD_KEY = "deeplink_held"  # those values, for a choice whose option code they are (once)
 DROPPED_KEY = "deeplink_dropped"  # parameters removed as unreadable (empty, beyond float64)
 LAST_KEY = "deeplink_last"  # each page's parameters as its last run left them, this session
-SHARED_PARAMS = ("lang", "workshop")  # every page's: they say nothing of a page's own inputs
+# Every page's (the language, workshop mode, the live room): nothing of a page's own inputs.
+SHARED_PARAMS = ("lang", "workshop", "room", "seat", "host")
 LABELS_KEY = "deeplink_labels"  # each choice's label as last drawn (a language switch changes it)
 
 

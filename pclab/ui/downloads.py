@@ -16,6 +16,7 @@ import os
 import platform
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -148,6 +149,7 @@ def prepare_table(
     *,
     data: pd.DataFrame | None = None,
     static: bool = False,
+    unbroken: Sequence[str] = (),
     hide_index: bool | None = None,
     column_config: ColumnConfigMappingInput | None = None,
     key: str | None = None,
@@ -158,12 +160,18 @@ def prepare_table(
     `data`: the rows as data when `frame` holds display text (a figure formatted as
     "+24 → +3", a shortened hash, "skipped"): the download then has one number per cell,
     full hashes and empty cells for undefined values. Its columns take the same headers.
-    `static`: an st.table instead, whose cells wrap (nothing cut, at any width).
+    `static`: an st.table instead, whose cells wrap (nothing cut, at any width); the cells of
+    its `unbroken` columns stay on one line instead (a figure such as "1.4e-15" is never
+    split at its hyphen). That is styling only: the text is the figure's own, so a number
+    copied from the table pastes as a number (no invisible joiner or special hyphen in it).
     `hide_index`, `column_config`, `key`: st.dataframe's (`column_config` heads the downloads).
     """
     export = export_frame(frame if data is None else data, column_config)
     if static:  # an st.table shows the headers the downloads carry
         frame = export_frame(frame, column_config)
+        kept = [_label(c, (column_config or {}).get(c)) for c in unbroken]
+        if kept:
+            frame = frame.style.set_properties(subset=kept, **{"white-space": "nowrap"})
     return PreparedTable(
         frame,
         name,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pclab.ui import deeplink, i18n
+from pclab.ui import deeplink, i18n, room_panel, workshop
 from pclab.ui.pages import PAGES
 
 LANG_KEY = "lang"
@@ -75,10 +75,11 @@ def coded_choice(
 
 
 def page_link(page_file: str, *, label: str, icon: str, where=st, **query: str) -> None:
-    """`where.page_link` to another page of the lab, opening it in the reader's language with
+    """`where.page_link` to another page of the lab, opening it in the reader's language, in
+    workshop mode if it is on and in the reader's live room (ui.workshop, ui.room_panel), with
     `query` (a deep link's parameters), or with none given, as the page was last left.
 
-    Both travel in the link because Streamlit drops a page's query parameters on a page
+    They all travel in the link because Streamlit drops a page's query parameters on a page
     change: the page it opens would write them back after loading (`?lang=`, and the
     parameters ui.deeplink gives back to a bare return), and Streamlit's frontend pushes each
     such write as a browser-history entry of its own, so Back would land on the page just
@@ -87,4 +88,5 @@ def page_link(page_file: str, *, label: str, icon: str, where=st, **query: str) 
     """
     page = next(p for p in PAGES if p.file == page_file)
     params = query or deeplink.last_parameters(page.key)
-    where.page_link(page_file, label=label, icon=icon, query_params={**params, LANG_KEY: lang()})
+    carried = {LANG_KEY: lang(), **workshop.carried(), **room_panel.carried()}
+    where.page_link(page_file, label=label, icon=icon, query_params={**params, **carried})

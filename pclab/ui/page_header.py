@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pclab.ui import browser, deeplink, link_notice, room_panel
+from pclab.ui import browser, deeplink, link_notice, room_panel, workshop
 from pclab.ui.language import lang, language_switch, t
+from pclab.ui.workshop import WORKSHOP_KEY as WORKSHOP_KEY  # the pages' name for it
 
-WORKSHOP_KEY = "workshop"
 _RANGES = ("between", "at_least", "at_most", "outside", "error", "press_enter")
 
 
@@ -22,13 +22,20 @@ def open_link_visit(section: str) -> bool:
     return first_of_visit
 
 
-def sidebar_switches(section: str) -> None:
-    """The language switch, the workshop-mode toggle (both carried in the URL) and the live
-    room's panel (ui.room_panel: a room link is taken before the toggle, which it turns on)."""
+def sidebar_switches(section: str, first_of_visit: bool) -> None:
+    """The language switch, the workshop-mode toggle (both carried in the URL and kept for the
+    visit, ui.workshop) and the live room's panel (ui.room_panel: a room link is taken before
+    the toggle, which a participant's room holds on)."""
     language_switch()
-    room_panel.arrive(WORKSHOP_KEY, section)
-    st.sidebar.toggle(t("exercise.workshop_mode"), key=WORKSHOP_KEY, bind="query-params")
-    room_panel.sidebar(t, bool(st.session_state.get(WORKSHOP_KEY)), lang(), section)
+    room_panel.arrive(section)
+    current = room_panel.role()
+    on = workshop.switch(
+        t("exercise.workshop_mode"),
+        first_of_visit=first_of_visit,
+        held_on=current is not None and current.participant,
+        held_help=t("room.workshop_held"),
+    )
+    room_panel.sidebar(t, on, lang(), section)
 
 
 def header(section: str, *, share: bool = True) -> None:
@@ -46,7 +53,7 @@ def header(section: str, *, share: bool = True) -> None:
     6. shows the lead paragraph.
     """
     first_of_visit = open_link_visit(section)
-    sidebar_switches(section)
+    sidebar_switches(section, first_of_visit)
     browser.room_support({k: t(f"common.range.{k}") for k in _RANGES}, t("runs.stopped"))
     st.title(t(f"{section}.title"))
     if share:

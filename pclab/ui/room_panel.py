@@ -1,13 +1,12 @@
 """The live room in the sidebar: open a room (the presenter), join one from its link (a
 participant), and the room's code, join link and QR code.
 
-Who is who is kept in the URL: the presenter's link carries `?room=CODE&host=KEY` (the key
-proves the presenter; the database keeps only its hash), a participant's `?room=CODE&seat=ID`.
-The per-browser seat lives in the URL rather than in a cookie or the browser's storage: a
-Streamlit session ends with the tab, the lab sets no cookies, and the URL survives a reload,
-a restart of the server and a bookmark, so a participant who comes back keeps their
-predictions (and a seat reveals nothing: no name, no account). The session keeps them too,
-and each run writes them back into the URL, which Streamlit empties on a page change.
+The presenter's link carries `?room=CODE&host=KEY` (the key proves the presenter; the
+database keeps only its hash), a participant's `?room=CODE&seat=ID`. A participant's seat is
+the server's to issue and their browser's to keep (ui.room_seat: a secret in a first-party
+cookie), so a reload, a second tab and a restarted server find the same seat, and a seat id
+typed into a URL is refused. The session keeps the room too, and each run writes it back into
+the URL, which Streamlit empties on a page change; links to other pages carry it (`carried`).
 
 ui.page_header calls it (`arrive` before the workshop toggle, `sidebar` after) and passes `t`.
 """
@@ -26,21 +25,30 @@ from pclab.rooms import location, qr
 from pclab.rooms.rules import Refused
 from pclab.rooms.store import RoomStore
 from pclab.runners.settings import Settings
+from pclab.ui import room_seat
 
 Text = Callable[..., str]
-ROOM, SEAT, HOST = "room_code", "room_seat", "room_host_key"  # session keys
-NOTICE = "room_notice"  # (reason, page) of a link's room that could not be used
+ROOM, SEAT, HOST = "room_code", "room_seat", "room_host_key"  # session keys, in the URL too
+SECRET = "room_seat_secret"  # the seat's secret: in the session and the cookie, never the URL
+NOTICE = "room_notice"  # (reason, page) of a link's room or seat that could not be used
+LEFT = "room_left"  # rooms this session left or found gone: their cookies are not taken again
 URL_NAMES = {ROOM: "room", SEAT: "seat", HOST: "host"}
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0")
 
 
 @dataclass(frozen=True)
 class Role:
-    """This session in a room: the presenter (`host_key`) or a participant (`seat`)."""
+    """This session in a room: the presenter (`host_key`) or a participant (`seat`, and the
+    `secret` that writes its predictions)."""
 
     code: str
     seat: str | None = None
     host_key: str | None = None
+    secret: str | None = None
+
+    @property
+    def participant(self) -> bool:
+        return self.host_key is None
 
 
 @st.cache_resource(show_spinner=False, on_release=RoomStore.close)
@@ -54,57 +62,94 @@ def role() -> Role | None:
     code = st.session_state.get(ROOM)
     if not code:
         return None
-    return Role(code, st.session_state.get(SEAT), st.session_state.get(HOST))
+    state = st.session_state
+    return Role(code, state.get(SEAT), state.get(HOST), state.get(SECRET))
+
+
+def carried() -> dict[str, str]:
+    """The room's parameters a link to another page carries (ui.language.page_link)."""
+    return {
+        name: st.session_state[key] for key, name in URL_NAMES.items() if st.session_state.get(key)
+    }
 
 
 def _keep(**values: str | None) -> None:
-    """Hold the room in the session and in the URL (None: drop it from both)."""
+    """Hold the room in the session, and in the URL what goes there (None: drop it)."""
     for key, value in values.items():
-        name = URL_NAMES[key]
+        name = URL_NAMES.get(key)
         if value is None:
             st.session_state.pop(key, None)
-            st.query_params.pop(name, None)
+            if name:
+                st.query_params.pop(name, None)
             continue
         st.session_state[key] = value
-        if st.query_params.get(name) != value:
+        if name and st.query_params.get(name) != value:
             st.query_params[name] = value
 
 
 def leave() -> None:
-    _keep(**dict.fromkeys(URL_NAMES))
+    """Out of the room: the session forgets it, the URL drops it, the cookie goes."""
+    code = st.session_state.get(ROOM)
+    if code:
+        st.session_state[LEFT] = {*st.session_state.get(LEFT, ()), code}
+    _keep(**dict.fromkeys([*URL_NAMES, SECRET]))
 
 
 def _from_link(key: str) -> str | None:
     return st.query_params.get(URL_NAMES[key]) or st.session_state.get(key)
 
 
-def arrive(workshop_key: str, page: str) -> None:
-    """Before the workshop toggle: take the room from the link (or the session), check it and
-    take this browser's seat; a participant's first arrival turns workshop mode on. A room
-    that cannot be used is dropped, and `notice()` says why on this page."""
-    code = _from_link(ROOM)
+def _remembered(store: RoomStore) -> str | None:
+    """A room this browser holds a seat in, when the URL names none (a page opened in a new
+    tab, a bookmark without the room): its cookie's room, if still open."""
+    left = st.session_state.setdefault(LEFT, set())
+    for code, secret in room_seat.browser_secrets().items():
+        if code not in left and store.seat_of(code, secret):
+            return code
+        left.add(code)  # gone, or not this browser's: asked once per session
+    return None
+
+
+def _participant(store: RoomStore, code: str, page: str) -> None:
+    """This browser's seat in the room (the session's, else its cookie's, else a new one);
+    a `seat=` in the link that is not it is refused, and said."""
+    asked = st.query_params.get(URL_NAMES[SEAT])
+    state = st.session_state
+    if state.get(ROOM) == code and state.get(SECRET) and state.get(SEAT):
+        if store.expires_at(code) is None:
+            raise Refused("gone", "the room expired")
+        seat, secret, refused = state[SEAT], state[SECRET], None  # checked: no query a run
+    else:
+        refused, seat, secret = room_seat.take(store, code)
+    if asked and asked != seat:
+        refused = Refused("seat_not_yours", "the link's seat is another browser's")
+    if refused:
+        state[NOTICE] = (refused.reason, page)
+    state[LEFT] = set(state.get(LEFT, ())) - {code}  # back in a room it had left
+    _keep(**{ROOM: code, SEAT: seat, SECRET: secret, HOST: None})
+
+
+def arrive(page: str) -> None:
+    """Before the workshop toggle: take the room from the link (or the session, or this
+    browser's cookie), check it and take this browser's seat. A room that cannot be used is
+    dropped, and `notice()` says why on this page."""
+    store = room_store()
+    code = _from_link(ROOM) or _remembered(store)
     if not code:
         return
-    host, seat, store = _from_link(HOST), _from_link(SEAT), room_store()
+    host = _from_link(HOST)
     try:
         if host and store.is_host(code, host):
-            _keep(**{ROOM: code, HOST: host, SEAT: None})
+            _keep(**{ROOM: code, HOST: host, SEAT: None, SECRET: None})
             return
-        if (st.session_state.get(ROOM), st.session_state.get(SEAT)) == (code, seat):
-            if store.expires_at(code) is None:
-                raise Refused("gone", "the room expired")
-            return  # this session's seat, already checked: no write on every run
-        first = st.session_state.get(ROOM) != code
-        _keep(**{ROOM: code, SEAT: store.join(code, seat), HOST: None})
-        if first:
-            st.session_state[workshop_key] = True  # figures hide until the presenter reveals
+        _participant(store, code, page)
     except Refused as refused:
         leave()
         st.session_state[NOTICE] = (refused.reason, page)
 
 
 def notice(t: Text, page: str) -> None:
-    """The reason a link's room could not be used, on the page it was opened on."""
+    """The reason a link's room or seat could not be used, on the page it was opened on."""
     found = st.session_state.get(NOTICE)
     if found and found[1] == page:
         st.warning(t(f"room.refused.{found[0]}"), icon=":material/meeting_room:")
@@ -143,11 +188,22 @@ def _presenter(t: Text, current: Role, lang: str) -> None:
         _show_big(t, link, current.code)
 
 
+def _cookie(current: Role | None) -> None:
+    """The participant's cookie written (again) in the browser; a room left, deleted."""
+    if current and current.secret:
+        left = (room_store().expires_at(current.code) or time.time()) - time.time()
+        room_seat.keep(current.code, current.secret, left)
+    for code in st.session_state.get(LEFT, ()):
+        if code in room_seat.browser_secrets():
+            room_seat.forget(code)
+
+
 def sidebar(t: Text, workshop: bool, lang: str, page: str) -> None:
     """After the workshop toggle: the room's panel, or the button that opens one (and on the
-    page, why a link's room could not be used)."""
+    page, why a link's room or seat could not be used)."""
     notice(t, page)
     current = role()
+    _cookie(current)
     if current and current.host_key:
         _presenter(t, current, lang)
     elif current:
@@ -160,7 +216,7 @@ def sidebar(t: Text, workshop: bool, lang: str, page: str) -> None:
         except Refused as refused:
             st.sidebar.error(t(f"room.refused.{refused.reason}"), icon=":material/block:")
             return
-        _keep(**{ROOM: opened.code, HOST: opened.host_key, SEAT: None})
+        _keep(**{ROOM: opened.code, HOST: opened.host_key, SEAT: None, SECRET: None})
         _presenter(t, role() or Role(opened.code), lang)
     if current and st.sidebar.button(t("room.leave"), key="room_leave"):
         leave()

@@ -32,21 +32,25 @@ FONT = 16  # axis text read from the back of a room
 def waits_for_presenter() -> bool:
     """A participant's Reveal is the presenter's: their own button is off."""
     current = room_role()
-    return current is not None and current.host_key is None
+    return current is not None and current.participant
 
 
 def before_guess(key: str, current: str) -> bool:
     """Before the guess widget: a participant coming back gets their recorded prediction
-    (once per scenario), and an exercise the presenter revealed is revealed here too.
+    (once per scenario and visit), and an exercise the presenter revealed is revealed here too.
     Returns whether it is closed for the room (False outside a room)."""
     role = room_role()
     if role is None:
         return False
     store, guess_key, seeded = room_store(), f"{key}_guess", f"{key}_room_seeded"
-    if role.seat and st.session_state.get(seeded) != current:
+    # Once per scenario, and again when the page comes back (a page change drops the guess
+    # widget's state): the seat's recorded prediction is the field's value.
+    if role.secret and (
+        st.session_state.get(seeded) != current or guess_key not in st.session_state
+    ):
         st.session_state[seeded] = current
         if st.session_state.get(guess_key) is None:
-            recorded = store.prediction(role.code, role.seat, key, current)
+            recorded = store.prediction(role.code, role.secret, key, current)
             if recorded is not None:
                 st.session_state[guess_key] = recorded
     closed, _ = store.revealed(role.code, key, current)
@@ -82,9 +86,9 @@ def follow(
             _presenter_live(role.code, key, current, options, labels or {})
         return
     sent = f"{key}_room_sent"
-    if not closed and role.seat and st.session_state.get(sent) != (current, guess):
-        try:
-            room_store().predict(role.code, role.seat, key, current, guess, options=options)
+    if not closed and role.secret and st.session_state.get(sent) != (current, guess):
+        try:  # written with the seat's secret: only the browser holding the seat writes it
+            room_store().predict(role.code, role.secret, key, current, guess, options=options)
             st.session_state[sent] = (current, guess)
         except Refused as refused:
             box.warning(t(f"room.refused.{refused.reason}"), icon=":material/block:")

@@ -143,14 +143,10 @@ def notes(s: dict) -> list[str]:
     return out
 
 
-FIGURES = ("max_abs_diff", "residual")  # cells that must read whole: a number, "undefined"
-
-
-def unbroken(cell: str) -> str:
-    """A figure kept on one line in a wrapping table cell: a non-breaking hyphen in its
-    exponent and word joiners between its characters ("1.4e-15" was cut to "1.4e-" and
-    "15", "未定义" to "未定" and "义" at 800 px). For the page only: downloads keep "-"."""
-    return "\u2060".join(cell.replace("-", "\u2011"))
+# Cells that must read whole, each on one line in the wrapping table ("1.4e-15" was cut to
+# "1.4e-" and "15", "未定义" to "未定" and "义" at 800 px): kept so by the table's style, not
+# by joiners in the text, so a figure copied from the page pastes as a number (issue 45).
+FIGURES = ("max_abs_diff", "residual")
 
 
 def verdict_frame(check: dict, verdict=views.verdict_badge) -> pd.DataFrame:
@@ -211,11 +207,11 @@ def run_results(report: dict, example: str) -> None:
         return
     fixes(check, example)
     frame = verdict_frame(check)
-    for column in FIGURES:
-        frame[column] = frame[column].map(unbroken)
     config = {c: t(f"check.results.{c}") for c in frame.columns}
     plain = verdict_frame(check, views.verdict_text)
-    downloads.table(frame, "trainer-check", data=plain, static=True, column_config=config)
+    downloads.table(
+        frame, "trainer-check", data=plain, static=True, unbroken=FIGURES, column_config=config
+    )
     st.caption(t("check.results.residual_means"))
     for skipped in check["skipped_scenarios"]:
         reason = views.SKIP_REASONS.get(skipped["reason"])

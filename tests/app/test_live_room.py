@@ -1,10 +1,13 @@
-"""A live room through AppTest (issue 33): the presenter opens it from the sidebar, participants
-join from its link, their predictions reach the room's database, the presenter's view counts
-them, Reveal closes the exercise for everyone, and a bad room link gets a notice and the
-normal page. The browser walk with live updates is tests/e2e/test_live_room.py."""
+"""A live room through AppTest (issues 33 and 45): the presenter opens it from the sidebar,
+participants join from its link, their predictions reach the room's database, the presenter's
+view counts them, Reveal closes the exercise for everyone, and a bad room link gets a notice
+and the normal page. A seat is the browser's (its cookie, simulated here: AppTest sends none),
+a seat in a link is refused, and the room and workshop mode travel from page to page. The
+browser walks are tests/e2e/test_live_room.py and tests/e2e/test_room_seats.py."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from pclab.rooms.rules import MAX_PARTICIPANTS, Refused
 from pclab.rooms.store import RoomStore
-from pclab.ui import i18n
+from pclab.ui import i18n, room_seat
 from pclab.ui.room_panel import room_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +29,26 @@ def db(tmp_path, monkeypatch):
     room_store.clear()
     yield path
     room_store.clear()
+
+
+@pytest.fixture
+def jar(monkeypatch) -> dict[str, str]:
+    """The browser's cookie jar, as the server reads it when a tab connects (AppTest has
+    none): a test puts in it what the page told the browser to keep."""
+    cookies: dict[str, str] = {}
+    monkeypatch.setattr(room_seat, "browser_cookies", lambda: dict(cookies))
+    return cookies
+
+
+def kept_cookie(at: AppTest) -> tuple[str, str]:
+    """(name, value) of the seat cookie the page's script writes in the browser."""
+    for block in at.get("html"):
+        found = re.search(
+            r'document\.cookie = "(pcl_seat_\w+)" \+ "=" \+ "(\w*)"', block.proto.body
+        )
+        if found:
+            return found[1], found[2]
+    raise AssertionError("no seat cookie on the page")
 
 
 def visit(page: str, lang: str = "en", workshop: bool = False, **params: str) -> AppTest:
@@ -86,15 +109,84 @@ def test_the_presenters_view_in_chinese(db):
     assert said in texts(host)
 
 
-def test_coming_back_keeps_the_prediction_and_the_seat(db):
+def test_coming_back_keeps_the_prediction_and_the_seat(db, jar):
     _, code, _ = presenter()
     first = visit(LEDGER, room=code)
     first.number_input(key="ledger_ex_guess").set_value(0.25).run()
     seat = first.session_state["room_seat"]
-    again = visit(LEDGER, room=code, seat=seat)  # a new session: the link's seat
-    assert again.session_state["room_seat"] == seat
-    assert again.number_input(key="ledger_ex_guess").value == 0.25
+    name, secret = kept_cookie(first)
+    assert name == f"pcl_seat_{code}" and secret == first.session_state["room_seat_secret"]
+    assert first.query_params["seat"] == seat  # the seat's id; its secret never in the URL
+    jar[name] = secret
+    for params in ({"seat": seat}, {}):  # a reload, a second tab on the join link
+        again = visit(LEDGER, room=code, **params)  # a new session, the same browser
+        assert again.session_state["room_seat"] == seat
+        assert again.number_input(key="ledger_ex_guess").value == 0.25
+        assert not again.warning
     assert RoomStore(db).tally(code, "ledger_ex", _scenario(first)).participants == 1
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_seat_from_a_link_or_a_made_up_cookie_is_refused_and_said(db, jar, lang):
+    _, code, _ = presenter()
+    owner = visit(LEDGER, room=code)
+    owner.number_input(key="ledger_ex_guess").set_value(-0.5).run()
+    seat = owner.session_state["room_seat"]
+    # Another browser (no cookie) with the owner's seat in its URL, or one typed in.
+    for forged in (seat, "2222222222222222"):
+        other = visit(LEDGER, lang, room=code, seat=forged)
+        said = i18n.text(lang, "room.refused.seat_not_yours")
+        assert said in [w.value for w in other.warning]
+        assert other.session_state["room_seat"] not in (seat, forged)
+        assert other.query_params["seat"] == other.session_state["room_seat"]
+        assert other.number_input(key="ledger_ex_guess").value is None  # not the owner's
+        other.number_input(key="ledger_ex_guess").set_value(7.0).run()
+    secret = owner.session_state["room_seat_secret"]
+    assert RoomStore(db).prediction(code, secret, "ledger_ex", _scenario(owner)) == -0.5
+    jar[f"pcl_seat_{code}"] = "Z" * 32  # a cookie written by hand
+    made_up = visit(LEDGER, lang, room=code)
+    assert i18n.text(lang, "room.refused.seat_unknown") in [w.value for w in made_up.warning]
+    assert kept_cookie(made_up)[1] == made_up.session_state["room_seat_secret"] != "Z" * 32
+
+
+def test_the_room_and_workshop_mode_travel_with_every_page(db, jar):
+    """A sidebar click drops the URL's parameters (Streamlit): the next page puts the room, the
+    seat and workshop mode back, keeps the toggle held on and its figures hidden, and its links
+    carry them. A page opened with no room in its URL finds the room from the cookie."""
+    _, code, _ = presenter()
+    at = visit(LEDGER, room=code)  # (Chinese: tests/e2e/test_room_seats.py; AppTest reads a
+    seat = at.session_state["room_seat"]  # radio's labels in English once the URL lost ?lang=)
+    for page in ("pclab/sections/01_denominator.py", "pclab/sections/03_framework.py", LEDGER):
+        for name in list(at.query_params):
+            del at.query_params[name]  # what a sidebar click leaves
+        at.switch_page(page).run()
+        assert not at.exception
+        assert at.toggle(key="workshop").value is True and at.toggle(key="workshop").disabled
+        assert not at.metric  # every figure hidden until the presenter reveals
+        carried = {k: at.query_params[k] for k in ("room", "seat", "workshop")}
+        assert carried == {"room": code, "seat": seat, "workshop": "true"}
+    jar.update(dict([kept_cookie(at)]))
+    bare = visit(STEP)  # a new tab, no room in its URL: the browser's seat brings it back
+    assert bare.session_state["room_seat"] == seat and bare.query_params["room"] == code
+    bare.sidebar.button(key="room_leave").click().run()
+    assert kept_cookie(bare) == (f"pcl_seat_{code}", "")  # the cookie goes with the seat
+    assert "room_code" not in bare.session_state
+
+
+def test_workshop_mode_from_a_link_holds_across_pages():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.query_params["workshop"] = "true"
+    at.run()
+    for page in ("pclab/sections/01_denominator.py", LEDGER, "pclab/sections/03_framework.py"):
+        for name in list(at.query_params):
+            del at.query_params[name]
+        at.switch_page(page).run()
+        assert at.toggle(key="workshop").value is True and not at.metric
+        assert at.query_params["workshop"] == "true"
+    at.toggle(key="workshop").set_value(False).run()
+    assert len(at.metric) >= 3 and "workshop" not in at.query_params
+    at.switch_page(LEDGER).run()
+    assert at.toggle(key="workshop").value is False
 
 
 def _scenario(at: AppTest) -> str:
@@ -140,10 +232,15 @@ def test_an_expired_room_is_gone(db):
 def test_the_caps_say_so(db):
     store = RoomStore(db)
     opened = store.open_room()
-    for _ in range(MAX_PARTICIPANTS):
-        store.join(opened.code)
+    for i in range(MAX_PARTICIPANTS):
+        store.join(opened.code, client=f"10.0.{i}.1")
     at = visit(LEDGER, room=opened.code)
     assert i18n.text("en", "room.refused.room_full") in [w.value for w in at.warning]
+    crowded = store.open_room()
+    for _ in range(store.max_per_client):  # one address took its share of the room
+        store.join(crowded.code, client="local")  # this machine's, as AppTest's session is
+    at = visit(LEDGER, "zh", room=crowded.code)
+    assert i18n.text("zh", "room.refused.client_full") in [w.value for w in at.warning]
     while True:
         try:
             store.open_room()

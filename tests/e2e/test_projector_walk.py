@@ -100,6 +100,23 @@ def fits(tab, where: str) -> list[str]:
     return [f"{where}: {p}" for p in problems]
 
 
+# The verdict table's cells kept on one line by its style (a figure: max |Δ|, the residual).
+WHOLE_CELLS = """() => [...document.querySelectorAll('[data-testid="stTable"] td')]
+  .filter((td) => getComputedStyle(td).whiteSpace === 'nowrap').map((td) => td.innerText)"""
+
+
+def copied_figures(tab) -> list[str]:
+    """The figures of the verdict table as a reader copies them: each on one line at 800 px,
+    and each a number `float()` reads (no word joiner, no non-breaking hyphen in it)."""
+    cells = tab.evaluate(WHOLE_CELLS)
+    assert cells, "no verdict cell is kept on one line"
+    for cell in cells:
+        assert not {"\u2060", "\u2011"} & set(cell), repr(cell)
+        if cell != say("common.undefined"):
+            float(cell.removeprefix("≥ "))
+    return cells
+
+
 def run_failing_check(tab) -> None:
     """Choose the DDP mean-of-local-means example and run the real check."""
     tab.locator('[data-testid="stSelectbox"]').first.click()
@@ -125,6 +142,7 @@ def test_the_projector_walk_through_every_page_by_the_sidebar(projector, app_url
             problems += fits(tab, page.url)
             if page.key == "check":
                 run_failing_check(tab)
+                copied_figures(tab)
                 problems += fits(tab, "check, after a failed run")
                 screenshot(tab, "projector-check-failed")
                 banner = tab.locator('[data-testid="stAlertContentError"]')

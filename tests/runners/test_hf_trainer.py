@@ -45,7 +45,7 @@ import pytest
 from runner_support import MARK_ENV, ROOT, marked
 
 from pclab.core import update_weights
-from pclab.experiments.trainer_check import EXPERIMENT
+from pclab.experiments.trainer_check import EXPERIMENT, hf_recorded
 from pclab.experiments.trainer_check.params import Params
 
 EXAMPLES = ROOT / "examples" / "frameworks" / "hf_trainer"
@@ -243,6 +243,51 @@ def test_nothing_is_left_behind(hf_global, hf_local):
     for left in (hf_global.leftover_files, hf_local.leftover_files):
         assert [name for name in left if not name.startswith("torchinductor_")] == []
     assert hf_global.new_source_files == set()
+
+
+def _table(check: dict) -> list[tuple]:
+    """What a verdict table says of each scenario, its numbers aside: the verdict and what
+    decides it (the scheme, its ties, what the scenario cannot tell, the notes, where it
+    first diverged). Floats differ between two real runs in the last digits; words do not."""
+
+    def first(divergence: dict | None) -> tuple | None:
+        return divergence and (divergence["rank"], divergence["tensor"], divergence["why"])
+
+    return [
+        (
+            s["name"],
+            s["verdict"],
+            s["passed"],
+            s["scheme"],
+            sorted(s["matching_schemes"]),
+            sorted(s["untold"]),
+            sorted(s["notes"]),
+            first(s["first_divergence"]),
+        )
+        for s in check["scenarios"]
+    ]
+
+
+def test_the_recorded_tables_are_the_live_checks(hf_global, hf_local):
+    """The page's "Hugging Face Trainer, measured" tables (the record) say what the live check
+    of the same example says with the same versions: a change of what a scenario can tell (a
+    new candidate scheme) needs `python -m pclab.experiments.trainer_check.hf_recorded`."""
+    recorded = hf_recorded.load()
+    installed = {p: hf_recorded.installed_version(p) for p in hf_recorded.PACKAGES}
+    if installed != recorded["versions"]:
+        pytest.skip(f"recorded with {recorded['versions']}, installed {installed}")
+    live = {
+        "hf_trainer": hf_global.checks["hf_trainer"],
+        "hf_trainer_local_average": hf_local.check,
+    }
+    assert set(live) == set(hf_recorded.SETTINGS)
+    for example, check in live.items():
+        kept = recorded["checks"][example]
+        assert (kept["status"], kept["passed"]) == (check["status"], check["passed"]), example
+        assert _table(kept) == _table(check), f"{example}: re-record (hf_recorded)"
+        for was, now in zip(kept["scenarios"], check["scenarios"], strict=True):
+            for row_was, row_now in zip(was["weights"], now["weights"], strict=True):
+                assert row_was == pytest.approx(row_now, rel=1e-6), (example, was["name"])
 
 
 def test_checking_the_contract_does_not_import_transformers():
