@@ -269,6 +269,27 @@ def build_model():
     model.logit_scale = torch.nn.Parameter(torch.tensor(0.5))
     return model.double()
 """
+SIZED_RUN = """import sys
+
+sys.path.insert(0, {examples!r})  # the bundled examples: run_correct's loop, tiny_lm's loss
+
+import torch
+from run_correct import make_optimizer, make_scheduler, train_loop
+from tiny_lm import VOCAB_SIZE, token_losses
+
+WIDTH = {width}
+
+
+def build_model():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Embedding(VOCAB_SIZE, WIDTH), torch.nn.Tanh(), torch.nn.Linear(WIDTH, VOCAB_SIZE)
+    )
+    return model.double()
+"""
+# The run mode (issue 41): run_correct's loop over 2 epochs of 2K + 1 microbatches, by K and
+# size (22 x width + 11 parameters, as the token trainer)
+RUN_GRID = ((2, 2, 1_000), (2, 4, 1_000), (2, 2, 10_000))
 # The coupled mode (issue 28): a correct GradCache trainer, 5 x width + 1 parameters, in the
 # default scenarios (items 3, 2 and 2, 5 a microbatch at K = 2)
 COUPLED_GRID = ((2, 2, 16), (2, 2, 10_000))
@@ -332,18 +353,23 @@ def timed_checks(
     return out | {"loadavg": loadavg()}
 
 
-def check_cost(pool: bool, grid=COST_GRID, coupled=COUPLED_GRID) -> dict:
+def check_cost(pool: bool, grid=COST_GRID, coupled=COUPLED_GRID, run=RUN_GRID) -> dict:
     """The wall time of one `pclab check` of a correct trainer (correct_manual.py's step on
     an embedding-tanh-linear model of ~`size` parameters, 11 tokens: 22 x width + 11) per
     (P, K, size), cold (torchrun) or through the warm pool, one run each; then the coupled
-    mode's GradCache trainer per (P, K, size) of `coupled` (rows with "mode": "coupled")."""
+    mode's GradCache trainer per (P, K, size) of `coupled` (rows with "mode": "coupled"), and
+    the run mode's run_correct loop per (P, K, size) of `run` (rows with "mode": "run")."""
     import tempfile
     from pathlib import Path
 
     with tempfile.TemporaryDirectory(prefix="pcl-check-cost-") as folder:
         examples = str(ROOT / "examples" / "trainers")
         # (mode, template, rows, parameters = per_width x width + fixed) per kind of trainer
-        kinds = (("token", SIZED_TRAINER, grid, 22, 11), ("coupled", SIZED_COUPLED, coupled, 5, 1))
+        kinds = (
+            ("token", SIZED_TRAINER, grid, 22, 11),
+            ("coupled", SIZED_COUPLED, coupled, 5, 1),
+            ("run", SIZED_RUN, run, 22, 11),
+        )
         cases = []
         for mode, template, rows, per_width, fixed in kinds:
             for world_size, accum, size in rows:
