@@ -25,7 +25,9 @@ SAME, DIFFERENT = "#2e7d32", "#c62828"
 STATE_COLOURS = {"same_update": SAME, "different": DIFFERENT}  # no colour: skipped, undefined
 PHASE_COLOURS = {"before_kill": "#8a8a8a", "same_run": SAME, "parts": DIFFERENT}
 KILLED, RESUMED = "✕", "↻"
-CELL = 118  # px per update: a scheme's name fits at 10 px
+# Heights in px, axes and legend included (Streamlit fits the whole chart in them)
+STRIP_HEIGHT, RATES_HEIGHT, ROW_HEIGHT = 120, 260, 34
+TEXT_WIDTH = 680  # px the page's main column gives a chart (its default width)
 
 
 def where(u: dict, accum: int) -> str:
@@ -54,6 +56,16 @@ def scheme_words(u: dict) -> str:
     return views.scheme_name(scheme) if scheme != "other" else t("check.results.other")
 
 
+def two_lines(words: str, width: int = 14) -> str:
+    """A long name on two lines, broken at the space nearest its middle (the strip's cells
+    hold about `width` characters a line; Chinese names are short)."""
+    spaces = [i for i, c in enumerate(words) if c == " "]
+    if len(words) <= width or not spaces:
+        return words
+    cut = min(spaces, key=lambda i: abs(i - len(words) / 2))
+    return f"{words[:cut]}\n{words[cut + 1 :]}"
+
+
 def strip_rows(s: dict, accum: int) -> list[dict]:
     """One row per window of the scenario's run, in run order."""
     rows = []
@@ -68,6 +80,7 @@ def strip_rows(s: dict, accum: int) -> list[dict]:
                 "verdict": t(f"check.verdict.{kind}") if coloured else None,
                 "coloured": coloured,
                 "text": scheme_words(u) if coloured else t(f"common.{kind}"),
+                "cell": two_lines(scheme_words(u) if coloured else t(f"common.{kind}")),
                 "labels": u["num_valid_labels"],
                 "steps": u["optimizer_steps"],
             }
@@ -78,7 +91,8 @@ def strip_rows(s: dict, accum: int) -> list[dict]:
 def _x(rows: list[dict]) -> alt.X:
     order = [r["where"] for r in rows]
     title = t("check.run_mode.column.where")
-    return alt.X("where:N", sort=order, title=title, axis=alt.Axis(labelAngle=0))
+    gaps = alt.Scale(paddingInner=0.06)  # cells apart by the page's own background
+    return alt.X("where:N", sort=order, title=title, axis=alt.Axis(labelAngle=0), scale=gaps)
 
 
 def strip(rows: list[dict], key: str) -> None:
@@ -87,20 +101,28 @@ def strip(rows: list[dict], key: str) -> None:
     tip = [alt.Tooltip(f"{c}:N", title=say[c]) for c in say] + [
         alt.Tooltip("text:N", title=t("check.run_mode.column.scheme"))
     ]
-    base = alt.Chart(pd.DataFrame(rows)).encode(x=_x(rows), tooltip=tip)
+    # one row of cells on a continuous y from 0 to 1 (Streamlit fits a chart to its height,
+    # which shrinks a discrete band to nothing)
+    frame = pd.DataFrame(rows).assign(bottom=0.0, top=1.0, middle=0.5)
+    unit = alt.Scale(domain=[0, 1])
+    base = alt.Chart(frame).encode(x=_x(rows), tooltip=tip)
+    cell = {"y": alt.Y("bottom:Q", axis=None, scale=unit), "y2": alt.Y2("top:Q")}
     domain = [t(f"check.verdict.{k}") for k in STATE_COLOURS]
     colour = alt.Color(
         "verdict:N",
         scale=alt.Scale(domain=domain, range=list(STATE_COLOURS.values())),
-        title=say["verdict"],
-        legend=alt.Legend(orient="bottom"),
+        legend=None,  # the caption says what each colour means; a cell's tooltip its verdict
     )
-    filled = base.mark_rect().encode(color=colour).transform_filter("datum.coloured")
+    filled = base.mark_rect().encode(color=colour, **cell)
+    filled = filled.transform_filter("datum.coloured")
     empty = base.mark_rect(fill=None, stroke=views.UNDEFINED_INK, strokeDash=[4, 3])
-    empty = empty.transform_filter("!datum.coloured")
+    empty = empty.encode(**cell).transform_filter("!datum.coloured")
     ink = alt.condition("datum.coloured", alt.value("white"), alt.value(views.UNDEFINED_INK))
-    words = base.mark_text(fontSize=10).encode(text="text:N", color=ink)
-    chart = alt.layer(filled, empty, words).properties(width=alt.Step(CELL), height=44)
+    middle = alt.Y("middle:Q", axis=None, scale=unit)
+    limit = max(56, TEXT_WIDTH // max(1, len(rows)) - 8)  # a long name ends in "…"; see tooltip
+    words = base.mark_text(fontSize=10, limit=limit, lineBreak="\n")
+    words = words.encode(text="cell:N", color=ink, y=middle)
+    chart = alt.layer(filled, empty, words).properties(height=STRIP_HEIGHT)
     st.altair_chart(chart, key=key)
 
 
@@ -123,17 +145,18 @@ def rates(rows: list[dict], order: list[str], key: str) -> None:
     x = alt.X("where:N", sort=order, title=t("check.run_mode.column.where"))
     x = x.axis(labelAngle=0)
     y = alt.Y("lr:Q", title=t("check.run_mode.lr.axis"), scale=alt.Scale(zero=False))
+    y = y.axis(format=".3g", titleLimit=0)
     colour = alt.Color(
         "series:N",
         scale=alt.Scale(domain=series, range=["#b3530b", "#1f5fa8"]),
-        title=t("check.run_mode.lr.series"),
+        title=None,
         legend=alt.Legend(orient="bottom"),
     )
     dash = alt.StrokeDash("series:N", sort=series, legend=None)
     tip = [alt.Tooltip("series:N"), alt.Tooltip("where:N"), alt.Tooltip("lr:Q", format=".6g")]
     base = alt.Chart(pd.DataFrame(rows)).encode(x=x, y=y, color=colour, tooltip=tip)
     chart = alt.layer(base.mark_line().encode(strokeDash=dash), base.mark_point(filled=True))
-    st.altair_chart(chart.properties(width=alt.Step(CELL), height=180), key=key)
+    st.altair_chart(chart.properties(height=RATES_HEIGHT), key=key)
 
 
 def window_of(updates: list[dict], microbatch: int | None) -> int | None:
@@ -193,22 +216,22 @@ def timeline(rows: list[dict], key: str) -> None:
     point = t("check.run_mode.resume.point")
     tip = [alt.Tooltip("point:N", title=point), alt.Tooltip("where:N"), alt.Tooltip("state:N")]
     x = alt.X("where:N", sort=order, title=t("check.run_mode.column.where"))
-    base = alt.Chart(pd.DataFrame(rows)).encode(
-        x=x.axis(labelAngle=0), y=alt.Y("point:N", sort=points, title=point), tooltip=tip
-    )
+    x = x.axis(labelAngle=0).scale(paddingInner=0.04)
+    y = alt.Y("point:N", sort=points, title=point).scale(paddingInner=0.1)
+    y = y.axis(labelLimit=240)  # a kill point's name whole
+    base = alt.Chart(pd.DataFrame(rows)).encode(x=x, y=y, tooltip=tip)
     domain = [t(f"check.run_mode.resume.state.{p}") for p in PHASE_COLOURS]
     colour = alt.Color(
         "state:N",
         scale=alt.Scale(domain=domain, range=list(PHASE_COLOURS.values())),
-        title=t("check.run_mode.resume.phase"),
-        legend=alt.Legend(orient="bottom"),
+        legend=None,  # the caption says what grey, green and red mean
     )
     cells = base.mark_rect().encode(color=colour).transform_filter("datum.coloured")
     empty = base.mark_rect(fill=None, stroke=views.UNDEFINED_INK, strokeDash=[4, 3])
     empty = empty.transform_filter("!datum.coloured")
     ink = alt.condition("datum.coloured", alt.value("white"), alt.value(views.UNDEFINED_INK))
     marks = base.mark_text(fontSize=15).encode(text="marks:N", color=ink)
-    chart = alt.layer(cells, empty, marks).properties(width=alt.Step(CELL), height=alt.Step(30))
+    chart = alt.layer(cells, empty, marks).properties(height=ROW_HEIGHT * len(points) + 60)
     st.altair_chart(chart, key=key)
 
 
