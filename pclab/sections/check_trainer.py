@@ -7,7 +7,8 @@ ui.trainer_views.bundled_path builds the path from a fixed option code); a visit
 goes through the command line, `pclab check my_trainer.py --json`, never through this page.
 Three of them drive the real Hugging Face Trainer: choosing one also shows both of its
 settings as measured (ui.hf_trainer_views), while transformers is imported only by the ranks
-of a run.
+of a run. The coupled examples (ui.trainer_coupled) and the run-mode loops over epochs, some
+killed and restarted too (ui.trainer_run, from examples.RUN), have views of their own.
 """
 
 import streamlit as st
