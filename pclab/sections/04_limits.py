@@ -11,7 +11,7 @@ from streamlit.delta_generator import DeltaGenerator
 from pclab.core import gradcache, limits, limits_clip, trajectory
 from pclab.ui.exercise import predict_number
 from pclab.ui.input_errors import guard
-from pclab.ui.language import t
+from pclab.ui.language import page_link, t
 from pclab.ui.limits_views import block, num
 from pclab.ui.page_header import header
 from pclab.ui.show_code import show_code
@@ -58,6 +58,12 @@ with tabs[0]:
             "window",
             demo("window", accum_steps=steps, microbatch_size=4, lr=lr, reg=reg, seed=seed),
         )
+    page_link(  # issue 41: where a real loop over epochs steps, checked on "Check a trainer"
+        "pclab/sections/check_trainer.py",
+        label=t("limits.window.to_check"),
+        icon=":material/troubleshoot:",
+        chk_example="run_tail_never_steps",
+    )
 
 with tabs[1]:
     c = st.columns(3)

@@ -7,7 +7,8 @@ ui.trainer_views.bundled_path builds the path from a fixed option code); a visit
 goes through the command line, `pclab check my_trainer.py --json`, never through this page.
 Three of them drive the real Hugging Face Trainer: choosing one also shows both of its
 settings as measured (ui.hf_trainer_views), while transformers is imported only by the ranks
-of a run.
+of a run. The coupled examples (ui.trainer_coupled) and the run-mode loops over epochs, some
+killed and restarted too (ui.trainer_run, from examples.RUN), have views of their own.
 """
 
 import streamlit as st
@@ -17,6 +18,7 @@ from pclab.experiments.trainer_check import scenarios
 from pclab.ui import deeplink
 from pclab.ui import hf_trainer_views as hf_views
 from pclab.ui import trainer_coupled as coupled
+from pclab.ui import trainer_run as run_mode
 from pclab.ui import trainer_verdict as verdict
 from pclab.ui import trainer_views as views
 from pclab.ui.exercise import predict_choice
@@ -29,6 +31,7 @@ from pclab.ui.show_code import show_code
 header("check")
 names = {code: t(f"check.example.{code}") for code in views.EXAMPLES}  # this render's language
 names |= coupled.names()  # issue 28: the coupled examples, after the token ones
+names |= run_mode.names()  # issue 41: the run-mode loops (examples.RUN), after those
 example = deeplink.choice(
     st.selectbox,
     t("check.controls.example"),
@@ -58,6 +61,9 @@ accum = right.segmented_control(
 
 if example in coupled.COUPLED_EXAMPLES:  # issue 28: a coupled trainer has a view of its own
     coupled.section(example, world_size, accum)
+    st.stop()
+if example in run_mode.RUN_EXAMPLES:  # issue 41: a loop over epochs, judged update by update
+    run_mode.section(example, world_size, accum)
     st.stop()
 
 with guard():

@@ -10,7 +10,7 @@ from pclab.ui.branch_table import VERDICTS, verdict
 from pclab.ui.branch_table import table as branch_table
 from pclab.ui.exercise import predict_choice
 from pclab.ui.input_errors import guard
-from pclab.ui.language import t
+from pclab.ui.language import page_link, t
 from pclab.ui.page_header import header
 from pclab.ui.run_panel import run_section
 from pclab.ui.show_code import show_code
@@ -49,6 +49,12 @@ with guard():
     windows, tokenizer = windows_and_tokenizer()
     st.subheader(t("experiment.windows.heading"))
     st.caption(t("experiment.windows.caption"))
+    page_link(  # issue 41: the tail window in a loop over epochs, on "Check a trainer"
+        "pclab/sections/check_trainer.py",
+        label=t("experiment.windows.to_check"),
+        icon=":material/troubleshoot:",
+        chk_example="run_divide_by_k",
+    )
     for i, (window, default) in enumerate(zip(windows, data.DEFAULT_LABELS, strict=True)):
         left, right = st.columns([1, 5])
         label = t("experiment.windows.labels", i=i)

@@ -103,6 +103,11 @@ FILL = {  # placeholder -> its words from the diagnosis and its check (else the 
     "gap": lambda d, check: f"{d['terms'] - d['counted_labels']:+d}",
     "microstep": lambda d, check: _unequal(d)[0],
     "held": _held,
+    # the run mode's: a dropped tail's epochs, a resume check's kill points (in words)
+    "epochs": lambda d, check: i18n.join(lang(), [str(e) for e in d["epochs"]]),
+    "points": lambda d, check: i18n.join(
+        lang(), [views.say("run_mode.point", p) for p in d["points"]]
+    ),
 }
 
 

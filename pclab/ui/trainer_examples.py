@@ -21,6 +21,13 @@ V2_EXAMPLES = {  # option code -> the optional v2 attribute it shows
 }
 # issue 28: coupled trainers (batch_loss / embed), on their own view (ui.trainer_coupled)
 COUPLED_EXAMPLES = {e.code: e.scheme for e in examples.COUPLED}  # schemes: core.coupled_schemes
+# issue 41: run-mode loops (train_loop over epochs; the resumable ones are killed and restarted
+# too), on their own view (ui.trainer_run); the value is the run diagnoses its check names
+RUN_EXAMPLES = {e.code: e.scheme for e in examples.RUN}
+RUN_SHARED = {  # an example's folder below examples/ -> the module its run loops share
+    "trainers": "run_loop",
+    "frameworks": "framework_run",
+}
 COUPLED_MODEL = "tiny_embedder"  # the model the embedding examples import
 SELF_CONTAINED = (
     "hf_trainer",

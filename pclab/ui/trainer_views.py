@@ -30,6 +30,7 @@ from pclab.ui.trainer_examples import (
     COUPLED_EXAMPLES,
     EXAMPLES,
     HF_EXAMPLES,
+    RUN_EXAMPLES,
     SELF_CONTAINED,
     V2_EXAMPLES,
 )
@@ -68,8 +69,9 @@ def test_my_trainer_is_the_same_update():
 def bundled_path(code: str) -> Path:
     """The absolute path of a bundled example trainer or framework adapter (the "Frameworks,
     measured" page), from its option code alone."""
-    if code not in EXAMPLES and code not in frameworks.ADAPTERS and code not in COUPLED_EXAMPLES:
-        known = ", ".join(dict.fromkeys([*EXAMPLES, *COUPLED_EXAMPLES, *frameworks.ADAPTERS]))
+    pages = (*EXAMPLES, *COUPLED_EXAMPLES, *RUN_EXAMPLES)
+    if code not in pages and code not in frameworks.ADAPTERS:
+        known = ", ".join(dict.fromkeys([*pages, *frameworks.ADAPTERS]))
         raise ValueError(f"example={code!r} is not a bundled example: one of {known}")
     return examples.path_of(code)
 

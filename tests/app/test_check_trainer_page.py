@@ -83,7 +83,8 @@ def hand_made_ranks(world_size: int, accum: int, example: str) -> tuple[dict, ..
 class Launches(list):
     """What each run was given: (trainer paths, world_size, accum_steps)."""
 
-    make_ranks = staticmethod(hand_made_ranks)  # (world_size, accum, example) -> rank outputs
+    # (world_size, accum, example) -> rank outputs, or one check's recorded report
+    make_ranks = staticmethod(hand_made_ranks)
 
     def use(self, make_ranks) -> None:
         self.make_ranks = make_ranks
@@ -103,8 +104,10 @@ def launches(monkeypatch):
         def run(self, params, progress=None, **_):
             calls.append((params.trainers, params.world_size, params.accum_steps))
             example = Path(params.trainers[0]).stem
-            ranks = calls.make_ranks(params.world_size, params.accum_steps, example)
-            return RunResult.finished(ranks, 0.5, "x").with_report(build_report(ranks))
+            made = calls.make_ranks(params.world_size, params.accum_steps, example)
+            if isinstance(made, dict):  # a recorded report (`pclab check --json`'s check)
+                return RunResult.finished((), 0.5, "x").with_report({"checks": [made]})
+            return RunResult.finished(made, 0.5, "x").with_report(build_report(made))
 
     real_get = registry.get
     fake = FakeTrainerCheck()
@@ -164,7 +167,8 @@ def test_renders_in_both_languages_without_starting_anything(lang, launches):
     box = at.selectbox(key="chk_example")
     token = [i18n.text(lang, f"check.example.{c}") for c in views.EXAMPLES]
     coupled = [i18n.text(lang, f"coupled.example.{c}") for c in trainer_examples.COUPLED_EXAMPLES]
-    assert box.options == token + coupled  # the coupled examples after the token ones
+    loops = [i18n.text(lang, f"check.run_mode.example.{c}") for c in trainer_examples.RUN_EXAMPLES]
+    assert box.options == token + coupled + loops  # coupled after the token ones, then the runs
     assert at.code[0].value == views.bundled_path("correct_manual").read_text().rstrip()
     assert len(at.get("vega_lite_chart")) == 1  # each scheme's prediction, before any run
     assert at.button(key="chk_run") is not None and not at.table
@@ -345,7 +349,9 @@ def test_bundled_path_builds_only_example_files():
     assert len({p.stem for p in on_disk}) == len(on_disk)  # a code names one file
     assert list(views.EXAMPLES) == [e.code for e in examples.TOKEN]
     assert list(trainer_examples.COUPLED_EXAMPLES) == [e.code for e in examples.COUPLED]
-    for code in [*views.EXAMPLES, *trainer_examples.COUPLED_EXAMPLES, *frameworks.ADAPTERS]:
+    assert list(trainer_examples.RUN_EXAMPLES) == [e.code for e in examples.RUN]
+    pages = (*views.EXAMPLES, *trainer_examples.COUPLED_EXAMPLES, *trainer_examples.RUN_EXAMPLES)
+    for code in [*pages, *frameworks.ADAPTERS]:
         path = views.bundled_path(code)
         assert path.is_absolute() and path.is_relative_to(ROOT / "examples")
         assert path == examples.path_of(code) and path.suffix == ".py" and path.is_file()
