@@ -34,11 +34,13 @@ from pclab.ui.trainer_examples import RUN_EXAMPLES, RUN_SHARED
 from pclab.ui.trainer_verdict import tensor_name
 
 TEACHES = {  # a run diagnosis -> the page (pclab.ui.pages key) that teaches its fix
-    "tail_window_scaled": "denominator",
-    "tail_window_dropped": "limits",
+    "tail_window_scaled": "across",
+    "tail_window_dropped": "across",
     "gradient_leak": "limits",
     "steps_per_window": "limits",
-    "scheduler_on_skip": "step",
+    "scheduler_rate": "across",
+    "schedule_length": "across",
+    "scheduler_on_skip": "across",
 }
 
 

@@ -141,7 +141,7 @@ def test_a_divide_by_k_loop_reads_update_by_update(lang, launches):
     fix = say("check.run_mode.fix.tail_window_scaled")
     assert text.count(f"- {fix}") == 3  # the fix line, in each scenario's tab
     links = {(a.proto.page, a.proto.label) for a in at.get("page_link")}
-    assert ("denominator", say("check.fix.link", page=say("denominator.nav"))) in links
+    assert ("across-updates", say("check.fix.link", page=say("across.nav"))) in links
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
