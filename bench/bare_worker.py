@@ -2,8 +2,9 @@
 
 Each rank joins a Gloo group, wraps a 2-parameter float64 model in DistributedDataParallel,
 takes one SGD step (what makes torch import torch._dynamo, as every DDP job does), writes one
-line of JSON to `<out-dir>/rank<RANK>.json` and leaves the group: what any data-parallel job
-pays for torchrun, torch, the rendezvous and one step. bench/cli.py times the lab's commands
+line of JSON to `<out-dir>/rank<RANK>.json`, leaves the group and exits at once: what any
+data-parallel job pays for torchrun, torch, the rendezvous and one step. bench/cli.py times the
+lab's commands
 against it; tests/test_bench_smoke.py holds it to importing no module of `pclab`.
 
     torchrun --standalone --nproc-per-node 2 bench/bare_worker.py --out-dir /tmp/bare
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -37,6 +39,12 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"rank": rank, "world_size": world_size}) + "\n")
     dist.destroy_process_group()
+    # End as the lab's ranks end (runners.worker.finish_worker): at once, without the
+    # interpreter's teardown of torch. A baseline that paid for that teardown would be slower
+    # than the lab's ranks for a reason of its own, and flatter every ratio taken against it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__" and "RANK" in os.environ:
