@@ -92,22 +92,25 @@ def measure(repeats: int, jobs: tuple[str, ...] = PAIRED) -> dict:
     return out | {"load_end": loadavg()}
 
 
-def _ratios(pairs: list[dict]) -> list[float]:
+def _ratios(pairs: list[dict], key: str = "wall_s") -> list[float]:
     ok = [p for p in pairs if p["job"]["ok"] and p["bare"]["ok"]]
-    return [p["job"]["wall_s"] / p["bare"]["wall_s"] for p in ok]
+    return [p["job"][key] / p["bare"][key] for p in ok]
 
 
-def _walls(pairs: list[dict], half: str) -> list[float]:
-    return [p[half]["wall_s"] for p in pairs if p[half]["ok"]]
+def _walls(pairs: list[dict], half: str, key: str = "wall_s") -> list[float]:
+    return [p[half][key] for p in pairs if p[half]["ok"]]
 
 
 def summary(data: dict) -> dict:
-    """Per job: its walls, its bare halves' walls and the pairs' ratios, as bench.stats()."""
+    """Per job: its walls, its bare halves' walls and the pairs' ratios, wall and CPU, as
+    bench.stats()."""
     return {
         job: {
             "wall": stats(_walls(pairs, "job")),
             "bare": stats(_walls(pairs, "bare")),
             "ratio": stats(_ratios(pairs)),
+            "cpu": stats(_walls(pairs, "job", "cpu_s")),
+            "cpu_ratio": stats(_ratios(pairs, "cpu_s")),
         }
         for job, pairs in data["pairs"].items()
     }
@@ -127,7 +130,15 @@ def run(quick: bool = False, repeats: int | None = None, workers: bool = False) 
     section = Section(
         "cli",
         "The command line against a bare torchrun (`pclab run transformer`, a cold `pclab check`)",
-        ["command", "wall: median (min–max)", "its pairs' bare run", "vs bare (pairs)", "n"],
+        [
+            "command",
+            "wall: median (min–max)",
+            "its pairs' bare run",
+            "vs bare (pairs)",
+            "CPU of the tree",
+            "CPU vs bare",
+            "n",
+        ],
         load_start=loadavg(),
         started=now(),
     )
@@ -135,10 +146,13 @@ def run(quick: bool = False, repeats: int | None = None, workers: bool = False) 
     data = measure(repeats, PAIRED + (WORKERS if workers else ()))
     figures = summary(data)
     bare_all = [w for f in data["pairs"].values() for w in _walls(f, "bare")]
-    section.rows.append([LABELS["bare"], spread(stats(bare_all)), "—", "1.00×", len(bare_all)])
+    bare_cpu = [w for f in data["pairs"].values() for w in _walls(f, "bare", "cpu_s")]
+    bare_row = [spread(stats(bare_all)), "—", "1.00×", spread(stats(bare_cpu)), "1.00×"]
+    section.rows.append([LABELS["bare"], *bare_row, len(bare_all)])
     for job, figure in figures.items():
         row = [LABELS[job], spread(figure["wall"]), spread(figure["bare"])]
-        section.rows.append([*row, _ratio_text(figure["ratio"]), figure["ratio"]["n"]])
+        row += [_ratio_text(figure["ratio"]), spread(figure["cpu"])]
+        section.rows.append([*row, _ratio_text(figure["cpu_ratio"]), figure["ratio"]["n"]])
     for job, goal in GOALS.items():
         ratio = figures[job]["ratio"]["median"]
         section.goals.append(
@@ -165,7 +179,9 @@ def run(quick: bool = False, repeats: int | None = None, workers: bool = False) 
         f"{repeats} round(s) of A/B pairs (each command beside a bare run of its own, the order "
         "alternating by round); each a fresh process tree from the checkout (PYTHONPATH, "
         "OMP_NUM_THREADS=1, PCL_WARM_POOL=0), timed from spawn to exit. The ratio is the "
-        "median of the pairs' ratios; the bare job imports nothing of the lab."
+        "median of the pairs' ratios; the bare job imports nothing of the lab. 'CPU of the "
+        "tree': user + system seconds of every process of the run (getrusage of the waited-for "
+        "children), far less moved than the wall time by other work on a shared box."
     )
     section.data = data | {"summary": figures}
     section.seconds = time.perf_counter() - began

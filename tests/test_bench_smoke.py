@@ -191,6 +191,7 @@ def test_the_cli_bench_pairs_each_command_with_a_bare_torchrun(monkeypatch):
     assert transformer.measured == "1.21× (1.10–1.26)" and transformer.met is False
     assert check.measured == "1.31× (1.30–1.33)" and check.met is False
     assert [row[3] for row in section.rows] == ["1.00×", "1.21× (1.10–1.26)", "1.31× (1.30–1.33)"]
+    assert [row[5] for row in section.rows][1:] == ["1.00× (1.00–1.00)"] * 2  # CPU: 1 s each
     assert cli.COMMANDS["bare"][-1] == "bench/bare_worker.py"
     assert "cli" in report.ORDER
 
