@@ -1,9 +1,12 @@
-"""The benchmark's baseline job: a torchrun worker that joins a Gloo group and does nothing.
+"""A no-op job for the lab's own launcher: a torchrun worker that joins a Gloo group and does
+nothing.
 
 Each rank only initialises the process group, meets the others at one barrier, writes the
-`rank<RANK>.json` the launcher waits for, and leaves. Timing an experiment against this job,
-launched the same way (`runners.launcher.launch`), isolates what the experiment's workers
-add on top of the fixed cost of torchrun, importing torch and the Gloo rendezvous.
+signed `rank<RANK>.json` the launcher waits for (through the lab's worker API, so it imports
+`pclab.runners.worker`), and leaves. Timing an experiment against this job, launched the same
+way (`runners.launcher.launch`, or the warm pool), isolates what the experiment's workers add
+on top of the launcher, torchrun, importing torch and the Gloo rendezvous. It is not the bare
+baseline of the command line: that is bench/bare_worker.py, which imports nothing of the lab.
 
 With --one-ddp-step each rank also wraps a 2-parameter model in DDP and takes one SGD step:
 nothing the lab needs, but it makes torch import torch._dynamo (DistributedDataParallel's

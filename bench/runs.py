@@ -1,4 +1,5 @@
-"""Real runs: each experiment's cold run against a bare no-op Gloo job, and its cached call.
+"""Real runs: each experiment's cold run against a no-op Gloo job through the same launcher
+(bench/noop_worker.py), and its cached call.
 
     python -m bench --only runs [--quick] [--repeats N]
     python -m bench.runs --child negatives          # one launch, one JSON line

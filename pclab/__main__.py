@@ -1,7 +1,5 @@
 """`python -m pclab ...` is the `pclab` command."""
 
-import sys
+from pclab.cli import console
 
-from pclab.cli import main
-
-sys.exit(main())
+console()

@@ -17,9 +17,11 @@ Exit codes (every subcommand): 0 ok, 1 a failed run or check, 2 a bad argument o
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import sys
+from typing import NoReturn
 
 from pclab import __version__
 from pclab.experiments import registry
@@ -97,3 +99,20 @@ def serve(streamlit_args: list[str]) -> int:
     os.chdir(CHECKOUT)  # where Streamlit reads the lab's .streamlit/config.toml
     sys.stdout.flush()
     os.execv(sys.executable, [sys.executable, "-m", "streamlit", "run", "app.py", *streamlit_args])
+
+
+def console() -> NoReturn:
+    """The `pclab` console script and `python -m pclab`: `main()`, then exit without the
+    interpreter's teardown.
+
+    `pclab check` has imported torch in this process (the trainer file, checked before any
+    launch), and tearing torch down takes 0.5-1 s after the verdict is printed: as long as
+    some of the runs it follows. The exit handlers still run (a runtime's shutdown, the
+    scratch folders: atexit) and both streams are flushed; only the module teardown is
+    skipped, as a rank skips it (runners.worker.finish_worker). An exception still ends the
+    process the usual way, with its traceback."""
+    code = main()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

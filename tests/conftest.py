@@ -1,7 +1,10 @@
-"""Shared test setup: run from the repository root so `core`, `ui` and `runners` import."""
+"""Shared test setup: run from the repository root so `core`, `ui` and `runners` import; and
+the fast tier, `python -m pytest -m quick` (QUICK_TIER below)."""
 
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -12,3 +15,74 @@ if str(ROOT) not in sys.path:
 from streamlit import config as _streamlit_config  # noqa: E402
 
 _streamlit_config.set_option("client.showErrorDetails", "full")
+
+# The fast tier a contributor runs before the full suite: `python -m pytest -m quick`
+# (about a minute on a quiet 2-core box; README "Two commands"). Each entry is a test file
+# (every test in it) or `file::function` (every parametrisation of that function), relative to
+# the repository root; tests/test_quick_tier.py holds every entry to an existing test. Chosen
+# for what a change most often breaks, at the lowest cost: the math against its independent
+# references, the contracts users' CI depends on (names, catalogues, options, exit codes, the
+# import graph), a few pages through AppTest, and one real torchrun + Gloo launch.
+QUICK_TIER: dict[str, tuple[str, ...]] = {
+    "core": (
+        "tests/core/test_ledger.py",
+        "tests/core/test_framework.py",
+        "tests/core/test_infonce.py",
+        "tests/core/test_clipping.py",
+        "tests/core/test_update_weights.py",
+        "tests/core/test_windows.py",
+        "tests/core/test_schedules.py",
+        "tests/core/test_coverage.py",
+    ),
+    "contracts": (
+        "tests/test_architecture.py",
+        "tests/test_catalogue.py",
+        "tests/test_glossary.py",
+        "tests/test_quick_tier.py",
+        "tests/runners/test_settings.py",
+        "tests/runners/test_experiment_declare.py",
+        "tests/runners/test_coupled_contract.py",
+        "tests/trainer_check/test_modes.py",
+        "tests/runners/test_trainer_check.py::test_bad_arguments_exit_2_in_one_line",
+        "tests/app/test_error_codes.py",
+    ),
+    "pages": (
+        "tests/app/test_every_page.py::test_every_page_file_is_registered",
+        "tests/app/test_every_page.py::test_the_home_page_walks_the_navigation_in_order",
+        "tests/app/test_every_page.py::test_language_switch_keeps_widget_values",
+        "tests/app/test_ledger_pages.py",
+    ),
+    # The negatives experiment on 3 Gloo processes, through `pclab run negatives --json`,
+    # against core's prediction: the session's one cold launch (tests/runners/conftest.py).
+    "launch": ("tests/runners/test_negatives.py",),
+}
+QUICK_ENTRIES = frozenset(entry for entries in QUICK_TIER.values() for entry in entries)
+QUICK_FILES = frozenset(entry.split("::")[0] for entry in QUICK_ENTRIES)
+
+
+def _quick_only(config: pytest.Config) -> bool:
+    """`-m quick` exactly: then nothing outside the tier can be selected."""
+    return config.getoption("markexpr", "") == "quick"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under `-m quick`, do not import the test files outside the tier (collecting the whole
+    suite costs each xdist worker about 25 s of CPU, only to deselect it)."""
+    if not _quick_only(config) or not collection_path.is_file():
+        return None
+    if not (collection_path.name.startswith("test_") and collection_path.suffix == ".py"):
+        return None
+    try:
+        relative = collection_path.resolve().relative_to(ROOT).as_posix()
+    except ValueError:  # a file outside the checkout, named on the command line
+        return None
+    return True if relative not in QUICK_FILES else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tier's tests `quick` (a file's every test, or a function's every case)."""
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        function = item.nodeid.split("[")[0]
+        if path in QUICK_ENTRIES or function in QUICK_ENTRIES:
+            item.add_marker(pytest.mark.quick)

@@ -162,24 +162,37 @@ def test_a_server_a_bench_started_dies_with_the_bench(tmp_path):
         bench.stdout.close()
 
 
-def test_the_cli_bench_sets_the_command_beside_the_bare_torchrun(monkeypatch):
-    """bench/cli.py: the three commands alternate, and the goal is the command's median over
-    the bare DDP-step torchrun's (timings stubbed: numbers belong in BENCHMARKS.md)."""
+def test_the_cli_bench_pairs_each_command_with_a_bare_torchrun(monkeypatch):
+    """bench/cli.py: each command in an A/B pair with a bare run of its own, the order
+    alternating by round; a goal is the median of its pairs' ratios (timings stubbed: numbers
+    belong in BENCHMARKS.md)."""
     from bench import cli
 
-    walls = {"bare": iter([3.0, 3.2, 3.1]), "worker": iter([3.5] * 3), "command": iter([3.6] * 3)}
+    walls = {
+        "bare": iter([3.0, 3.2, 3.1, 3.0, 2.9, 3.3]),
+        "transformer": iter([3.3, 3.9, 3.5]),
+        "check": iter([4.2, 3.9, 4.4]),
+    }
     order: list[str] = []
 
     def timed(job: str) -> dict:
         order.append(job)
-        return {"job": job, "ok": True, "wall_s": next(walls[job]), "error": ""}
+        return {"job": job, "ok": True, "wall_s": next(walls[job]), "cpu_s": 1.0, "error": ""}
 
     monkeypatch.setattr(cli, "timed", timed)
     section = cli.run(repeats=3)
-    assert order == ["bare", "worker", "command"] * 3
-    (goal,) = section.goals
-    assert goal.measured.startswith("1.16×") and goal.met is True
-    assert [row[2] for row in section.rows] == ["1.00×", "1.13×", "1.16×"]
+    assert order == [
+        *("bare", "transformer", "bare", "check"),
+        *("transformer", "bare", "check", "bare"),
+        *("bare", "transformer", "bare", "check"),
+    ]
+    transformer, check = section.goals
+    # pairs: 3.3/3.0, 3.9/3.1, 3.5/2.9 -> 1.10, 1.26, 1.21; 4.2/3.2, 3.9/3.0, 4.4/3.3
+    assert transformer.measured == "1.21× (1.10–1.26)" and transformer.met is False
+    assert check.measured == "1.31× (1.30–1.33)" and check.met is False
+    assert [row[3] for row in section.rows] == ["1.00×", "1.21× (1.10–1.26)", "1.31× (1.30–1.33)"]
+    assert [row[5] for row in section.rows][1:] == ["1.00× (1.00–1.00)"] * 2  # CPU: 1 s each
+    assert cli.COMMANDS["bare"][-1] == "bench/bare_worker.py"
     assert "cli" in report.ORDER
 
 
@@ -192,3 +205,48 @@ def test_the_page_benches_find_every_page_the_app_registers():
     sections = {f"pclab/sections/{p.name}" for p in (ROOT / "pclab" / "sections").glob("*.py")}
     assert pages[0] == "pclab/sections/home.py"
     assert set(pages) == sections and len(pages) == len(sections)
+
+
+def test_the_bare_baseline_imports_nothing_of_the_lab(tmp_path):
+    """bench/bare_worker.py, the command line's baseline (bench/cli.py), run as one rank of a
+    one-process Gloo group: it takes its DDP step and writes its line, and no module of the lab
+    (pclab) or of the bench is imported, in its source or at run time."""
+    import ast
+    import json
+    import os
+
+    worker = ROOT / "bench" / "bare_worker.py"
+    tree = ast.parse(worker.read_text(encoding="utf-8"))
+    named = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    named += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert [m for m in named if m.split(".")[0] in ("pclab", "bench")] == []
+    code = (
+        "import json, runpy, sys\n"
+        f"sys.argv = ['bare_worker.py', '--out-dir', {str(tmp_path)!r}]\n"
+        f"runpy.run_path({str(worker)!r}, run_name='__main__')\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
+    env["MASTER_PORT"] = str(_free_port())
+    env.pop("PYTHONPATH", None)  # nothing of the checkout on the path that torchrun gives it
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    modules = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "torch._dynamo" in modules  # the DDP step ran: what every DDP job imports
+    assert [m for m in modules if m.split(".")[0] in ("pclab", "bench")] == []
+    assert json.loads((tmp_path / "rank0.json").read_text()) == {"rank": 0, "world_size": 1}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

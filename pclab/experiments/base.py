@@ -25,14 +25,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pclab.experiments.declare import Declared
-from pclab.runners.launcher import launch
-from pclab.runners.results import ProgressEvent, RunResult
-from pclab.runners.run_queue import Cancel
-from pclab.runners.runtime import Runtime
 from pclab.runners.worker import finish_worker, init_worker, write_rank_output
+
+if TYPE_CHECKING:  # the launching layer loads when a run starts: a rank never needs it
+    from pclab.runners.results import ProgressEvent, RunResult
+    from pclab.runners.run_queue import Cancel
+    from pclab.runners.runtime import Runtime
 
 
 class Params(Protocol):
@@ -78,7 +79,11 @@ class Experiment:
         or ranks whose outputs do not fit together, is a RunResult with ok=False and a
         one-line message - never an exception.
         """
-        result = launch(
+        # Imported here, not at the top: every rank imports this module (rank_main), and the
+        # launcher, run queue, pool and memory budget are the launching process's alone.
+        from pclab.runners import launcher
+
+        result = launcher.launch(
             self.worker,
             params.world_size,
             params.worker_args(),

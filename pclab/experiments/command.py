@@ -21,7 +21,6 @@ from typing import Any
 
 from pclab.experiments.base import Experiment
 from pclab.experiments.declare import Declared
-from pclab.runners.cli import checked_or_exit, experiment_parser, run_for_cli
 
 
 def params_of(experiment: Experiment) -> type[Declared]:
@@ -56,6 +55,9 @@ def run_command(
     table); 0 ok, 1 a failed run (or what `exit_code` says of the report, or one of the
     experiment's own files is `broken`), 2 a bad argument (one line each). `doc`: the
     description `--help` prints (default: the experiment package's docstring)."""
+    # Imported here: every rank imports this module for `entry`, and never parses options.
+    from pclab.runners.cli import checked_or_exit, experiment_parser, run_for_cli
+
     if doc is None:
         doc = importlib.import_module(experiment.worker).__doc__
     params = params_of(experiment)

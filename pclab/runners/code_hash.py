@@ -99,7 +99,7 @@ def _named_modules(path: Path, module: str) -> frozenset[str]:
         package = package[:-1]
     with _PARSE_LOCK:
         tree = ast.parse(path.read_bytes(), filename=str(path))
-    for node in ast.walk(tree):
+    for node in _import_statements(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -109,6 +109,27 @@ def _named_modules(path: Path, module: str) -> frozenset[str]:
             names.update(f"{base}.{alias.name}" for alias in node.names)
     found = frozenset(names)
     _PARSED[path] = (stat.st_mtime_ns, stat.st_size, found)
+    return found
+
+
+# The fields of a statement that hold statements: an import is a statement, so it sits in one
+# of these lists (a module's, a function's or class's, a branch's, a handler's or a case's body),
+# never inside an expression. Walking these alone finds every import ast.walk finds, visiting
+# a tenth of the nodes: a cold `pclab run` hashes its worker before it launches anything.
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _import_statements(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement in `tree`, at any depth."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+            continue
+        for name in _BODIES:
+            todo.extend(getattr(node, name, ()))
     return found
 
 

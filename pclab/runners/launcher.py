@@ -28,14 +28,14 @@ from pclab.runners import memory, scratch
 from pclab.runners.code_hash import worker_code_hash
 from pclab.runners.diagnosis import one_line
 from pclab.runners.environment import child_environment
-from pclab.runners.processes import TOKEN_ENV, Torchrun
+from pclab.runners.processes import Torchrun
 from pclab.runners.protocol import LaunchRequest, RankOutput
 from pclab.runners.results import Outcome, ProgressEvent, RunResult
 from pclab.runners.run_queue import Cancel, QueuedRun
 from pclab.runners.runtime import Runtime, given_or_fresh
 from pclab.runners.settings import LIMITS
 from pclab.runners.warm_pool import PoolUnavailable, WarmRanks
-from pclab.runners.worker import PG_TIMEOUT_ENV
+from pclab.runners.worker import PG_TIMEOUT_ENV, TOKEN_ENV
 
 
 class Processes(Protocol):

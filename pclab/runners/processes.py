@@ -18,8 +18,8 @@ from pathlib import Path
 from pclab.paths import IMPORT_ROOT
 from pclab.runners.diagnosis import rank_root_cause, summary_failure
 from pclab.runners.memory import MemoryBudget
+from pclab.runners.worker import TOKEN_ENV
 
-TOKEN_ENV = "PCL_LAUNCH_TOKEN"  # marks every process of one launch, so none can escape the sweep
 GRACE_S = 3.0  # between SIGTERM and SIGKILL when a run is stopped
 
 

@@ -22,6 +22,10 @@ from pclab.runners.protocol import RankOutput, payload_sha256  # noqa: F401 - re
 from pclab.runners.settings import ENV_NAMES, Settings, parse
 
 PG_TIMEOUT_ENV = ENV_NAMES["pg_timeout_s"]  # the process-group timeout a launch hands its ranks
+# Marks every process of one launch, so none can escape the sweep (runners.processes); a rank
+# that sees it knows the lab launched it. Declared here, with the rest of what a rank reads,
+# so a rank need not import the launching layer to read it.
+TOKEN_ENV = "PCL_LAUNCH_TOKEN"
 # A warm-pool rank's pipe to its zygote (set by runners.zygote): `finish_worker` says "0"
 # there before exiting, so the zygote's reply does not wait for the address space to go.
 EXIT_CODE_FD: list[int] = []

@@ -221,3 +221,22 @@ def test_a_worker_below_a_namespace_package_is_hashed_in_a_fresh_interpreter():
     modules = set(json.loads(done.stdout))
     assert "tests.runners.workers.sleeps" in modules
     assert "pclab.runners.worker" in modules  # what the worker imports from the package
+
+
+def test_the_statement_walk_finds_every_import_ast_walk_finds():
+    """code_hash reads imports from statement bodies alone (they never sit in an expression):
+    in every Python file of the checkout, the same import nodes as a walk of every node."""
+    import ast
+
+    from pclab.runners.code_hash import _import_statements
+
+    checked = 0
+    for path in sorted(ROOT.glob("**/*.py")):
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except SyntaxError:  # tests/trainers/syntax_error.py, on purpose
+            continue
+        walked = [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
+        assert sorted(map(id, _import_statements(tree))) == sorted(map(id, walked)), path
+        checked += 1
+    assert checked > 300

@@ -14,6 +14,7 @@ from runner_support import ROOT
 from pclab.core.validation import InvalidInput
 from pclab.experiments import base, command, registry
 from pclab.experiments.declare import Declared, param
+from pclab.runners import launcher
 from pclab.runners.results import RunResult
 
 
@@ -90,7 +91,8 @@ def launched(monkeypatch):
     """Experiment.run with `launch` answering the ranks given."""
 
     def with_ranks(*ranks: dict) -> RunResult:
-        monkeypatch.setattr(base, "launch", lambda *a, **k: RunResult.finished(ranks, 0.1, "h"))
+        finished = RunResult.finished(ranks, 0.1, "h")
+        monkeypatch.setattr(launcher, "launch", lambda *a, **k: finished)
         return _experiment(ranks).run(Toy.checked())
 
     return with_ranks

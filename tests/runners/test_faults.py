@@ -28,7 +28,8 @@ from runner_support import ROOT, children, marked
 from streamlit.testing.v1 import AppTest
 
 from pclab.runners import launcher
-from pclab.runners.processes import GRACE_S, TOKEN_ENV
+from pclab.runners.processes import GRACE_S
+from pclab.runners.worker import TOKEN_ENV
 from pclab.ui.plain_text import plain
 
 SLEEPS = "tests.runners.workers.sleeps"

@@ -36,8 +36,7 @@ from pclab.experiments.trainer_check.report import build_report, exit_code
 from pclab.experiments.trainer_check.scenarios import Grid
 from pclab.experiments.trainer_check.summary import render
 from pclab.experiments.trainer_check.units import Units, units_of
-from pclab.runners.processes import TOKEN_ENV
-from pclab.runners.worker import finish_worker, init_worker, write_rank_output
+from pclab.runners.worker import TOKEN_ENV, finish_worker, init_worker, write_rank_output
 
 
 def check_trainer(

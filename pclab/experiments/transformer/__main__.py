@@ -1,6 +1,14 @@
 """`python -m pclab.experiments.transformer`: a rank runs the worker, anything else the CLI."""
 
 from pclab.experiments.command import entry
-from pclab.experiments.transformer import cli, worker
+from pclab.experiments.transformer import worker
 
-entry(worker.main, cli.main)
+
+def command_line() -> int:
+    """The command line, imported only off a rank: a rank never loads the CLI's modules."""
+    from pclab.experiments.transformer import cli
+
+    return cli.main()
+
+
+entry(worker.main, command_line)
