@@ -220,11 +220,12 @@ def test_the_bare_baseline_imports_nothing_of_the_lab(tmp_path):
     named = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     named += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     assert [m for m in named if m.split(".")[0] in ("pclab", "bench")] == []
-    code = (
-        "import json, runpy, sys\n"
+    code = (  # the worker ends with os._exit, as a rank does: list the modules just before
+        "import json, os, runpy, sys\n"
+        "end = os._exit\n"
+        "os._exit = lambda code: (print(json.dumps(sorted(sys.modules)), flush=True), end(code))\n"
         f"sys.argv = ['bare_worker.py', '--out-dir', {str(tmp_path)!r}]\n"
         f"runpy.run_path({str(worker)!r}, run_name='__main__')\n"
-        "print(json.dumps(sorted(sys.modules)))\n"
     )
     env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
     env["MASTER_PORT"] = str(_free_port())

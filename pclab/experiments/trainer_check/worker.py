@@ -84,18 +84,23 @@ def check_trainer(
 
 def by_hand(payload: dict[str, Any], rank: int, world: int, out_dir: str) -> int:
     """A user's own torchrun: rank 0 gathers every rank's output, writes report.json, prints
-    the summary and returns the command's exit code (the other ranks return 0)."""
+    the summary and sends the command's exit code to the other ranks; every rank returns it.
+    Every node's torchrun then ends alike: an agent whose ranks all exit 0 waits up to 300 s
+    at torchrun's exit barrier for the agents of other nodes, and one whose rank failed never
+    comes to it (tests/runners/test_two_nodes.py)."""
     import torch.distributed as dist
 
     gathered: list[Any] | None = [None] * world if rank == 0 else None
     dist.gather_object(payload, gathered, dst=0)
-    if gathered is None:
-        return 0
-    report = build_report(tuple(gathered))["checks"]
-    text = json.dumps(report[0] if len(report) == 1 else report, indent=2)
-    Path(out_dir, "report.json").write_text(text + "\n")
-    print("\n\n".join(render(check) for check in report), flush=True)
-    return max(exit_code(check) for check in report)
+    code: list[Any] = [0]
+    if gathered is not None:
+        report = build_report(tuple(gathered))["checks"]
+        text = json.dumps(report[0] if len(report) == 1 else report, indent=2)
+        Path(out_dir, "report.json").write_text(text + "\n")
+        print("\n\n".join(render(check) for check in report), flush=True)
+        code = [max(exit_code(check) for check in report)]
+    dist.broadcast_object_list(code, src=0)
+    return int(code[0])
 
 
 def main(argv: list[str] | None = None) -> None:
