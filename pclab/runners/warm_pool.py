@@ -61,6 +61,7 @@ ZYGOTE_IDLE_S = 60.0  # an idle zygote beyond the one kept warm is retired after
 GONE_WAIT_S = 1.0  # after a zygote is killed, how long to wait for its tree's memory to go
 STOP_WAIT_S = 5.0  # after killing a launch's ranks, how long to wait for the zygote's reply
 RETRY_S = 300.0  # after a zygote failed to start, launches go to torchrun for this long
+CODES_WAIT_S = 2.0  # how long a failed run's diagnosis waits for the ranks' exit codes
 
 
 class PoolUnavailable(Exception):
@@ -205,6 +206,8 @@ class WarmRanks:
         signal before the others, whose failures are then only symptoms)."""
         if self.gone:
             return "the warm pool's process stopped during the run; a new one is starting"
+        if self.codes is None:  # a peer's lost connection can be on disk before the zygote
+            self._await_exit(time.monotonic() + CODES_WAIT_S)  # says which rank was killed
         failed = sorted(
             (code > 0, rank, code) for rank, code in enumerate(self.codes or ()) if code
         )
