@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     rank, world = init_worker(backend="gloo")
     trainer = load(args.trainer)
     grid = scenario_counts(world, args.accum, trainer.capacity)[SCENARIO]
-    epochs = run_rank._epochs(trainer, SCENARIO, grid)
+    epochs = run_rank.run_epochs(trainer, SCENARIO, grid)
     trace = _trace(args.trace_dir, rank)
     if args.phase == "killed":
         observer = killing_observer(trace, args.kill_at)
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
         write_rank_output(args.out_dir, rank, {"rank": rank, "killed": False})
         finish_worker(0)
         return
-    terms = run_rank._terms(trainer, epochs, "cpu")
+    terms = run_rank.run_terms(trainer, epochs, "cpu")
     windows = run_reference.windows(epochs, args.accum, terms)
     initial, updates = run_reference.run(trainer, epochs, windows, "cpu")
     straight, _, _ = run_rank.user_run(trainer, epochs, rank, args.accum, "cpu")

@@ -77,7 +77,7 @@ def header(trainer: Trainer, counts: Grid | None, given: str) -> dict[str, Any]:
 preflight = token_rank.preflight  # one term per counted label, as in the token mode
 
 
-def _epochs(trainer: Trainer, name: str, grid: Sequence[Sequence[Sequence[int]]]) -> Epochs:
+def run_epochs(trainer: Trainer, name: str, grid: Sequence[Sequence[Sequence[int]]]) -> Epochs:
     """[epoch][rank][microbatch]: every rank's microbatches, seeded by (scenario, rank, the
     microbatch's index in the run), the same on every rank."""
     m = len(grid[0][0])
@@ -90,7 +90,7 @@ def _epochs(trainer: Trainer, name: str, grid: Sequence[Sequence[Sequence[int]]]
     ]
 
 
-def _terms(trainer: Trainer, epochs: Epochs, device: str) -> list[list[list[int]]]:
+def run_terms(trainer: Trainer, epochs: Epochs, device: str) -> list[list[list[int]]]:
     """[rank][epoch][microbatch] terms token_losses returns (a causal shift drops some)."""
     model = build(trainer, device)
     world = len(epochs[0])
@@ -241,8 +241,8 @@ def check_scenario(
     """This rank's evidence on one run scenario (run_report.py judges the ranks together)."""
     tolerance, rank, device = at
     accum = scenario.accum
-    epochs = _epochs(trainer, scenario.name, scenario.grid)
-    terms = _terms(trainer, epochs, device)
+    epochs = run_epochs(trainer, scenario.name, scenario.grid)
+    terms = run_terms(trainer, epochs, device)
     run_windows = run_reference.windows(epochs, accum, terms)
     initial, updates = run_reference.run(trainer, epochs, run_windows, device)
     _, reordered = run_reference.run(trainer, epochs, run_windows, device, reverse=True)
