@@ -16,6 +16,25 @@ from streamlit import config as _streamlit_config  # noqa: E402
 
 _streamlit_config.set_option("client.showErrorDetails", "full")
 
+
+def _scan_installed_components_once() -> None:
+    """Every new AppTest scans all installed distributions' metadata for Streamlit v2
+    components on its first run (streamlit.testing.v1.app_test: a fresh
+    BidiComponentManager per AppTest): about 0.4 s on this environment's 350 packages, paid
+    by each of the suite's ~1,500 AppTests. What is installed does not change within a test
+    session (tests/package/test_wheel.py installs into a venv of its own), so the first
+    scan's answer is the answer; a real server scans once at start-up anyway."""
+    from functools import cache
+
+    from streamlit.components.v2 import manifest_scanner
+
+    scan = manifest_scanner.scan_component_manifests
+    once = cache(lambda: scan())
+    manifest_scanner.scan_component_manifests = lambda max_workers=None: list(once())
+
+
+_scan_installed_components_once()
+
 # The fast tier a contributor runs before the full suite: `python -m pytest -m quick`
 # (about a minute on a quiet 2-core box; README "Two commands"). Each entry is a test file
 # (every test in it) or `file::function` (every parametrisation of that function), relative to
