@@ -80,30 +80,6 @@ def test_copy_link_button_copies_the_scenario(browser, app_url):
         context.close()
 
 
-def registered_url_paths() -> list[str]:
-    """URL paths of the registered pages (ui.pages; home is the root)."""
-    from pclab.ui.pages import HOME, PAGES
-
-    return ["" if page is HOME else page.url for page in PAGES]
-
-
-# Every page in English; Chinese on a sample (AppTest renders every page in both languages,
-# so the browser pass checks fonts and layout without doubling its time).
-BROWSER_CASES = [(path, "en") for path in registered_url_paths()] + [
-    (path, "zh") for path in ("", "ledger", "experiment", "coordinated-step")
-]
-
-
-@pytest.mark.parametrize(("path", "lang"), BROWSER_CASES)
-def test_every_page_renders_in_the_browser(page, app_url, path, lang):
-    page.goto(f"{app_url}/{path}?lang={lang}")
-    wait_for_app(page)
-    assert page.locator('[data-testid="stException"]').count() == 0
-    if lang == "zh":
-        assert re.search(r"[\u4e00-\u9fff]", page.locator("h1").first.inner_text())
-    screenshot(page, f"page-{path or 'home'}-{lang}")
-
-
 def test_two_process_check_shows_its_verdict(page, app_url):
     """A real torchrun + Gloo launch from the browser, and the page's verdict. The press asks
     the server to rerun the Run section's fragment only (ui.run_panel.run_section), not the

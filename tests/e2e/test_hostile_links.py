@@ -1,11 +1,9 @@
 """Links a stranger could share, opened in real Chromium: a Markdown link, an image, a colour
 directive or HTML in a URL parameter shows as the literal text it is (in the page's notice
 of values it could not use), creates no link, image or styled text, and makes the browser
-fetch nothing; a number beyond float64 leaves the page standing with its notice. No load of
-any registered page, in either language, requests anything from a host but the lab's (the
-favicon is the lab's own file, inlined; the Material icons come from the font Streamlit
-serves). (tests/app/test_hostile_links.py covers every bound key of every page through
-AppTest.)"""
+fetch nothing; a number beyond float64 leaves the page standing with its notice. (That no load
+of any registered page requests anything from another host is tests/e2e/test_every_page.py;
+tests/app/test_hostile_links.py covers every bound key of every page through AppTest.)"""
 
 from __future__ import annotations
 
@@ -13,7 +11,6 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 
-from pclab.ui.pages import HOME, PAGES
 from pclab.ui.plain_text import WORD_JOINER
 from tests.e2e.conftest import wait_for_app
 
@@ -48,27 +45,6 @@ def _record_hosts(page) -> list[str]:
 
     page.on("request", seen)
     return fetched
-
-
-def _favicon(page) -> str:
-    return page.evaluate("() => document.querySelector(\"link[rel='shortcut icon']\").href")
-
-
-@pytest.mark.parametrize("lang", ["en", "zh"])
-def test_no_page_load_requests_another_host(app_url, page, lang):
-    """Each registered page opened fresh (a visitor's first load, then its reruns): every
-    request goes to the lab's own host and port, the favicon included."""
-    lab = urlsplit(app_url)
-    own = {f"http://{lab.netloc}", f"ws://{lab.netloc}"}
-    fetched = _record_hosts(page)
-    for registered in PAGES:
-        path = "" if registered is HOME else registered.url
-        page.goto(f"{app_url}/{path}?lang={lang}")
-        wait_for_app(page)
-        icon = _favicon(page)
-        assert icon.startswith("data:image/svg+xml") or icon.startswith(app_url), (path, icon)
-    assert set(fetched) <= own, sorted(set(fetched) - own)
-    assert fetched, "no request was seen at all: the listener is not working"
 
 
 @pytest.mark.parametrize("link", LINKS)

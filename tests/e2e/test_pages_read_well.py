@@ -1,11 +1,11 @@
-"""The pages read well in a real browser (issue 31): at 1400 px no table scrolls inside its
-box (its last column hidden), every text has a contrast of at least 4.5:1 against what is
-behind it in the light and in the dark theme (WCAG 1.4.3), and every bundled example of
-"Check a trainer" runs to its verdict with no generic error box below it; Back, pressed once
+"""The pages read well in a real browser (issue 31): every bundled example of "Check a
+trainer" runs to its verdict with no generic error box below it; Back, pressed once
 after a fix link or the sidebar, returns to the page before with its inputs; an address that is
 no page answers in the reader's language (no Streamlit "Page not found" dialog).
 
-The 800 px walk (tables, code blocks, selects) is tests/e2e/test_projector_walk.py.
+At 1400 px no table scrolls inside its box and every text has 4.5:1 contrast in the light and
+the dark theme: tests/e2e/test_every_page.py, from the one walk of every page it shares with
+other checks. The 800 px walk (tables, code blocks, selects) is tests/e2e/test_projector_walk.py.
 
     python -m pytest tests/e2e/test_pages_read_well.py -q
 """
@@ -15,84 +15,10 @@ from __future__ import annotations
 import pytest
 
 from pclab.ui import i18n
-from pclab.ui.pages import HOME, PAGES
 from pclab.ui.trainer_examples import EXAMPLES
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, wait_for_app
 
 pytestmark = pytest.mark.e2e
-
-TEXT_CONTRAST = 4.5  # WCAG 1.4.3, normal text
-TABLES = """() => {
-  const found = [];
-  const selectors = ['[data-testid=stTable]', '[data-testid=stDataFrame] .dvn-scroller'];
-  for (const el of document.querySelectorAll(selectors.join(', '))) {
-    if (!el.getBoundingClientRect().width || el.closest('details:not([open])')) continue;
-    if (el.scrollWidth > el.clientWidth + 1) {
-      const text = (el.innerText || '').trim().slice(0, 40);
-      found.push(`${el.scrollWidth} > ${el.clientWidth}: ${text}`);
-    }
-  }
-  return found;
-}"""
-# Each text node's colour (its alpha laid over the background) against the background: the
-# element's own and its ancestors' background colours composited over the page, counting
-# only the boxes the text sits in (a slider's value label is drawn above its thumb).
-CONTRAST = r"""(minimum) => {
-  const parse = (c) => {
-    const m = c && c.match(/rgba?\(([^)]+)\)/);
-    if (!m) return null;
-    const p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
-    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
-  };
-  const lin = (x) => {
-    x /= 255;
-    return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4);
-  };
-  const lum = (c) => 0.2126 * lin(c[0]) + 0.7152 * lin(c[1]) + 0.0722 * lin(c[2]);
-  const ratio = (a, b) => {
-    const x = lum(a), y = lum(b);
-    return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05);
-  };
-  const over = (top, under) => [0, 1, 2].map((i) => top[i] * top[3] + under[i] * (1 - top[3]));
-  const page = parse(getComputedStyle(document.querySelector('.stApp')).backgroundColor);
-  const behind = (el) => {
-    const layers = [];
-    const box = el.getBoundingClientRect();
-    const x = box.left + box.width / 2, y = box.top + box.height / 2;
-    for (let e = el; e; e = e.parentElement) {
-      const r = e.getBoundingClientRect();
-      if (x < r.left || x > r.right || y < r.top || y > r.bottom) continue;
-      const c = parse(getComputedStyle(e).backgroundColor);
-      if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
-    }
-    let base = page.slice(0, 3);
-    for (let i = layers.length - 1; i >= 0; i--) base = over(layers[i], base);
-    return base;
-  };
-  const skip = 'svg, canvas, details:not([open]), [data-testid=stDataFrame], '
-    + '[aria-hidden=true], .katex-mathml, [disabled], [aria-disabled=true]';
-  const found = new Map();
-  for (const root of document.querySelectorAll('[data-testid=stMain], [data-testid=stSidebar]')) {
-    for (const el of root.querySelectorAll('*')) {
-      if (el.closest(skip)) continue;
-      const own = [...el.childNodes].filter((n) => n.nodeType === 3 && n.textContent.trim());
-      if (!own.length) continue;
-      const box = el.getBoundingClientRect();
-      const style = getComputedStyle(el);
-      if (!box.width || !box.height || style.visibility === 'hidden') continue;
-      const bg = behind(el);
-      const fg = parse(style.color);
-      const r = ratio(fg[3] < 1 ? over(fg, bg) : fg.slice(0, 3), bg);
-      if (r < minimum) {
-        const where = el.closest('[data-testid]')?.dataset.testid;
-        const key = `${style.color} on ${bg.map(Math.round)} [${where}]`;
-        const text = own[0].textContent.trim().slice(0, 30);
-        if (!found.has(key)) found.set(key, `${r.toFixed(2)}:1 ${key} ${el.tagName}: ${text}`);
-      }
-    }
-  }
-  return [...found.values()];
-}"""
 
 
 @pytest.fixture(scope="module")
@@ -109,38 +35,6 @@ def open_tab(browser, lang: str, scheme: str, width: int = 1400):
     tab = context.new_page()
     tab.set_default_timeout(60_000)
     return context, tab
-
-
-def every_page(tab, app_url: str, lang: str):
-    for page in PAGES:
-        tab.goto(f"{app_url}/{'' if page is HOME else page.url}?lang={lang}")
-        wait_for_app(tab)
-        yield page.key
-
-
-def test_no_table_scrolls_at_1400_px(chromium, app_url):
-    context, tab = open_tab(chromium, "en", "light")
-    try:
-        found = [
-            f"{key}: {p}" for key in every_page(tab, app_url, "en") for p in tab.evaluate(TABLES)
-        ]
-        assert found == []
-    finally:
-        context.close()
-
-
-@pytest.mark.parametrize(("lang", "scheme"), [("en", "light"), ("zh", "dark")])
-def test_every_text_has_4_5_to_1_contrast(chromium, app_url, lang, scheme):
-    context, tab = open_tab(chromium, lang, scheme)
-    try:
-        found = [
-            f"{key}: {p}"
-            for key in every_page(tab, app_url, lang)
-            for p in tab.evaluate(CONTRAST, TEXT_CONTRAST)
-        ]
-        assert found == [], f"{scheme}: " + "\n".join(found)
-    finally:
-        context.close()
 
 
 def test_every_bundled_example_runs_to_its_verdict(chromium, app_url):
