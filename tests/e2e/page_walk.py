@@ -87,8 +87,6 @@ CONTRAST = r"""(minimum) => {
 }"""
 
 
-
-
 @dataclass
 class PageSeen:
     """What one load of one page showed."""
