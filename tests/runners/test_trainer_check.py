@@ -115,8 +115,8 @@ def test_wrong_schemes_are_named_and_fail_where_counts_differ(shape_run):
     assert first["first_divergence"]["tensor"].startswith("parameter ")
 
 
-def cli(*args: str, timeout: float = 240, mark: str | None = None):
-    env = dict(os.environ, **({MARK_ENV: mark} if mark else {}))
+def cli(*args: str, timeout: float = 240, mark: str | None = None, env: dict | None = None):
+    env = dict(os.environ, **(env or {}), **({MARK_ENV: mark} if mark else {}))
     return subprocess.run(
         [sys.executable, "-m", "pclab", "check", *args],
         cwd=ROOT,
@@ -207,7 +207,10 @@ def test_broken_trainers_get_one_clear_line_and_leave_nothing(trainer, args, cod
     # 12 s where the timeout is the subject (hangs.py); elsewhere a margin that holds on a
     # loaded 2-core machine, where the ranks' start-up alone can take longer than 12 s.
     timeout = "12" if trainer.stem == "hangs" else "120"
-    done = cli(str(trainer), *args, "--timeout", timeout, mark=mark)
+    # Rank 0 waits in the all_reduce rank 1 never joins until the process group's timeout
+    # (guard.rejoin): 20 s rather than the default 60 s, as the hang tests use, cuts 40 s.
+    pg = {"PCL_PG_TIMEOUT_S": "20"} if trainer.stem == "raises_on_rank_one" else {}
+    done = cli(str(trainer), *args, "--timeout", timeout, mark=mark, env=pg)
     assert done.returncode == code, done.stdout + done.stderr
     assert needle in done.stdout + done.stderr
     assert "Traceback" not in done.stderr
