@@ -2,7 +2,11 @@
 hangs or skips a collective in one scenario costs that scenario only), a non-finite update
 named as such, torchtune's count before the causal shift named, and --counts as terms.
 
-Each trainer file is in tests/trainers/; each test is one `pclab check` of it (P = K = 2)."""
+Each trainer file is in tests/trainers/; each test is one check of it (P = K = 2): through
+`pclab check` where the cold launch is the subject (torchrun's agent ending every rank when
+one dies, then the relaunch; the scenario deadline read from the environment; the pytest
+helper as a user calls it), else through the module's warm pool (the same experiment, the
+same report the command prints as JSON, about 2 s instead of a cold launch's 12-20 s)."""
 
 from __future__ import annotations
 
@@ -14,7 +18,9 @@ import sys
 import pytest
 from runner_support import ROOT
 
-from pclab.experiments.trainer_check import assert_same_update
+from pclab.experiments.trainer_check import EXPERIMENT, assert_same_update
+from pclab.experiments.trainer_check.params import Params
+from pclab.experiments.trainer_check.report import exit_code
 
 TRAINERS = ROOT / "tests" / "trainers"
 
@@ -33,6 +39,16 @@ def check(name: str, *args: str, env: dict[str, str] | None = None) -> tuple[int
     return done.returncode, json.loads(done.stdout)
 
 
+def warm_check(pool, name: str, **options: object) -> tuple[int, dict]:
+    """The same check through `pool`: (the exit code `pclab check` gives it, the report it
+    prints with --json)."""
+    params = Params.checked([str(TRAINERS / f"{name}.py")], **options)
+    result = EXPERIMENT.run(params, timeout_s=600, runtime=pool)
+    assert result.ok, result.message
+    (report,) = result.report["checks"]
+    return exit_code(report), report
+
+
 def by_name(report: dict) -> dict[str, dict]:
     return {s["name"]: s for s in report["scenarios"]}
 
@@ -49,8 +65,8 @@ def line_of(name: str, needle: str) -> int:
 JUDGED = ("uneven", "empty_microbatch", "empty_rank")  # the same update where not broken
 
 
-def test_an_exception_at_n_zero_costs_that_scenario_only():
-    code, report = check("zero_division_at_no_labels")
+def test_an_exception_at_n_zero_costs_that_scenario_only(warm_pool):
+    code, report = warm_check(warm_pool, "zero_division_at_no_labels")
     assert code == 1 and report["status"] == "different"
     scenarios = by_name(report)
     assert all(scenarios[n]["verdict"] == "same_update" for n in JUDGED)
@@ -86,8 +102,8 @@ def test_a_hang_in_one_scenario_is_its_timeout():
     assert scenarios["no_labels"]["verdict"] == "same_update"
 
 
-def test_a_nan_update_is_non_finite_not_ranks_apart():
-    code, report = check("nan_at_zero_count")
+def test_a_nan_update_is_non_finite_not_ranks_apart(warm_pool):
+    code, report = warm_check(warm_pool, "nan_at_zero_count")
     assert code == 1
     scenarios = by_name(report)
     nan = scenarios["no_labels"]
@@ -99,8 +115,8 @@ def test_a_nan_update_is_non_finite_not_ranks_apart():
     assert all(scenarios[n]["verdict"] == "same_update" for n in JUDGED)
 
 
-def test_torchtune_counting_labels_before_the_shift_is_named():
-    code, report = check("torchtune_count_before_shift")
+def test_torchtune_counting_labels_before_the_shift_is_named(warm_pool):
+    code, report = warm_check(warm_pool, "torchtune_count_before_shift")
     assert code == 1
     scenarios = by_name(report)
     uneven = scenarios["uneven"]
@@ -117,12 +133,12 @@ def test_torchtune_counting_labels_before_the_shift_is_named():
     assert "labels_before_shift" in scenarios["equal_counts"]["untold"]
 
 
-def test_counts_are_terms_and_counts_labels_are_said():
-    code, report = check("causal_shift_lm", "--counts", "1,9;5,3")
+def test_counts_are_terms_and_counts_labels_are_said(warm_pool):
+    code, report = warm_check(warm_pool, "causal_shift_lm", counts="1,9;5,3")
     assert code == 0 and report["counts_given"] == "terms"
     (custom,) = report["scenarios"]
     assert custom["counts"] == [[1, 9], [5, 3]] and codes(report, "custom") == []
-    code, report = check("causal_shift_lm", "--counts-labels", "1,9;5,3")
+    code, report = warm_check(warm_pool, "causal_shift_lm", counts_labels="1,9;5,3")
     assert report["counts_given"] == "labels"
     (custom,) = report["scenarios"]
     assert custom["label_positions"] == [[1, 9], [5, 3]]
@@ -140,10 +156,10 @@ def test_the_pytest_helper_names_the_failed_scenario():
     assert "trainer_error" in text and "ZeroDivisionError" in text
 
 
-def test_a_framework_gets_the_global_batch_and_a_fresh_start():
+def test_a_framework_gets_the_global_batch_and_a_fresh_start(warm_pool):
     """tests/trainers/framework_sampler.py: its own DistributedSampler picks this rank's
     microbatches from the global batch, and its once-per-process set-up raises unless
     fresh_start() came before each train_step."""
-    code, report = check("framework_sampler")
+    code, report = warm_check(warm_pool, "framework_sampler")
     assert code == 0 and report["status"] == "same_update", report["diagnoses"]
     assert all(s["scheme"] in ("global_token", None) for s in report["scenarios"])
