@@ -110,6 +110,11 @@ class Walk:
     fetched: list[str] = field(default_factory=list)
 
 
+def registered_url_paths() -> list[str]:
+    """URL paths of the registered pages (ui.pages; home is the root)."""
+    return ["" if page is HOME else page.url for page in PAGES]
+
+
 def walk_every_page(browser, app_url: str, lang: str, scheme: str, shots: bool) -> Walk:
     """Open each registered page fresh (a visitor's first load, then its reruns) at 1400 x 900
     in `lang` and `scheme`, and note what it showed; `shots`: a full-page screenshot of each."""
@@ -128,8 +133,7 @@ def walk_every_page(browser, app_url: str, lang: str, scheme: str, shots: bool) 
                 seen.fetched.append(f"{url.scheme}://{url.netloc}")
 
         tab.on("request", fetched)
-        for page in PAGES:
-            path = "" if page is HOME else page.url
+        for page, path in zip(PAGES, registered_url_paths(), strict=True):
             tab.goto(f"{app_url}/{path}?lang={lang}")
             wait_for_app(tab)
             seen.pages[page.key] = PageSeen(

@@ -16,7 +16,7 @@ import pytest
 
 from pclab.ui import i18n
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, screenshot, wait_for_app
-from tests.e2e.test_browser import registered_url_paths
+from tests.e2e.page_walk import registered_url_paths
 
 pytestmark = pytest.mark.e2e
 
