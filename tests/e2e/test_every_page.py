@@ -1,13 +1,15 @@
 """Every registered page in a real browser, from two walks (tests/e2e/page_walk.py): English in
-the light theme and Chinese in the dark, each page opened fresh at 1400 px.
+the light theme and Chinese in the dark at 1400 px, the home page opened fresh and every other
+page reached by the sidebar, as a reader goes.
 
-- each page renders with no exception box, its title in the page's language;
+- each page renders with no exception box, its title in the page's language, the language
+  kept in its address;
 - no table scrolls inside its box (its last column hidden);
 - every text has at least 4.5:1 contrast against what is behind it (WCAG 1.4.3), in both
   themes (the selected segment, the active tab, a slider's value and the code's colours are
   set for it in pclab/ui/browser.py);
-- no load of any page requests anything from a host but the lab's: the favicon is the lab's
-  own file, inlined; the Material icons come from the font Streamlit serves.
+- no page requests anything from a host but the lab's, from the first load on: the favicon is
+  the lab's own file, inlined; the Material icons come from the font Streamlit serves.
 
     python -m pytest tests/e2e/test_every_page.py -q
 """
@@ -48,6 +50,7 @@ def test_every_page_renders_in_the_browser(walks, lang):
     walk = walks(lang)
     assert list(walk.pages) == [page.key for page in PAGES]
     assert {k: p.exceptions for k, p in walk.pages.items() if p.exceptions} == {}
+    assert [k for k, p in walk.pages.items() if f"lang={lang}" not in p.address] == []
     if lang == "zh":
         assert [k for k, p in walk.pages.items() if not CJK.search(p.title)] == []
     else:
