@@ -235,11 +235,14 @@ def test_bad_arguments_exit_2_in_one_line(args):
     assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
 
 
-def test_the_pytest_helper():
-    check = assert_same_update(str(EXAMPLES / "correct_manual.py"), world_size=1, accum=2)
+def test_the_pytest_helper(warm_pool):
+    """What it returns and says, through the module's warm pool (a user's call, cold, is
+    test_trainer_check_alone.py's test_the_pytest_helper_names_the_failed_scenario)."""
+    warm = {"runtime": warm_pool}
+    check = assert_same_update(str(EXAMPLES / "correct_manual.py"), world_size=1, accum=2, **warm)
     assert check["passed"] and check["world_size"] == 1
     with pytest.raises(AssertionError) as caught:
-        assert_same_update(str(EXAMPLES / "double_divide_by_k.py"), counts="4,9")
+        assert_same_update(str(EXAMPLES / "double_divide_by_k.py"), counts="4,9", **warm)
     text = str(caught.value)
     assert "not the same update in custom" in text and '"double_scaled"' in text
     summary = text.split("the report:")[0]  # the human summary comes first, then the JSON
@@ -247,7 +250,7 @@ def test_the_pytest_helper():
     assert "4 /       0.5     9 /       0.5" in summary  # the weight grid: 1/K in each cell
     assert "uniform_scale" in summary and "1/K" in summary
     with pytest.raises(AssertionError, match="no_evidence"):  # P = K = 1 proves nothing
-        assert_same_update(str(EXAMPLES / "correct_manual.py"), world_size=1, accum=1)
+        assert_same_update(str(EXAMPLES / "correct_manual.py"), world_size=1, accum=1, **warm)
 
 
 def _contract_file(tmp_path, name: str, extra: str) -> str:
