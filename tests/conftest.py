@@ -35,6 +35,25 @@ def _scan_installed_components_once() -> None:
 
 _scan_installed_components_once()
 
+
+@pytest.fixture(scope="session")
+def warm_pool():
+    """One warm Runtime per test process (each xdist worker), its zygote idle with every
+    experiment's rank code imported ahead, for the tests that check what a run computes
+    rather than how a launch starts, stops or fails: a run then costs well under a second
+    instead of a cold launch's 10-20 s, on real processes and Gloo all the same. Shared, since
+    a pool's start is 4-8 s and eleven files used one each; a test that needs other settings,
+    its own environment in the ranks, or kills what it runs, starts its own
+    (runner_support.warm_runtime). Shut down when the session ends."""
+    runners = str(ROOT / "tests" / "runners")
+    if runners not in sys.path:
+        sys.path.insert(0, runners)
+    from runner_support import warm_runtime
+
+    with warm_runtime() as runtime:
+        yield runtime
+
+
 # The fast tier a contributor runs before the full suite: `python -m pytest -m quick`
 # (about a minute on a quiet 2-core box; README "Two commands"). Each entry is a test file
 # (every test in it) or `file::function` (every parametrisation of that function), relative to

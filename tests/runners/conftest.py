@@ -1,7 +1,8 @@
 """Fixtures for the real-torchrun tests: the session's one cold launch of each experiment
 (negatives, clipping, Transformer; the warm-pool tests compare against them too), a
 per-test process mark for finding leftovers in /proc, and runtimes of a test's own (each
-test builds the settings, run queue, memory budget and pool it needs: no module globals)."""
+test builds the settings, run queue, memory budget and pool it needs: no module globals).
+The session's shared warm pool, `warm_pool`, is tests/conftest.py's."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
-from runner_support import MARK_ENV, NEGATIVES_ARGS, ROOT, marked, warm_runtime
+from runner_support import MARK_ENV, NEGATIVES_ARGS, ROOT, marked
 
 import pclab.experiments.clipping as clipping_runner
 from pclab.runners.runtime import Runtime
@@ -111,13 +112,3 @@ def experiment() -> SimpleNamespace:
         report=json.loads(done.stdout) if done.returncode == 0 else None,
         seconds=time.monotonic() - began,
     )
-
-
-@pytest.fixture(scope="module")
-def warm_pool():
-    """A warm Runtime of this module's own (its zygote idle, every experiment's rank code
-    imported ahead), for tests that check what a run computes rather than how torchrun starts
-    it: a run then costs under a second instead of a cold launch's 10-20 s. Real processes
-    and Gloo all the same; shut down when the module's tests are done."""
-    with warm_runtime() as runtime:
-        yield runtime

@@ -106,7 +106,7 @@ def _installed(package: str) -> bool:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, warm_pool):
     """One launch per installed framework of RUN_HERE, with every rank's evidence, through the
-    module's warm pool (the ranks import the framework themselves, as a cold launch's do)."""
+    session's warm pool (the ranks import the framework themselves, as a cold launch's do)."""
     record = tmp_path_factory.mktemp("frameworks") / "record.jsonl"
     saved = os.environ.get(RECORD_ENV)
     os.environ[RECORD_ENV] = str(record)

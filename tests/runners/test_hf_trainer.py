@@ -88,7 +88,7 @@ def _source_tree() -> set[str]:
 @pytest.fixture(scope="module")
 def hf_global(tmp_path_factory, warm_pool):
     """The one launch with Trainer's default, average_tokens_across_devices=True, through the
-    module's warm pool (hf_local below goes the README's way: the command, cold torchrun)."""
+    session's warm pool (hf_local below goes the README's way: the command, cold torchrun)."""
     tmp = tmp_path_factory.mktemp("hf_global")
     rank_tmp, record = tmp / "rank_tmp", tmp / "record.jsonl"
     rank_tmp.mkdir()

@@ -1,6 +1,6 @@
 """OpenCLIP's ClipLoss through the trainer check's coupled mode (examples/frameworks/openclip/):
 its four settings of local_loss x gather_with_grad and the x P compensation, re-run in one
-launch on two Gloo processes (P = 2, K = 1) through the module's warm pool, and compared with
+launch on two Gloo processes (P = 2, K = 1) through the session's warm pool, and compared with
 their records and with the closed forms of their schemes. Every rank writes the evidence that
 the installed open_clip/loss.py made the loss, under torch's DistributedDataParallel, without
 importing the open_clip package or torchvision ($PCL_FRAMEWORK_RECORD).
@@ -67,7 +67,7 @@ needs_open_clip = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, warm_pool):
     """One launch of the five adapters (frameworks.check_adapters, as `--only open-clip-torch`
-    records them) and one of the defaults with AdamW ("adamw"), through the module's warm
+    records them) and one of the defaults with AdamW ("adamw"), through the session's warm
     pool, with every rank's evidence."""
     folder = tmp_path_factory.mktemp("openclip")
     checks, lines = checked_with_evidence(SETTINGS, warm_pool, folder)

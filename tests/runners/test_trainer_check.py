@@ -36,7 +36,7 @@ SHAPES = [(p, k) for p in (1, 2, 4) for k in (1, 2, 3)]
 
 @pytest.fixture(scope="module", params=SHAPES, ids=lambda s: f"P{s[0]}K{s[1]}")
 def shape_run(request, warm_pool):
-    """One launch per (P, K) with every bundled example in it, through the module's warm pool
+    """One launch per (P, K) with every bundled example in it, through the session's warm pool
     (the cold path, torchrun, is tested below and in tests/runners/test_launcher.py)."""
     world_size, accum = request.param
     trainers = [str(EXAMPLES / f"{name}.py") for name in SCHEMES]
@@ -236,7 +236,7 @@ def test_bad_arguments_exit_2_in_one_line(args):
 
 
 def test_the_pytest_helper(warm_pool):
-    """What it returns and says, through the module's warm pool (a user's call, cold, is
+    """What it returns and says, through the session's warm pool (a user's call, cold, is
     test_trainer_check_alone.py's test_the_pytest_helper_names_the_failed_scenario)."""
     warm = {"runtime": warm_pool}
     check = assert_same_update(str(EXAMPLES / "correct_manual.py"), world_size=1, accum=2, **warm)

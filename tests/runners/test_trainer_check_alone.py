@@ -5,7 +5,7 @@ named as such, torchtune's count before the causal shift named, and --counts as 
 Each trainer file is in tests/trainers/; each test is one check of it (P = K = 2): through
 `pclab check` where the cold launch is the subject (torchrun's agent ending every rank when
 one dies, then the relaunch; the scenario deadline read from the environment; the pytest
-helper as a user calls it), else through the module's warm pool (the same experiment, the
+helper as a user calls it), else through the session's warm pool (the same experiment, the
 same report the command prints as JSON, about 2 s instead of a cold launch's 12-20 s)."""
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def _path(name: str):
 
 @pytest.fixture(scope="module")
 def checks(warm_pool):
-    """One launch, P = 2, K = 2, every file above, through the module's warm pool."""
+    """One launch, P = 2, K = 2, every file above, through the session's warm pool."""
     params = Params.checked([str(_path(n)) for n in EXPECTED], world_size=2, accum=2)
     result = EXPERIMENT.run(params, timeout_s=600, runtime=warm_pool)
     assert result.ok, result.message

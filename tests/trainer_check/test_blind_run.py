@@ -18,12 +18,10 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "runners"))  # runner_support: the warm pool's helper
 sys.path.insert(0, str(HERE))
 
 import blind_run_reference  # noqa: E402
 from blind_run_loops import REPLAYS, SCENARIOS  # noqa: E402
-from runner_support import warm_runtime  # noqa: E402
 
 from pclab.experiments.trainer_check import EXPERIMENT  # noqa: E402
 from pclab.experiments.trainer_check.params import Params  # noqa: E402
@@ -78,12 +76,11 @@ def test_the_independent_account_names_what_each_file_was_written_to_do(name):
 
 
 @pytest.fixture(scope="session")
-def run_checks() -> dict:
+def run_checks(warm_pool) -> dict:
     """{file: its check}: one warm launch, every blind file inside, at P = 2, K = 2."""
-    with warm_runtime() as runtime:
-        paths = [str(blind_run_reference.BLIND / f"{n}.py") for n in TRAINERS]
-        result = EXPERIMENT.run(Params.checked(paths), timeout_s=900, runtime=runtime)
-        assert result.ok, result.message
+    paths = [str(blind_run_reference.BLIND / f"{n}.py") for n in TRAINERS]
+    result = EXPERIMENT.run(Params.checked(paths), timeout_s=900, runtime=warm_pool)
+    assert result.ok, result.message
     return dict(zip(TRAINERS, result.report["checks"], strict=True))
 
 

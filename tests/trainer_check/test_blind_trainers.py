@@ -10,16 +10,13 @@ box at load 23-28 (17-23 s of it the warm pool's start and the two launches).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "runners"))  # runner_support: the warm pool's helper
 
 import blind_reference  # noqa: E402
-from runner_support import warm_runtime  # noqa: E402
 
 from pclab.experiments.trainer_check import EXPERIMENT  # noqa: E402
 from pclab.experiments.trainer_check.params import Params  # noqa: E402
@@ -62,17 +59,16 @@ def test_the_independent_account_names_what_each_file_was_written_to_do(name):
 
 
 @pytest.fixture(scope="session")
-def blind_checks() -> dict:
+def blind_checks(warm_pool) -> dict:
     """{(file, (P, K)): its check}: one warm launch per (P, K), every file of it inside."""
     found = {}
-    with warm_runtime() as runtime:
-        for (world_size, accum), names in LAUNCHES.items():
-            paths = [str(blind_reference.BLIND / f"{n}.py") for n in names]
-            params = Params.checked(paths, world_size=world_size, accum=accum)
-            result = EXPERIMENT.run(params, timeout_s=600, runtime=runtime)
-            assert result.ok, result.message
-            checks = result.report["checks"]
-            found |= {(n, (world_size, accum)): c for n, c in zip(names, checks, strict=True)}
+    for (world_size, accum), names in LAUNCHES.items():
+        paths = [str(blind_reference.BLIND / f"{n}.py") for n in names]
+        params = Params.checked(paths, world_size=world_size, accum=accum)
+        result = EXPERIMENT.run(params, timeout_s=600, runtime=warm_pool)
+        assert result.ok, result.message
+        checks = result.report["checks"]
+        found |= {(n, (world_size, accum)): c for n, c in zip(names, checks, strict=True)}
     return found
 
 

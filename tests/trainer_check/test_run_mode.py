@@ -8,15 +8,12 @@ per shape for the module, every file inside.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "runners"))  # runner_support: the warm pool's helper
 
-from runner_support import warm_runtime  # noqa: E402
 
 from pclab.core import windows  # noqa: E402
 from pclab.experiments.trainer_check import EXPERIMENT  # noqa: E402
@@ -38,17 +35,16 @@ RUN_CODES = set(LOOP_CODE_NAMES)  # the run-loop codes (run_codes.py)
 
 
 @pytest.fixture(scope="module")
-def run_checks() -> dict:
+def run_checks(warm_pool) -> dict:
     """{(P, K): {example: its check}}: one warm launch per shape."""
     found = {}
-    with warm_runtime() as runtime:
-        shapes = {(2, 2): list(WRITTEN_FOR), (1, 1): ["run_correct"]}
-        for (world_size, accum), names in shapes.items():
-            paths = [str(EXAMPLES / f"{n}.py") for n in names]
-            params = Params.checked(paths, world_size=world_size, accum=accum)
-            result = EXPERIMENT.run(params, timeout_s=600, runtime=runtime)
-            assert result.ok, result.message
-            found[(world_size, accum)] = dict(zip(names, result.report["checks"], strict=True))
+    shapes = {(2, 2): list(WRITTEN_FOR), (1, 1): ["run_correct"]}
+    for (world_size, accum), names in shapes.items():
+        paths = [str(EXAMPLES / f"{n}.py") for n in names]
+        params = Params.checked(paths, world_size=world_size, accum=accum)
+        result = EXPERIMENT.run(params, timeout_s=600, runtime=warm_pool)
+        assert result.ok, result.message
+        found[(world_size, accum)] = dict(zip(names, result.report["checks"], strict=True))
     return found
 
 
