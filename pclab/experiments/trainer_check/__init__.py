@@ -79,7 +79,9 @@ def assert_same_update(
     starts with the human summary (verdict, diagnoses, then scheme and weight grid of each
     scenario that differs) and ends with the JSON. No evidence fails too.
 
-    `options`: counts ("3,8;8,16"), tolerance, device, timeout_s. P and K default to 2.
+    `options`: counts ("3,8;8,16"), tolerance, device, timeout_s, and runtime (a
+    pclab.runners.runtime.Runtime to launch in, such as a warm pool; by default a fresh one,
+    cold torchrun). P and K default to 2.
     """
     from pclab.experiments.trainer_check.summary import render
     from pclab.experiments.trainer_check.trainer_file import load
