@@ -45,7 +45,11 @@ def _start_the_check(browser, url: str, temp: Path):
     return tab
 
 
-def test_closing_the_tab_mid_check_leaves_no_folder(browser, tmp_path):
+def test_a_closed_tab_then_a_stopped_server_mid_check_leave_no_folder(browser, tmp_path):
+    """One server, two endings: the only requester closes its tab (the job is cancelled and
+    its folders go while the server serves on), then a second visitor's check is running
+    when the host stops the server (SIGTERM, the fixture's stop, as a host's: the server
+    cancels the run on its way out). One server for both: each start costs its warm pool."""
     with streamlit_server(env={"TMPDIR": str(tmp_path)}) as url:
         tab = _start_the_check(browser, url, tmp_path)
         tab.close()  # every requester left: the job is cancelled
@@ -53,13 +57,7 @@ def test_closing_the_tab_mid_check_leaves_no_folder(browser, tmp_path):
         assert gone, _lab_folders(tmp_path)
         assert _rank_folders(tmp_path) == []
         assert [n for n in _lab_folders(tmp_path) if not n.startswith("pcl-torch-cache-")] == []
-    assert list(tmp_path.iterdir()) == [], _lab_folders(tmp_path)
-
-
-def test_stopping_the_server_mid_check_leaves_no_folder(browser, tmp_path):
-    with streamlit_server(env={"TMPDIR": str(tmp_path)}) as url:
-        tab = _start_the_check(browser, url, tmp_path)
-    # SIGTERM (the fixture's stop, as a host's): the server cancels the run on its way out
+        tab = _start_the_check(browser, url, tmp_path)  # a run, not the stored result
     tab.close()
     assert list(tmp_path.iterdir()) == [], _lab_folders(tmp_path)
 
