@@ -2,7 +2,10 @@
 trainer check's run mode on two Gloo processes, two epochs, and what it measured - the
 parameter gap to the one-process run at every update (log scale; an update that has no gap is
 drawn as what it is, never as 0), the learning rate per update, and the check's verdict and
-diagnoses in the reader's language.
+diagnoses in the reader's language. A loop that resumes from its own checkpoint is also killed
+at each of the check's kill points and restarted for real; the reader picks one and sees its
+timeline (the check page's figure): where the ranks were killed, where the restarted run took
+it up, and the first update that parts from the uninterrupted run.
 
 The page only ever hands the run a path from the examples' index, by a fixed option code
 (LOOPS); every diagnosis is worded as the check page words it (ui.trainer_diagnoses).
@@ -21,18 +24,21 @@ import streamlit as st
 from pclab.core import windows
 from pclab.experiments.trainer_check import examples
 from pclab.experiments.trainer_check.run_codes import LOOP_CODE_NAMES
-from pclab.ui import downloads, i18n
+from pclab.ui import deeplink, downloads, i18n
 from pclab.ui import trainer_diagnoses as check_diagnoses
+from pclab.ui import trainer_run_figures as run_figures
 from pclab.ui.across_views import share
 from pclab.ui.figures import fmt
 from pclab.ui.language import lang, t
-from pclab.ui.trainer_views import UNDEFINED_INK
+from pclab.ui.trainer_views import UNDEFINED_INK, say
 
 LOOPS = {  # option code -> its bundled example's stem
     "correct": "run_correct",
     "divide_by_k": "run_divide_by_k",
     "tail_never_steps": "run_tail_never_steps",
     "scheduler_per_microstep": "run_scheduler_per_microstep",
+    "resume_correct": "run_resume_correct",  # killed and restarted from its own checkpoint
+    "resume_forgets_position": "run_resume_forgets_position",
 }
 WORLD_SIZE, ACCUM_STEPS = 2, 2  # two Gloo processes; 2 epochs of 2K + 1 = 5 microbatches
 RUN_CODES = LOOP_CODE_NAMES  # the run-loop codes (run_codes.py)
@@ -197,9 +203,16 @@ def banner(check: dict) -> None:
     status = check["status"]
     if status == "same_update":
         st.success(t("across.run.passed"), icon=":material/check:")
-    elif status == "different":
+    elif status == "different" and failed:
         where = i18n.join(lang(), failed)
         st.error(t("across.run.failed", scenarios=where), icon=":material/error:")
+    elif status == "different":  # every scenario the same run, uninterrupted: the restart not
+        entries = check.get("resume") or ()
+        parted = [say("run_mode.point", e["point"]) for e in entries if e["verdict"] == "different"]
+        st.error(
+            t("across.run.failed_restart", points=i18n.join(lang(), parted)),
+            icon=":material/error:",
+        )
     else:
         st.warning(t("across.run.no_evidence"), icon=":material/help:")
     lines = explained(check)
@@ -239,3 +252,59 @@ def results(report: dict, loop: str) -> None:
     lr_chart(check)
     with st.expander(t("across.run.table"), icon=":material/table:"):
         updates_table(check)
+    if check.get("resume"):
+        restart(check)
+
+
+def kill_points(check: dict) -> dict[str, dict]:
+    """The report's kill points by their code, in the check's order."""
+    return {entry["point"]: entry for entry in check.get("resume") or ()}
+
+
+def first_red(entry: dict, updates: list[dict], accum: int) -> str:
+    """The first update the timeline draws as parting from the uninterrupted run: the
+    report's first divergence, or the kill's update if that came first (a restart that
+    replays the data parts at its first replayed update, before the kill; the figure greys
+    what was taken before the kill)."""
+    parts = entry.get("first_divergence")
+    killed = run_figures.window_of(updates, entry.get("killed_at"))
+    if parts is None:
+        return t("common.undefined")
+    i = parts if killed is None else max(parts, killed)
+    return run_figures.where(updates[i], accum) if i < len(updates) else t("common.undefined")
+
+
+def restart(check: dict) -> None:
+    """The run killed at the chosen point and restarted: its timeline and where it parts (the
+    diagnoses, naming their kill points, are the banner's)."""
+    st.markdown(f"**{t('across.restart.title')}**")
+    st.caption(t("across.restart.caption"))
+    points = kill_points(check)
+    names = {code: say("run_mode.point", code) for code in points}
+    chosen = deeplink.choice(
+        st.segmented_control,
+        t("across.restart.point"),
+        tuple(points),
+        key="acr_kill",
+        default=next(iter(points)),
+        format_func=names.__getitem__,
+    )
+    entry = points[chosen]
+    uneven = next((s for s in check["scenarios"] if s["name"] == "uneven"), None)
+    updates, accum = (uneven or {}).get("updates") or [], check["accum_steps"]
+    if updates:
+        # every kill point's row, as the check page draws them (one row alone draws too
+        # thin to read); the chosen point is the one said below
+        rows = run_figures.timeline_rows(list(points.values()), updates, accum)
+        run_figures.timeline(rows, key="acr_restart_timeline")
+    frame = run_figures.resume_frame([entry], updates, accum).iloc[0]
+    if entry["verdict"] == "same_run":
+        st.success(t("across.restart.same", point=names[chosen]), icon=":material/check:")
+    elif entry["verdict"] == "not_killed":
+        st.info(t("check.run_mode.resume.state.not_killed"), icon=":material/info:")
+    else:
+        where = t(
+            "across.restart.parts", point=names[chosen], where=first_red(entry, updates, accum)
+        )
+        st.error(where, icon=":material/error:")
+    st.markdown(t("across.restart.where", killed=frame["killed_at"], resumed=frame["resumed_from"]))

@@ -129,7 +129,7 @@ def frame(check: dict) -> pd.DataFrame:
         diff = s["max_abs_diff"]
         rows.append(
             {
-                t("coupled.column.scenario"): s["name"],
+                t("coupled.column.scenario"): views.say("scenario", s["name"]),
                 t("coupled.column.items"): sizes_text(s["sizes"]),
                 t("coupled.column.verdict"): t(f"coupled.verdict.{s['verdict']}"),
                 t("coupled.column.scheme"): "—"

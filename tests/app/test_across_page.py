@@ -2,13 +2,14 @@
 its two exercises are graded and each gates only its own block, bad table cells get a
 translated message naming their column and rank (never a traceback), a link reopens the
 scenario, and a run hands the check only a bundled run-mode example with P = K = 2 and draws
-its report: the verdict, the diagnoses in the reader's language, and an update with no gap as
-what it is, never as 0.
+its report: the verdict, the diagnoses in the reader's language, an update with no gap as
+what it is, never as 0, and a resumable loop's restart at the kill point the reader picks.
 
 No process is started here. The registry's "trainer_check" is replaced by a stand-in
 (validated by the real Params) that answers with the run-mode reports recorded once from real
-runs of the four loops (fixtures/across_run_checks.json, see its "about"). The real launch is
-tested in tests/trainer_check/test_run_mode.py and by the browser test.
+runs of the page's six loops (fixtures/across_run_checks.json, see its "about"). The real
+launch is tested in tests/trainer_check/test_run_mode.py and test_resume.py, which also hold
+each live report against its record here (page_records.py), and by the browser test.
 
     python -m pytest -n 0 tests/app/test_across_page.py -q
 """
@@ -26,6 +27,7 @@ from pclab.core import schedules, windows
 from pclab.experiments.trainer_check import EXPERIMENT
 from pclab.runners.results import RunResult
 from pclab.ui import across_inputs, across_run, i18n
+from pclab.ui import trainer_run_figures as run_figures
 from tests.app.sections_helper import open_section
 
 PAGE = "pclab/sections/10_across_updates.py"
@@ -202,13 +204,20 @@ def test_a_run_hands_the_check_a_bundled_loop_and_reads_its_report(launches, lan
     assert launches == [((path,), 2, 2)]
     assert Path(path).parent.name == "trainers" and Path(path).stem == across_run.LOOPS[loop]
     check = RECORDED[loop]
-    if loop == "correct":
-        assert [s.value for s in at.success][-1] == say(lang, "across.run.passed")
+    if loop in ("correct", "resume_correct"):
+        assert say(lang, "across.run.passed") in [s.value for s in at.success]
         assert not at.error
+    elif loop == "resume_forgets_position":  # every scenario right, only the restart parts
+        assert all(s["verdict"] == "same_update" for s in check["scenarios"])
+        points = [say(lang, f"check.run_mode.point.{e['point']}") for e in check["resume"]]
+        said = say(lang, "across.run.failed_restart", points=i18n.join(lang, points))
+        assert said in [e.value for e in at.error]
     else:
         head = i18n.catalogue(lang)["across.run.failed"].split("{")[0]
         assert any(e.value.startswith(head) for e in at.error)
-    run_codes = {d["code"] for d in check["diagnoses"]} & set(across_run.RUN_CODES)
+    resume_codes = {c for e in check.get("resume") or () for c in e["codes"]}
+    codes = set(across_run.RUN_CODES) | resume_codes
+    run_codes = {d["code"] for d in check["diagnoses"]} & codes
     text = " ".join(m.value for m in at.markdown)
     if lang == "en":  # each diagnosis once, in the report's own words (one wording a code)
         lines = across_run.explained(check)
@@ -232,6 +241,64 @@ def test_a_run_hands_the_check_a_bundled_loop_and_reads_its_report(launches, lan
     if loop == "divide_by_k":  # core's prediction beside the measured scale
         tail = say(lang, "across.run.tail_check", predicted="0.5", measured="0.5")
         assert tail in text
+
+
+def timeline_frame(at):
+    """The restart's timeline: one row per update of the chosen kill point."""
+    return next(f for frames in chart_data(at) for f in frames if "phase" in f.columns)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_restart_is_drawn_at_the_kill_point_the_reader_picks(launches, lang):
+    """Issue 44, item 4: the loop killed at a chosen update and restarted from its own
+    checkpoint, with the position in the data kept and forgotten, as a timeline."""
+    at = open_section(PAGE, lang, acr_loop="resume_forgets_position")
+    at.button(key="acr_run").click().run()
+    assert not at.exception, at.exception
+    check = RECORDED["resume_forgets_position"]
+    entries = {e["point"]: e for e in check["resume"]}
+    control = at.segmented_control(key="acr_kill")
+    assert list(control.options) == [say(lang, f"check.run_mode.point.{p}") for p in entries]
+    updates = next(s for s in check["scenarios"] if s["name"] == "uneven")["updates"]
+    for point, entry in entries.items():
+        control = at.segmented_control(key="acr_kill")
+        if control.value != point:
+            control.set_value(point).run()
+        assert not at.exception, at.exception
+        every = timeline_frame(at)
+        name = say(lang, f"check.run_mode.point.{point}")
+        assert len(every) == len(entries) * len(updates)
+        frame = every[every["point"] == name].reset_index(drop=True)
+        assert len(frame) == len(updates)
+        # the report's own kill, restart and first parting, where the figure draws them
+        killed = run_figures.window_of(updates, entry["killed_at"])
+        assert (frame["phase"][:killed] == "before_kill").all()
+        assert run_figures.KILLED in frame["marks"][killed]
+        # the data replayed from the start: it parts at once, the first replayed update
+        assert entry["verdict"] == "different" and entry["resumed_from"] == 1
+        assert run_figures.RESUMED in frame["marks"][0]
+        red = max(entry["first_divergence"], killed)
+        assert (frame["phase"][red:] == "parts").all()
+        assert (frame["phase"][killed:red] == "same_run").all()
+        u = updates[red]  # "epoch·window", and the word for tail on the shorter window
+        where = f"{u['epoch']}·{u['window']}"
+        if u["microsteps"] < check["accum_steps"]:
+            where += " " + say(lang, "check.run_mode.cell.tail")
+        said = say(lang, "across.restart.parts", point=name, where=where)
+        assert said in [e.value for e in at.error]
+        assert at.query_params.get("acr_kill") in (None, point, [point])
+
+
+def test_a_restart_that_keeps_its_place_is_the_same_run_and_a_link_picks_the_point(launches):
+    at = open_section(PAGE, acr_loop="resume_correct", acr_kill="before_tail")
+    at.button(key="acr_run").click().run()
+    assert not at.exception, at.exception
+    assert at.segmented_control(key="acr_kill").value == "before_tail"
+    every = timeline_frame(at)
+    frame = every[every["point"] == say("en", "check.run_mode.point.before_tail")]
+    assert set(frame["phase"]) <= {"before_kill", "same_run"} and "same_run" in set(frame["phase"])
+    name = say("en", "check.run_mode.point.before_tail")
+    assert say("en", "across.restart.same", point=name) in [s.value for s in at.success]
 
 
 def test_every_code_reads_as_the_check_page_says_it():

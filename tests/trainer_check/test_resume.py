@@ -22,6 +22,7 @@ from runner_support import MARK_ENV, marked, warm_runtime  # noqa: E402
 
 from pclab.experiments.trainer_check import EXPERIMENT, resume  # noqa: E402
 from pclab.experiments.trainer_check.params import Params  # noqa: E402
+from tests.trainer_check.page_records import assert_agrees_with_its_record, page_loops  # noqa: E402
 
 EXAMPLES = ROOT / "examples" / "trainers"
 WRITTEN_FOR = {  # example -> (status, the codes every kill point must show)
@@ -90,3 +91,10 @@ def test_a_correct_loop_resumes_where_it_stopped(resumed):
 
 def test_no_process_or_folder_is_left_behind_after_the_kills(resumed):
     assert resumed["processes"] == [] and resumed["folders"] == []
+
+
+@pytest.mark.parametrize("name", page_loops(resumable=True))
+def test_page_10s_record_of_the_loop_is_what_the_live_run_reports(resumed, name):
+    """The page's AppTests read a recorded report of this loop: the live one agrees."""
+    assert name in WRITTEN_FOR, "a loop of page 10 that this module does not run"
+    assert_agrees_with_its_record(name, resumed["checks"][name])

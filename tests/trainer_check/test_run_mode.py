@@ -20,6 +20,7 @@ from pclab.experiments.trainer_check import EXPERIMENT  # noqa: E402
 from pclab.experiments.trainer_check.params import Params  # noqa: E402
 from pclab.experiments.trainer_check.report import exit_code  # noqa: E402
 from pclab.experiments.trainer_check.run_codes import LOOP_CODE_NAMES  # noqa: E402
+from tests.trainer_check.page_records import assert_agrees_with_its_record, page_loops  # noqa: E402
 
 EXAMPLES = ROOT / "examples" / "trainers"
 WRITTEN_FOR = {  # example -> (status, the run codes its diagnoses must be)
@@ -101,3 +102,10 @@ def test_the_json_carries_each_update(run_checks):
     keys = {"epoch", "window", "microsteps", "num_valid_labels", "lr_yours", "lr_intended"}
     keys |= {"optimizer_steps", "scheme", "weights", "max_abs_diff", "skipped"}
     assert all(keys <= set(u) for u in s["updates"] if not u["skipped"])
+
+
+@pytest.mark.parametrize("name", page_loops(resumable=False))
+def test_page_10s_record_of_the_loop_is_what_the_live_run_reports(run_checks, name):
+    """The page's AppTests read a recorded report of this loop: the live one agrees."""
+    assert name in WRITTEN_FOR, "a loop of page 10 that this module does not run"
+    assert_agrees_with_its_record(name, run_checks[(2, 2)][name])
