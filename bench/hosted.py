@@ -321,10 +321,17 @@ def visitors_at_once(url: str, visitors=VISITORS, timeout_s: float = 240.0) -> l
     return asyncio.run(_visitors(url, visitors, timeout_s))
 
 
-def load_round(visitors=VISITORS, env: dict | None = None, root: Path | None = None) -> dict:
+def load_round(
+    visitors=VISITORS,
+    env: dict | None = None,
+    root: Path | None = None,
+    server: Server | None = None,
+) -> dict:
     """One fresh server, warmed (its pool ready), then every visitor at once. `root`: serve
-    another checkout (the "before" round: cold torchrun launches, no pool to wait for)."""
-    server = Server(env, root)
+    another checkout (the "before" round: cold torchrun launches, no pool to wait for).
+    Given a `server`, the round runs on it and leaves it serving (no "left_after_stop")."""
+    own = server is None
+    server = Server(env, root) if own else server
     sampler = TreeSampler(server.proc.pid)
     out: dict = {"load_start": loadavg(), "root": str(root or "")}
     try:
@@ -342,7 +349,8 @@ def load_round(visitors=VISITORS, env: dict | None = None, root: Path | None = N
         out["zygotes"] = len(server.zygotes())
     finally:
         sampler.done.set()
-        out["left_after_stop"] = server.stop()
+        if own:
+            out["left_after_stop"] = server.stop()
     out["peak_tree_pss_kb"], out["peak_tree_rss_kb"] = sampler.peak_pss_kb, sampler.peak_rss_kb
     out["torchrun_seen"] = sampler.torchrun_seen
     out["load_end"] = loadavg()
@@ -370,14 +378,17 @@ def _process_figures(pid: int | None) -> dict:
     }
 
 
-def soak(runs: int, warmup: int = 10, env: dict | None = None) -> dict:
+def soak(
+    runs: int, warmup: int = 10, env: dict | None = None, server: Server | None = None
+) -> dict:
     """`runs` consecutive uncached page-06 runs in one session; figures after `warmup`
-    runs and at the end."""
+    runs and at the end. Given a `server`, the soak runs on it and leaves it serving."""
     from playwright.sync_api import sync_playwright
 
     from bench.clicks import CASES, press, settle
 
-    server = Server(env)
+    own = server is None
+    server = Server(env) if own else server
     out: dict = {"runs": runs, "warmup": warmup, "load_start": loadavg(), "answers": []}
     try:
         out["pool_ready"] = server.wait_for_pool()
@@ -413,7 +424,8 @@ def soak(runs: int, warmup: int = 10, env: dict | None = None) -> dict:
         # runs' own directories only: the server's torch cache lives as long as the server
         out["tmp_during"] = sorted(p.name for p in server.tmp.iterdir() if "pcl-run-" in p.name)
     finally:
-        out["left_after_stop"] = server.stop()
+        if own:
+            out["left_after_stop"] = server.stop()
     out["load_end"] = loadavg()
     return out
 

@@ -50,7 +50,7 @@ def warm_pool():
         sys.path.insert(0, runners)
     from runner_support import warm_runtime
 
-    with warm_runtime() as runtime:
+    with warm_runtime(frameworks=True) as runtime:
         yield runtime
 
 

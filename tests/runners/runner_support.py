@@ -75,14 +75,17 @@ def wait_for(condition, seconds: float) -> bool:
 
 
 @contextlib.contextmanager
-def warm_runtime(**settings) -> Iterator[Runtime]:
+def warm_runtime(frameworks: bool = False, **settings) -> Iterator[Runtime]:
     """A Runtime of the test's own with the warm pool on, its first zygote idle (importing
-    every registered experiment ahead); shut down after the block."""
+    every registered experiment ahead, and with `frameworks` the installed training
+    frameworks too, as a served zygote does: ui.serving); shut down after the block."""
     from pclab.experiments import registry
+    from pclab.experiments.trainer_check.frameworks.setting import preload_modules
 
     runtime = Runtime.start(Settings(warm_pool=True, **settings))
+    preload = registry.worker_modules() + (preload_modules() if frameworks else ())
     try:
-        runtime.pool.prestart(preload=registry.worker_modules())
+        runtime.pool.prestart(preload=preload)
         assert wait_for(lambda: runtime.pool.size()["idle"] == 1, 180), "no zygote started"
         yield runtime
     finally:

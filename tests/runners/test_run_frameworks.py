@@ -33,7 +33,7 @@ import json
 import os
 
 import pytest
-from runner_support import ROOT, warm_runtime
+from runner_support import ROOT
 
 from pclab.experiments.trainer_check import EXPERIMENT
 from pclab.experiments.trainer_check.frameworks.setting import installed_version
@@ -76,9 +76,10 @@ def _missing(adapter: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(tmp_path_factory, warm_pool):
     """{"checks": {adapter: its check}, "lines": {adapter: every rank's record lines}}: the
-    installed frameworks' adapters through one warm launch."""
+    installed frameworks' adapters through one launch of the session's warm pool (its zygote
+    has the frameworks imported, as a served one has)."""
     names = [a for a in ADAPTERS if not _missing(a)]
     if not names:
         pytest.skip("none of accelerate, lightning, transformers is installed")
@@ -86,10 +87,9 @@ def run(tmp_path_factory):
     saved = {env: os.environ.get(env) for env in RECORDS}
     os.environ |= {env: str(folder / f"{env}.jsonl") for env in RECORDS}
     try:
-        with warm_runtime() as runtime:
-            paths = [str(FRAMEWORKS / ADAPTERS[n][0] / f"{n}.py") for n in names]
-            params = Params.checked(paths, world_size=P, accum=K)
-            result = EXPERIMENT.run(params, timeout_s=600, runtime=runtime)
+        paths = [str(FRAMEWORKS / ADAPTERS[n][0] / f"{n}.py") for n in names]
+        params = Params.checked(paths, world_size=P, accum=K)
+        result = EXPERIMENT.run(params, timeout_s=600, runtime=warm_pool)
     finally:
         for env, value in saved.items():
             os.environ.pop(env) if value is None else os.environ.__setitem__(env, value)

@@ -186,31 +186,67 @@ RAISE_LINE = next(  # the line of the `raise` in that file: the check must name 
 )
 
 
-@pytest.mark.parametrize(
-    "trainer, args, code, needle",
-    [
-        (BROKEN / "syntax_error.py", (), 2, "syntax_error.py:4: SyntaxError"),
-        (BROKEN / "missing_train_step.py", (), 2, "missing train_step()"),
-        (
-            BROKEN / "raises_on_rank_one.py",
-            ONE_PATTERN,
-            1,
-            f"raises_on_rank_one.py:{RAISE_LINE} in train_step: ZeroDivisionError",
-        ),
-        (BROKEN / "never_steps.py", ONE_RANK, 1, "did it call optimizer.step()?"),
-        (BROKEN / "hangs.py", ONE_RANK, 1, "timed out after 12 s"),
-    ],
-    ids=lambda x: getattr(x, "stem", None),
-)
-def test_broken_trainers_get_one_clear_line_and_leave_nothing(trainer, args, code, needle):
-    mark = uuid.uuid4().hex
+BROKEN_CASES = [  # (trainer, extra arguments, exit code, what the output must say)
+    (BROKEN / "syntax_error.py", (), 2, "syntax_error.py:4: SyntaxError"),
+    (BROKEN / "missing_train_step.py", (), 2, "missing train_step()"),
+    (
+        BROKEN / "raises_on_rank_one.py",
+        ONE_PATTERN,
+        1,
+        f"raises_on_rank_one.py:{RAISE_LINE} in train_step: ZeroDivisionError",
+    ),
+    (BROKEN / "never_steps.py", ONE_RANK, 1, "did it call optimizer.step()?"),
+    (BROKEN / "hangs.py", ONE_RANK, 1, "timed out after 12 s"),
+]
+
+
+def _start_broken(trainer, args, mark: str) -> subprocess.Popen:
     # 12 s where the timeout is the subject (hangs.py); elsewhere a margin that holds on a
     # loaded 2-core machine, where the ranks' start-up alone can take longer than 12 s.
     timeout = "12" if trainer.stem == "hangs" else "120"
     # Rank 0 waits in the all_reduce rank 1 never joins until the process group's timeout
     # (guard.rejoin): 20 s rather than the default 60 s, as the hang tests use, cuts 40 s.
     pg = {"PCL_PG_TIMEOUT_S": "20"} if trainer.stem == "raises_on_rank_one" else {}
-    done = cli(str(trainer), *args, "--timeout", timeout, mark=mark, env=pg)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pclab", "check", str(trainer), *args, "--timeout", timeout],
+        cwd=ROOT,
+        env=dict(os.environ, **pg, **{MARK_ENV: mark}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def broken_runs() -> dict[str, tuple[subprocess.CompletedProcess, str]]:
+    """Every broken trainer's command, all started at once: two of them wait mostly on a
+    timeout (the hang's 12 s, the raising rank's peer the process group's 20 s), so side by
+    side they take about the longest one's time rather than the sum (about 45 s in the
+    suite). trainer stem -> (the finished command, its mark)."""
+    started = {}
+    for trainer, args, _, _ in BROKEN_CASES:
+        mark = uuid.uuid4().hex
+        started[trainer.stem] = (_start_broken(trainer, args, mark), mark, args)
+    done = {}
+    try:
+        for stem, (process, mark, args) in started.items():
+            stdout, stderr = process.communicate(timeout=240)
+            done[stem] = (subprocess.CompletedProcess(args, process.returncode, stdout, stderr), mark)
+    finally:
+        for process, _, _ in started.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    return done
+
+
+@pytest.mark.parametrize(
+    "trainer, args, code, needle", BROKEN_CASES, ids=lambda x: getattr(x, "stem", None)
+)
+def test_broken_trainers_get_one_clear_line_and_leave_nothing(
+    broken_runs, trainer, args, code, needle
+):
+    done, mark = broken_runs[trainer.stem]
     assert done.returncode == code, done.stdout + done.stderr
     assert needle in done.stdout + done.stderr
     assert "Traceback" not in done.stderr

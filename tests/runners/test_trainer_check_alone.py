@@ -25,18 +25,48 @@ from pclab.experiments.trainer_check.report import exit_code
 TRAINERS = ROOT / "tests" / "trainers"
 
 
-def check(name: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
-    """`pclab check tests/trainers/<name>.py --json ...`: (exit code, the report)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pclab", "check", str(TRAINERS / f"{name}.py"), "--json", *args],
+def start_check(name: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`pclab check tests/trainers/<name>.py --json`, started."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "pclab", "check", str(TRAINERS / f"{name}.py"), "--json"],
         cwd=ROOT,
         env=dict(os.environ, **(env or {})),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=600,
     )
-    assert done.stdout, done.stderr
-    return done.returncode, json.loads(done.stdout)
+
+
+def finish_check(started: subprocess.Popen) -> tuple[int, dict]:
+    """(exit code, the report) of a started check."""
+    try:
+        stdout, stderr = started.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        started.kill()
+        stdout, stderr = started.communicate()
+    assert stdout, stderr
+    return started.returncode, json.loads(stdout)
+
+
+# The cold commands whose rank dies or hangs: each waits mostly on a timeout or on torchrun
+# ending the other rank, so they run side by side (a fixture starts both) and take about the
+# longer one's time rather than the sum (17 + 26 s in the suite).
+COLD = {
+    "skips_collective_on_empty_rank": {},
+    "hangs_on_empty_rank": {"PCL_SCENARIO_TIMEOUT_S": "10", "PCL_PG_TIMEOUT_S": "20"},
+}
+
+
+@pytest.fixture(scope="module")
+def cold_checks() -> dict[str, tuple[int, dict]]:
+    started = {name: start_check(name, env) for name, env in COLD.items()}
+    try:
+        return {name: finish_check(process) for name, process in started.items()}
+    finally:
+        for process in started.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 def warm_check(pool, name: str, **options: object) -> tuple[int, dict]:
@@ -78,10 +108,10 @@ def test_an_exception_at_n_zero_costs_that_scenario_only(warm_pool):
     assert f"{where} in train_step: ZeroDivisionError" in error["message"]
 
 
-def test_a_skipped_collective_is_a_collective_mismatch_in_its_scenario():
+def test_a_skipped_collective_is_a_collective_mismatch_in_its_scenario(cold_checks):
     """The empty rank skips the gradients' all_reduce: Gloo aborts a rank on the size
     mismatch; the command runs the check again from the next scenario."""
-    code, report = check("skips_collective_on_empty_rank")
+    code, report = cold_checks["skips_collective_on_empty_rank"]
     assert code == 1
     scenarios = by_name(report)
     assert codes(report, "empty_rank") == ["collective_mismatch"]
@@ -92,9 +122,8 @@ def test_a_skipped_collective_is_a_collective_mismatch_in_its_scenario():
     assert "skip an all_reduce" in message and "pair.cc" not in message  # never raw Gloo alone
 
 
-def test_a_hang_in_one_scenario_is_its_timeout():
-    env = {"PCL_SCENARIO_TIMEOUT_S": "10", "PCL_PG_TIMEOUT_S": "20"}
-    code, report = check("hangs_on_empty_rank", env=env)
+def test_a_hang_in_one_scenario_is_its_timeout(cold_checks):
+    code, report = cold_checks["hangs_on_empty_rank"]  # a 10 s scenario deadline (COLD)
     assert code == 1
     scenarios = by_name(report)
     assert codes(report, "empty_rank") == ["timeout"]
