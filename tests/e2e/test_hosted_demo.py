@@ -1,9 +1,9 @@
 """The hosted demo through the real server and real Chromium tabs, loopback only: a fresh
 `streamlit run app.py` with no setting runs warm, 8 visitors pressing Run at once all get an
 answer, and 12 runs in a row after them leave the server and its zygote as they found them
-(short versions of `python -m bench --only load,soak`, bench/hosted.py, on one server). The soak's figure is the bench's
-(200 runs, BENCHMARKS.md); the suite's twelve, measured after the fourth, catch what grows by
-a run's worth (a descriptor or a zygote leaked per run)."""
+(short versions of `python -m bench --only load,soak`, bench/hosted.py, on one server). The
+soak's figure is the bench's (200 runs, BENCHMARKS.md); the suite's twelve, measured after the
+fourth, catch what grows by a run's worth (a descriptor or a zygote leaked per run)."""
 
 from __future__ import annotations
 

@@ -231,7 +231,10 @@ def broken_runs() -> dict[str, tuple[subprocess.CompletedProcess, str]]:
     try:
         for stem, (process, mark, args) in started.items():
             stdout, stderr = process.communicate(timeout=240)
-            done[stem] = (subprocess.CompletedProcess(args, process.returncode, stdout, stderr), mark)
+            done[stem] = (
+                subprocess.CompletedProcess(args, process.returncode, stdout, stderr),
+                mark,
+            )
     finally:
         for process, _, _ in started.values():
             if process.poll() is None:
