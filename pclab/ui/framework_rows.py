@@ -261,7 +261,7 @@ def _coupled_finding(record: dict) -> None:
         st.markdown(t("frameworks.coupled_objective", objective=objective))
         _factors(record)
     schemes = [
-        f"{name}: {t(f'coupled.scheme.{found}') if found else '—'}"
+        i18n.join(lang(), [name, t(f"coupled.scheme.{found}") if found else "—"], "head")
         for name, found in record["schemes"].items()
     ]
     st.caption(t("frameworks.coupled_schemes", schemes=i18n.join(lang(), schemes)))

@@ -188,12 +188,17 @@ def test_a_coupled_row_shows_its_objective_factors_and_residual_not_a_grid(lang)
     for r in mine:
         objective = i18n.text(lang, f"coupled.explain.{r['scheme']}")
         assert i18n.text(lang, "frameworks.coupled_objective", objective=objective) in lines
-        each = [f"{n}: {i18n.text(lang, f'coupled.scheme.{s}')}" for n, s in r["schemes"].items()]
+        each = [
+            i18n.join(lang, [n, i18n.text(lang, f"coupled.scheme.{s}")], "head")
+            for n, s in r["schemes"].items()
+        ]
         schemes = i18n.join(lang, each)
         assert i18n.text(lang, "frameworks.coupled_schemes", schemes=schemes) in captions
         residual = i18n.text(lang, "frameworks.residual", residual=f"{r['residual']:.1e}")
         assert residual in captions, r["setting"]
+    head = i18n.PUNCTUATION[lang]["head"]  # "0: 3" in English, "0：3" in Chinese
     for accum, sizes in ((1, "0: 3 · 1: 3"), (2, "0: 3 + 2 · 1: 3 + 2")):
+        sizes = sizes.replace(": ", head)
         items = i18n.text(lang, "frameworks.coupled_items", world_size=2, accum=accum, sizes=sizes)
         coupled = ("open-clip-torch", "sentence-transformers")
         rows = [s for s in frameworks.SETTINGS if s.package in coupled and s.accum == accum]
