@@ -356,3 +356,49 @@ def test_the_locale_join_punctuates_each_language():
     assert i18n.space_latin("共3个rank") == "共 3 个 rank"
     with pytest.raises(ValueError, match="how='sentence'"):
         i18n.join("en", ["a"], "sentence")
+
+
+# A page named in running text: "the page "Check a trainer"" / “检查 trainer”页. Issue 45 found
+# "检查训练器" (no page has that title) in ASCII quotes; Chinese quotes a name with “”.
+PAGE_NAMED = {
+    "en": re.compile(r'(["“])([^"”]{1,40})["”] page|\bpage (["“])([^"”]{1,40})["”]'),
+    "zh": re.compile(r"([\"“「])([^\"”」]{1,40})[\"”」] ?页"),
+}
+QUOTE = {"en": '"', "zh": "“"}
+
+
+def page_name_findings(catalogue: dict[str, str], lang: str) -> list[str]:
+    """Every page a text names in quotes must be named by its title (`<key>.nav`, or a
+    {placeholder} the code fills with it), in the language's quotes."""
+    from pclab.ui.pages import PAGES
+
+    titles = {catalogue[p.title_key] for p in PAGES}
+    findings = []
+    for key, value in catalogue.items():
+        for m in PAGE_NAMED[lang].finditer(value):
+            quote, name = next((q, n) for q, n in zip(m.groups()[::2], m.groups()[1::2]) if n)
+            if name not in titles and not PLACEHOLDER.fullmatch(name):
+                findings.append(f"{where(lang, key)}: {name!r} is no page's title ({titles})")
+            if quote != QUOTE[lang]:
+                findings.append(f"{where(lang, key)}: {name!r} quoted with {quote!r}")
+    return findings
+
+
+@pytest.mark.parametrize("lang", i18n.LANGUAGES)
+def test_a_page_is_named_by_its_title(catalogues, lang):
+    findings = page_name_findings(catalogues[i18n.LANGUAGES.index(lang)], lang)
+    assert not findings, "\n".join(findings)
+
+
+@pytest.mark.parametrize(
+    ("value", "caught"),
+    [
+        ("检查你自己的对比学习训练器：“检查训练器”页上的耦合示例", "is no page's title"),
+        ('检查你自己的对比学习 trainer："检查 trainer"页上的耦合示例', "quoted with '\"'"),
+    ],
+)
+def test_a_planted_page_name_is_reported(catalogues, value, caught):
+    zh = dict(catalogues[1])
+    zh["coupled.to_check"] = value
+    findings = page_name_findings(zh, "zh")
+    assert len(findings) == 1 and caught in findings[0], findings

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pclab.rooms import rules, schema
 from pclab.rooms.rules import Opened, Prediction, Refused, Seat
-from pclab.rooms.tally import Tally, summarise
+from pclab.rooms.tally import WITHIN, Tally, summarise
 
 
 class RoomStore:
@@ -122,12 +122,9 @@ class RoomStore:
         return rows[0][0] if rows else None
 
     def _open(self, db: sqlite3.Connection, code: str, now: float | None) -> None:
-        if (
-            not rules.well_formed(code, rules.CODE_LENGTH)
-            or not db.execute(
-                "SELECT 1 FROM rooms WHERE code = ? AND expires_at > ?", (code, _now(now))
-            ).fetchone()
-        ):
+        live = "SELECT 1 FROM rooms WHERE code = ? AND expires_at > ?"  # only if well formed
+        well_formed = rules.well_formed(code, rules.CODE_LENGTH)
+        if not well_formed or not db.execute(live, (code, _now(now))).fetchone():
             raise Refused("gone", f"room={code[:12]!r} is unknown or has expired")
 
     def is_host(self, code: str, host_key: str, now: float | None = None) -> bool:
@@ -159,9 +156,8 @@ class RoomStore:
             ).fetchone()
             if theirs >= self.max_per_client:
                 raise Refused("client_full", f"{theirs} seats for one client already")
-            seat = rules.token(
-                rules.SEAT_LENGTH
-            )  # 30^16 ids: a clash is next to impossible (the key refuses it)
+            # 30^16 ids: a clash is next to impossible (the key refuses it)
+            seat = rules.token(rules.SEAT_LENGTH)
             db.execute(
                 "INSERT INTO participants (room, seat, joined_at, secret_hash, client) "
                 "VALUES (?, ?, ?, ?, ?)",
@@ -260,7 +256,13 @@ class RoomStore:
         return (True, _value(rows[0])) if rows else (False, None)
 
     def tally(
-        self, code: str, exercise: str, scenario: str, *, options: Sequence[str] = ()
+        self,
+        code: str,
+        exercise: str,
+        scenario: str,
+        *,
+        options: Sequence[str] = (),
+        tolerance: float = WITHIN,
     ) -> Tally:
         """The room's predictions for the exercise and scenario, summarised (tally.summarise)."""
         params = (code, exercise, rules.scenario_id(scenario))
@@ -271,9 +273,9 @@ class RoomStore:
         )
         (seated,) = self._read("SELECT COUNT(*) FROM participants WHERE room = ?", (code,))[0]
         revealed, answer = self.revealed(*params[:2], scenario)
-        predictions = [v for v in map(_value, rows) if v is not None]
+        got = [v for v in map(_value, rows) if v is not None]  # the predictions
         return summarise(
-            predictions, answer, revealed=revealed, participants=seated, options=options
+            got, answer, tolerance, revealed=revealed, participants=seated, options=options
         )
 
 

@@ -9,7 +9,7 @@ import streamlit as st
 from pclab.core import infonce
 from pclab.ui import downloads
 from pclab.ui.exercise import predict_number
-from pclab.ui.figures import fmt
+from pclab.ui.figures import fmt, magnitude
 from pclab.ui.input_errors import guard
 from pclab.ui.language import t
 from pclab.ui.page_header import header
@@ -54,7 +54,7 @@ with guard():
     m[2].metric(t("negatives.metric.grad_kept"), fmt(kept))
     m[3].metric(
         t("negatives.metric.max_diff"),
-        fmt(result.max_grad_diff),
+        magnitude(result.max_grad_diff),  # a max |Δ|: no sign
         help=t("negatives.metric.max_diff_help"),
     )
 

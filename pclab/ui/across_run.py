@@ -24,7 +24,7 @@ import streamlit as st
 from pclab.core import windows
 from pclab.experiments.trainer_check import examples
 from pclab.experiments.trainer_check.run_codes import LOOP_CODE_NAMES
-from pclab.ui import deeplink, downloads, i18n
+from pclab.ui import deeplink, downloads, i18n, vega
 from pclab.ui import trainer_diagnoses as check_diagnoses
 from pclab.ui import trainer_run_figures as run_figures
 from pclab.ui.across_views import share
@@ -105,7 +105,7 @@ def gap_chart(check: dict) -> None:
     order = list(dict.fromkeys(frame["update"]))
     x = alt.X("update:N", sort=order, title=None, axis=alt.Axis(labelAngle=0))
     scale = alt.Scale(type="log", domain=[low, high])
-    axis = alt.Axis(format="~e", title=t("across.run.axis_gap"))
+    axis = alt.Axis(format=vega.LOG_TICKS, title=t("across.run.axis_gap"))
     tip: list = ["scenario:N", "update:N", "status:N", alt.Tooltip("gap:Q", format=".2e")]
     base = alt.Chart(frame).encode(x=x, tooltip=tip)
     legend = alt.Legend(orient="bottom", title=None, labelLimit=0, columns=1)

@@ -11,16 +11,17 @@ import streamlit as st
 from pclab.core import coverage, sampler
 from pclab.ui import downloads, i18n
 from pclab.ui.coverage_rows import coverage_rows
-from pclab.ui.figures import fmt
+from pclab.ui.figures import fmt, magnitude
 from pclab.ui.language import lang, t
 
 text_column = st.column_config.TextColumn
 
 
-def num(x) -> str:
-    """Tiny gaps in scientific notation; None / non-finite read 'undefined' via fmt()."""
+def num(x, absolute: bool = False) -> str:
+    """Tiny gaps in scientific notation; None / non-finite read 'undefined' via fmt();
+    `absolute`: a |split − reference| gap, shown without a sign."""
     if x is None or not math.isfinite(x) or x == 0 or abs(x) >= 1e-3:
-        return fmt(x, 4)
+        return magnitude(x, 4) if absolute else fmt(x, 4)
     return f"{x:.1e}"
 
 
@@ -40,7 +41,11 @@ def matrix_table(matrix: coverage.CoverageMatrix, name: str, missing: str = "not
     def cell(row: str, column: str) -> str:
         c = matrix.cells[(row, column)]
         status = missing if c.status == "not_run" else c.status
-        return t(f"validation.status.{status}", diff=num(c.correct_diff), slip=num(c.slip_diff))
+        return t(
+            f"validation.status.{status}",
+            diff=num(c.correct_diff, True),
+            slip=num(c.slip_diff, True),
+        )
 
     rows = [
         {"row": t(f"validation.row.{r}"), **{c: cell(r, c) for c in matrix.columns}}

@@ -150,6 +150,7 @@ def prepare_table(
     data: pd.DataFrame | None = None,
     static: bool = False,
     unbroken: Sequence[str] = (),
+    one_line_headers: Sequence[str] = (),
     hide_index: bool | None = None,
     column_config: ColumnConfigMappingInput | None = None,
     key: str | None = None,
@@ -162,16 +163,19 @@ def prepare_table(
     full hashes and empty cells for undefined values. Its columns take the same headers.
     `static`: an st.table instead, whose cells wrap (nothing cut, at any width); the cells of
     its `unbroken` columns stay on one line instead (a figure such as "1.4e-15" is never
-    split at its hyphen). That is styling only: the text is the figure's own, so a number
-    copied from the table pastes as a number (no invisible joiner or special hyphen in it).
+    split at its hyphen), and so do the headers of its `one_line_headers` columns (a short
+    header over narrow cells, 默认 over 是 / 否, would otherwise stand one character a
+    line). That is styling only: the text is the figure's own, so a number copied from the
+    table pastes as a number (no invisible joiner or special hyphen in it).
     `hide_index`, `column_config`, `key`: st.dataframe's (`column_config` heads the downloads).
     """
     export = export_frame(frame if data is None else data, column_config)
     if static:  # an st.table shows the headers the downloads carry
         frame = export_frame(frame, column_config)
         kept = [_label(c, (column_config or {}).get(c)) for c in unbroken]
-        if kept:
-            frame = frame.style.set_properties(subset=kept, **{"white-space": "nowrap"})
+        headers = [_label(c, (column_config or {}).get(c)) for c in one_line_headers]
+        if kept or headers:
+            frame = _nowrap(frame, kept, headers)
     return PreparedTable(
         frame,
         name,
@@ -182,6 +186,17 @@ def prepare_table(
         column_config,
         key,
     )
+
+
+def _nowrap(frame: pd.DataFrame, cells: list[str], headers: list[str]):
+    """A Styler keeping the `cells` columns' cells and the `headers` columns' headers on one
+    line (st.table gives a header the classes `col_heading colN`, as pandas does)."""
+    styler = frame.style
+    if cells:
+        styler = styler.set_properties(subset=cells, **{"white-space": "nowrap"})
+    where = [frame.columns.get_loc(h) for h in headers]
+    nowrap = [{"selector": f".col_heading.col{i}", "props": "white-space: nowrap"} for i in where]
+    return styler.set_table_styles(nowrap, overwrite=False) if nowrap else styler
 
 
 def table(frame: pd.DataFrame | object, name: str, **options: Any) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
+from pclab.rooms.tally import WITHIN, is_right
 from pclab.ui import room_view
 from pclab.ui.figures import fmt
 from pclab.ui.language import t
@@ -75,11 +76,13 @@ def predict_number(
     explain: str,
     *,
     scenario: object = None,
-    tolerance: float = 1e-3,
+    tolerance: float = WITHIN,
 ) -> bool:
     """Ask for a number; returns True when the page may show its figures.
 
     `scenario`: the page's inputs, so changing any of them hides the figures again.
+    `tolerance`: how close is right, relative to the answer (0: exactly), as the live room
+    counts it too: tally.is_right decides for both.
     """
     current = _forget_old_guess(key, answer, scenario)
     closed = room_view.before_guess(key, current)  # in a live room: revealed for the room
@@ -87,13 +90,13 @@ def predict_number(
     guess = left.number_input(
         t("exercise.your_prediction"),
         value=None,
-        format="%.6f",
+        format="%g",  # -0.5 reads -0.5, not -0.500000; six significant digits at most
         key=f"{key}_guess",
         disabled=closed,
     )
     _reveal_button(right, key)
     revealed, graded = _revealed(key, current, guess)
-    room_view.follow(box, key, current, guess, answer, closed=closed)
+    room_view.follow(box, key, current, guess, answer, closed=closed, tolerance=tolerance)
     if revealed and graded != guess:
         box.info(t("exercise.regrade", answer=fmt(answer)))
     elif revealed:
@@ -101,7 +104,7 @@ def predict_number(
             (box.success if guess is None else box.warning)(t("exercise.undefined_answer"))
         elif guess is None:
             box.info(t("exercise.no_guess", answer=fmt(answer)))
-        elif abs(guess - answer) <= tolerance * max(1.0, abs(answer)):
+        elif is_right(guess, answer, tolerance):
             box.success(t("exercise.right", answer=fmt(answer)))
         else:
             box.warning(t("exercise.gap", answer=fmt(answer), gap=fmt(guess - answer)))

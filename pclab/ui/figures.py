@@ -20,3 +20,9 @@ def fmt(value: float | int | None, digits: int = 6) -> str:
         return f"{value:+.{digits}g}"  # 1.7e+308 or 2.2e-16, not 300 digits or a rounded 0
     text = f"{value:+.{digits}f}".rstrip("0").rstrip(".")
     return "0" if text in ("+0", "-0") else text
+
+
+def magnitude(value: float | int | None, digits: int = 6) -> str:
+    """An absolute value (a max |Δ|, a spread, a fraction) as `fmt` shows it, without the
+    '+' a signed figure carries: "0.00636", not "+0.00636"."""
+    return fmt(value, digits).removeprefix("+")

@@ -10,13 +10,12 @@ same trainer file, P = 2, the setting's K), and the measured record replaces the
 one. The rest are shown from their record, labelled with the versions that made it, and say
 why they cannot run here.
 
-    python -c "from pclab.ui import framework_rows as f; print(f.ISSUES['torchtitan'])"
+    python -c "from pclab.ui import framework_issues as f; print(f.ISSUES['torchtitan'])"
 """
 
 from __future__ import annotations
 
 import datetime
-import re
 
 import pandas as pd
 import streamlit as st
@@ -25,77 +24,14 @@ from pclab.experiments.trainer_check import frameworks
 from pclab.experiments.trainer_check.frameworks import installed_version
 from pclab.ui import downloads, first_run, i18n
 from pclab.ui import trainer_views as views
+from pclab.ui.framework_issues import issue_links
 from pclab.ui.language import lang, t
 from pclab.ui.plain_text import plain
 from pclab.ui.run_panel import run_panel
 from pclab.ui.trainer_coupled import sizes_text
 
-# setting code -> the upstream issues and pull requests README "Frameworks, measured" names for
-# its finding, as (owner/repository, number): data, made into links by `issue_url` alone.
-ISSUES = {
-    "accelerate_guide_as_written": (("huggingface/accelerate", 4303),),
-    "lightning_accumulate": (
-        ("Lightning-AI/pytorch-lightning", 20350),
-        ("Lightning-AI/pytorch-lightning", 21386),
-    ),
-    "hf_trainer": (("huggingface/transformers", 34191),),
-    "trl_sft": (
-        ("huggingface/transformers", 39395),
-        ("huggingface/trl", 3538),
-        ("huggingface/trl", 2604),
-    ),
-    "deepspeed_engine": (("allenai/open-instruct", 1728), ("allenai/open-instruct", 1736)),
-    "hf_trainer_deepspeed_zero2": (
-        ("huggingface/transformers", 38753),
-        ("huggingface/transformers", 32049),
-    ),
-    "torchtitan": (("pytorch/torchtitan", 1661),),
-    "clm_no_trainer_padded": (("huggingface/transformers", 34191),),
-    "torchtune_full_finetune": (("meta-pytorch/torchtune", 2613),),
-    "olmo_core_train_module": (("pytorch/torchtitan", 2206),),
-    "megatron_core": (("NVIDIA/Megatron-LM", 936),),
-    "openclip_global_loss": (("mlfoundations/open_clip", 616), ("mlfoundations/open_clip", 894)),
-    "openclip_global_gather_grad": (("mlfoundations/open_clip", 616),),
-    "openclip_local_loss": (("mlfoundations/open_clip", 894),),
-    "openclip_local_gather_grad": (
-        ("mlfoundations/open_clip", 894),
-        ("mlfoundations/open_clip", 980),
-    ),
-    "openclip_times_world_size": (("texttron/tevatron", 30), ("texttron/tevatron", 143)),
-    "sbert_mnrl": (
-        ("huggingface/sentence-transformers", 2831),
-        ("huggingface/sentence-transformers", 3442),
-    ),
-    "sbert_mnrl_gather": (("huggingface/sentence-transformers", 3442),),
-    "sbert_cached_mnrl": (
-        ("huggingface/sentence-transformers", 2916),
-        ("huggingface/sentence-transformers", 3442),
-    ),
-    "sbert_cached_mnrl_gather": (("huggingface/sentence-transformers", 3442),),
-    "sbert_mnrl_accumulate": (("huggingface/sentence-transformers", 2916),),
-    "sbert_mnrl_gather_accumulate": (("huggingface/sentence-transformers", 2916),),
-}
-REPOSITORY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 VERDICT_CODES = ("same_update", "different", "no_evidence")  # a check's status, as recorded
-
-
-def issue_url(repository: str, number: int) -> str:
-    """The GitHub address of an issue or pull request (GitHub sends /issues/N of a pull
-    request on to it), from a repository name and a number that are checked first."""
-    if not REPOSITORY.fullmatch(repository) or ".." in repository:
-        raise ValueError(f"repository={repository!r} is not owner/name")
-    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
-        raise ValueError(f"number={number!r} must be a whole number >= 1")
-    return f"https://github.com/{repository}/issues/{number}"
-
-
-def issue_links(code: str) -> str | None:
-    """The row's upstream issues as one line of Markdown links (None: the README names none)."""
-    found = ISSUES.get(code, ())
-    if not found:
-        return None
-    links = [f"[{plain(f'{repo}#{number}')}]({issue_url(repo, number)})" for repo, number in found]
-    return t("frameworks.issues", links=i18n.join(lang(), links))
+REFERENCE_SCHEMES = ("global_token", "global_batch")  # the one-process objective, measured
 
 
 def records() -> list[tuple[frameworks.Setting, dict]]:
@@ -151,6 +87,17 @@ def verdict_text(record: dict) -> str:
     for a row that was never measured."""
     status = record["status"]  # None: never measured
     return t("frameworks.not_run") if status is None else views.verdict_text({"verdict": status})
+
+
+def failed_in(record: dict) -> str | None:
+    """Why a row differs when its measured scheme is the one-process objective's: the
+    scenarios it failed (torchtune, label 0 masked: no labels, N = 0), in the reader's words;
+    None when the scheme already says why (or nothing failed)."""
+    if record["status"] != "different" or record["scheme"] not in REFERENCE_SCHEMES:
+        return None
+    failed = [n for n, passed in record.get("scenarios", {}).items() if passed is False]
+    names = [views.say("scenario", n) for n in failed]
+    return t("frameworks.failed_in", scenarios=i18n.join(lang(), names)) if names else None
 
 
 def verdict(record: dict) -> str:
@@ -220,18 +167,26 @@ def summary(shown: list[tuple[frameworks.Setting, dict]]) -> None:
         return pd.DataFrame(
             {
                 "framework": setting.framework,
-                "version": record["version"],
+                "version": frameworks.version_label(record),  # which package's version
                 "setting": t(f"frameworks.setting.{setting.code}"),
                 "default": t("common.yes") if setting.default else t("common.no"),
                 "scheme": scheme(record),
-                "verdict": say_verdict(record),
+                "verdict": " ".join(filter(None, (say_verdict(record), failed_in(record)))),
             }
             for setting, record in shown
         )
 
     config = {c: t(f"frameworks.col.{c}") for c in frame(verdict).columns}
     data = frame(verdict_text)
-    downloads.table(frame(verdict), "frameworks", data=data, static=True, column_config=config)
+    downloads.table(
+        frame(verdict),
+        "frameworks",
+        data=data,
+        static=True,
+        unbroken=("version",),  # "deepspeed 0.19.8" is one label
+        one_line_headers=("default",),  # 默认 over 是/否: never one character a line
+        column_config=config,
+    )
 
 
 def _factors(record: dict) -> None:
@@ -261,7 +216,7 @@ def _coupled_finding(record: dict) -> None:
         st.markdown(t("frameworks.coupled_objective", objective=objective))
         _factors(record)
     schemes = [
-        f"{name}: {t(f'coupled.scheme.{found}') if found else '—'}"
+        i18n.join(lang(), [name, t(f"coupled.scheme.{found}") if found else "—"], "head")
         for name, found in record["schemes"].items()
     ]
     st.caption(t("frameworks.coupled_schemes", schemes=i18n.join(lang(), schemes)))

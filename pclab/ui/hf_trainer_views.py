@@ -36,6 +36,20 @@ def _weights(weights) -> str:
     return i18n.join(lang(), seen) or t("common.undefined")
 
 
+def empty_weights(empty: dict | None) -> str:
+    """The empty-rank scenario's weights x N of the ranks that hold labels: "the other rank's"
+    at P = 2, each rank named at P > 2 (P - 1 other ranks, one value each); at P = 1 the
+    check has no such scenario (None), and says it measured none."""
+    if empty is None:
+        return t("check.hf.empty.none")
+    grid = empty["weights"] or []
+    held = [(r, row) for r, row in enumerate(grid) if any(w is not None for w in row)]
+    if len(held) <= 1:
+        return t("check.hf.empty.one", weights=_weights(grid))
+    ranks = [t("check.hf.empty.rank", rank=r, weights=_weights([row])) for r, row in held]
+    return t("check.hf.empty.many", weights=i18n.join(lang(), ranks, "clauses"))
+
+
 def setting(example: str) -> str:
     """The example's `average_tokens_across_devices`, as code (ValueError for a non-HF one)."""
     recorded = SAME_SETTING_AS.get(example, example)
@@ -53,14 +67,15 @@ def advised(check: dict) -> str | None:
 
 def advice(example: str, check: dict) -> str:
     """One sentence on what to set, chosen by the scheme the check measured (not assumed)."""
-    uneven, empty = _scenario(check, "uneven"), _scenario(check, "empty_rank")
+    uneven = _scenario(check, "uneven")
+    empty = next((s for s in check["scenarios"] if s["name"] == "empty_rank"), None)  # P > 1
     scheme = advised(check) or "other"
     return t(
         f"check.hf.advice.{scheme}",
         setting=setting(example),
         scheme=views.scheme_name(uneven["scheme"]) if scheme == "other" else "",
         weights=_weights(uneven["weights"]),
-        empty=_weights(empty["weights"]),
+        empty=empty_weights(empty),
     )
 
 

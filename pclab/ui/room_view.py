@@ -69,9 +69,11 @@ def follow(
     *,
     closed: bool,
     labels: dict[str, str] | None = None,
+    tolerance: float = WITHIN,
 ) -> None:
     """After the widgets: record a participant's prediction (when it changed) and show their
-    status; record the presenter's Reveal and show the room's answers."""
+    status; record the presenter's Reveal and show the room's answers, counted right by the
+    exercise's `tolerance` (the rule its page grades with: tally.is_right)."""
     role = room_role()
     if role is None:
         return
@@ -83,7 +85,7 @@ def follow(
             except Refused as refused:  # the room expired since this run began
                 box.warning(t(f"room.refused.{refused.reason}"), icon=":material/block:")
         with box:
-            _presenter_live(role.code, key, current, options, labels or {})
+            _presenter_live(role.code, key, current, options, labels or {}, tolerance, answer)
         return
     sent = f"{key}_room_sent"
     if not closed and role.secret and st.session_state.get(sent) != (current, guess):
@@ -109,9 +111,17 @@ def _participant_live(code: str, key: str, scenario: str, closed: bool, answered
 
 @st.fragment(run_every=REFRESH_S)
 def _presenter_live(
-    code: str, key: str, scenario: str, options: Sequence[str], labels: dict[str, str]
+    code: str,
+    key: str,
+    scenario: str,
+    options: Sequence[str],
+    labels: dict[str, str],
+    tolerance: float,
+    answer: float | str | None,
 ) -> None:
-    tally = room_store().tally(code, key, scenario, options=options)
+    """The room's count and spread; after Reveal how many were right, the answer said as
+    the page says it (the page's own value: a count reads 140, not the database's 140.0)."""
+    tally = room_store().tally(code, key, scenario, options=options, tolerance=tolerance)
     st.markdown(
         f"#### :material/co_present: "
         f"{t('room.answered', answered=tally.answered, participants=tally.participants)}"
@@ -120,10 +130,11 @@ def _presenter_live(
         chart = _bars(tally, labels) if options else _histogram(tally)
         st.altair_chart(chart, width="stretch")
     if tally.revealed:
-        answer = tally.answer
         shown = labels.get(answer, "") if isinstance(answer, str) else fmt(answer)
         said = "room.result_choice" if options else "room.result_number"
-        percent = round(WITHIN * 100)
+        if not options and tolerance == 0:
+            said = "room.result_exact"  # a count: only the answer itself is right
+        percent = f"{tolerance * 100:g}"
         text = t(said, right=tally.right, answered=tally.answered, answer=shown, within=percent)
         st.success(text, icon=":material/campaign:")
 

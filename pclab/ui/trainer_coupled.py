@@ -26,6 +26,7 @@ from pclab.ui.run_panel import run_panel
 from pclab.ui.show_code import show_code
 from pclab.ui.trainer_examples import COUPLED_EXAMPLES, SELF_CONTAINED
 
+CHECK_PAGE = "pclab/sections/check_trainer.py"
 MODEL_FILE = examples.path_of("tiny_embedder")  # the model the embedding examples import
 TEACHES = {  # scheme -> the pages (pclab.ui.pages keys) that teach its fix
     "rank_pool": ("negatives", "parameters"),
@@ -36,14 +37,18 @@ TEACHES = {  # scheme -> the pages (pclab.ui.pages keys) that teach its fix
     "scaled": ("parameters",),
     "other": ("limits", "negatives", "parameters"),
 }
+# Schemes whose pool at P > 1 is one rank's too: the fix shares it across ranks as well
+# (coupled.fix.across_ranks.<scheme>; at P = 1 coupled.fix.<scheme> is the whole fix).
+ACROSS_RANKS = ("microbatch_pool",)
 STATUS_BOX = {"same_update": st.success, "different": st.error, "no_evidence": st.warning}
 
 
 def link_to_coupled_check() -> None:
     """Pages 05 and 06: a link to this page's GradCache example (deep-linked)."""
+    page = next(p for p in PAGES if p.file == CHECK_PAGE)
     page_link(
-        "pclab/sections/check_trainer.py",
-        label=t("coupled.to_check"),
+        CHECK_PAGE,
+        label=t("coupled.to_check", page=t(page.title_key)),  # the page's own title
         icon=":material/troubleshoot:",
         chk_example="gradcache",
     )
@@ -87,8 +92,18 @@ def section(example: str, world_size: int, accum: int) -> None:
 
 
 def sizes_text(grid: list[list[int]] | tuple[tuple[int, ...], ...]) -> str:
-    """Items per microbatch, rank by rank: "0: 3 + 2 · 1: 3 + 2"."""
-    return " · ".join(f"{r}: {' + '.join(map(str, row))}" for r, row in enumerate(grid))
+    """Items per microbatch, rank by rank, headed as the reader's language heads a list:
+    "0: 3 + 2 · 1: 3 + 2" (in Chinese "0：3 + 2 · 1：3 + 2")."""
+    rows = (i18n.join(lang(), [r, " + ".join(map(str, row))], "head") for r, row in enumerate(grid))
+    return " · ".join(rows)
+
+
+def fix_key(scheme: str, world_size: int) -> str:
+    """The catalogue key of the fix for `scheme` at P = `world_size`: a pool per microbatch
+    is at P > 1 also a pool per rank, and its fix shares across both."""
+    if world_size > 1 and scheme in ACROSS_RANKS:
+        return f"coupled.fix.across_ranks.{scheme}"
+    return f"coupled.fix.{scheme}"
 
 
 def results(check: dict) -> None:
@@ -97,15 +112,15 @@ def results(check: dict) -> None:
     STATUS_BOX.get(status, st.error)(t(f"coupled.status.{status}"))
     for d in check["diagnoses"]:
         if d["code"] != "no_evidence":  # the banner says it
-            st.caption(f"`{d['code']}`: {trainer_diagnoses.text(d, check)}")
+            words = trainer_diagnoses.text(d, check)
+            st.caption(i18n.join(lang(), [f"`{d['code']}`", words], "head"))
     if not check["scenarios"]:
         return
     st.table(frame(check))
     shown = dict.fromkeys(s["scheme"] for s in check["scenarios"] if s["scheme"])
     for scheme in shown:
-        st.markdown(
-            f"**{t(f'coupled.scheme.{scheme}')}** (`{scheme}`): {t(f'coupled.explain.{scheme}')}"
-        )
+        name, explain = t(f"coupled.scheme.{scheme}"), t(f"coupled.explain.{scheme}")
+        st.markdown(t("coupled.scheme_line", name=name, code=scheme, explain=explain))
     for group in next((s["scale_groups"] for s in check["scenarios"] if s["scale_groups"]), []):
         parameters = i18n.join(lang(), [f"`{p}`" for p in group["parameters"]])
         st.markdown(
@@ -114,7 +129,8 @@ def results(check: dict) -> None:
         )
     wrong = next((s["scheme"] for s in check["scenarios"] if s["verdict"] == "different"), None)
     if wrong in TEACHES:
-        st.markdown(f"**{t('coupled.fix.heading')}**: {t(f'coupled.fix.{wrong}')}")
+        fix = t(fix_key(wrong, check["world_size"]))
+        st.markdown(i18n.join(lang(), [f"**{t('coupled.fix.heading')}**", fix], "head"))
         for key in TEACHES[wrong]:
             page = next(p for p in PAGES if p.key == key)
             label = t("coupled.fix.link", page=t(page.title_key))
@@ -131,7 +147,7 @@ def frame(check: dict) -> pd.DataFrame:
             {
                 t("coupled.column.scenario"): views.say("scenario", s["name"]),
                 t("coupled.column.items"): sizes_text(s["sizes"]),
-                t("coupled.column.verdict"): t(f"coupled.verdict.{s['verdict']}"),
+                t("coupled.column.verdict"): views.verdict_text(s),  # the token view's words
                 t("coupled.column.scheme"): "—"
                 if s["ranks_agree"] is None  # failed: nothing measured (its diagnosis says)
                 else t(f"coupled.scheme.{s['scheme'] or 'other'}"),

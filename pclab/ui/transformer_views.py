@@ -58,7 +58,12 @@ def _diff_chart_spec(report: dict) -> dict:
         .mark_point(filled=True, opacity=0.8)
         .encode(
             x=alt.X("tensor:N", sort=None, title=t("experiment.chart.tensor")),
-            y=alt.Y("plotted:Q", scale=alt.Scale(type="log"), title=t("experiment.chart.diff")),
+            y=alt.Y(
+                "plotted:Q",
+                scale=alt.Scale(type="log"),
+                axis=alt.Axis(format=vega.LOG_TICKS),
+                title=t("experiment.chart.diff"),
+            ),
             color=alt.Color("branch:N", title=t("experiment.results.branch")),
             shape=alt.Shape(
                 "optimizer:N",

@@ -10,6 +10,10 @@ from __future__ import annotations
 import altair as alt
 from streamlit import dataframe_util
 
+# A log axis's tick labels, all in one notation: "1e-8, 1e-6", never "1e-8" beside "0.000001"
+# (Vega's default switches notation along the axis).
+LOG_TICKS = "~e"
+
 
 def spec_of(chart: alt.TopLevelMixin) -> dict:
     """The chart's Vega-Lite spec with each dataset as Arrow bytes: `st.vega_lite_chart`

@@ -90,12 +90,109 @@ def test_batchnorm_at_k_1_lists_the_schemes_it_cannot_tell_apart(launches):
     assert also == {i18n.text("zh", "coupled.scheme.microbatch_pool")}
 
 
+def batchnorm_at(world_size: int):
+    """The recorded real run of batchnorm_ddp.py at P = 2, K = 1, as a run at K = 2 reports
+    it (tests/trainer_check/test_blind_trainers.py: BatchNorm accumulated microstep by
+    microstep is `microbatch_pool` at P = 2, K = 2), on `world_size` of its ranks."""
+
+    def ranks(_world_size, _accum, _example):
+        out = copy.deepcopy(RECORDED["batchnorm_ddp"][:world_size])
+        for rank in out:
+            rank |= {"world_size": world_size, "accum_steps": 2}
+            for s in rank["checks"][0]["scenarios"]:
+                s |= {"scheme": "microbatch_pool", "matching_schemes": ["microbatch_pool"]}
+                s |= {"coinciding": [], "sizes": [[3, 2]] * world_size}
+        return tuple(out)
+
+    return ranks
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_batchnorm_at_k_2_is_fixed_across_microbatches_and_ranks(lang, launches):
+    """At K = 2 BatchNorm pools per microbatch of each rank: the fix names one forward over a
+    rank's K microbatches and, with P > 1, SyncBatchNorm across the ranks (at K = 1 the
+    scheme is rank_pool, whose fix says SyncBatchNorm); at P = 1 one forward is all of it."""
+    say = lambda key, **v: i18n.text(lang, key, **v)  # noqa: E731
+    fixes = {}
+    for world_size in (2, 1):
+        launches.use(batchnorm_at(world_size))
+        at = open_section(PAGE, lang, chk_example="batchnorm_ddp", chk_world_size=str(world_size))
+        at.button(key="chk_coupled_run").click().run()
+        assert not at.exception, at.exception
+        (table,) = at.table
+        assert set(table.value[say("coupled.column.scheme")]) == {
+            say("coupled.scheme.microbatch_pool")
+        }
+        head = f"**{say('coupled.fix.heading')}**"
+        (fixes[world_size],) = [m.value for m in at.markdown if m.value.startswith(head)]
+    assert "SyncBatchNorm" in fixes[2] and "SyncBatchNorm" not in fixes[1]
+    for fix in fixes.values():
+        assert "BatchNorm" in fix and "GradCache" in fix
+    assert fixes[2].endswith(say("coupled.fix.across_ranks.microbatch_pool"))
+    assert fixes[1].endswith(say("coupled.fix.microbatch_pool"))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("page", ["05_negatives", "06_parameters"])
-def test_pages_05_and_06_link_to_the_coupled_check(page):
-    at = open_section(f"pclab/sections/{page}.py")
+def test_pages_05_and_06_link_to_the_coupled_check(page, lang):
+    """By the check page's own title, quoted as the language quotes a name."""
+    at = open_section(f"pclab/sections/{page}.py", lang)
     assert not at.exception, at.exception
     labels = [a.proto.label for a in at.get("page_link")]
-    assert i18n.text("en", "coupled.to_check") in labels
+    title = i18n.text(lang, "check.nav")
+    quoted = {"en": f'"{title}"', "zh": f"“{title}”"}[lang]
+    assert i18n.text(lang, "coupled.to_check", page=title) in labels
+    assert any(label.endswith(quoted) or f"{quoted}页" in label for label in labels)
+
+
+# ASCII punctuation or a stray space touching Chinese text, outside code spans: "要改什么:",
+# "全局 batch (global_batch):", "分类器 的".
+NOT_CHINESE = re.compile(r"[\u4e00-\u9fff][*\s]*[:()]|[:()][*\s]*[\u4e00-\u9fff]")
+STRAY_SPACE = re.compile(r"[\u4e00-\u9fff] [\u4e00-\u9fff]")
+
+
+def shown_texts(at) -> list[str]:
+    """Every text the page shows: prose, captions, boxes, labels, table headers and cells."""
+    texts = [
+        e.value
+        for kind in ("markdown", "caption", "error", "success", "warning")
+        for e in getattr(at, kind)
+    ]
+    texts += [e.label for e in at.button] + [e.label for e in at.expander]
+    texts += [a.proto.label for a in at.get("page_link")] + [s.value for s in at.subheader]
+    for table in at.table:
+        texts += [str(c) for c in table.value.columns]
+        texts += [str(v) for column in table.value.columns for v in table.value[column]]
+    return texts
+
+
+@pytest.mark.parametrize("example", [*RECORDED, "batchnorm_k2"])
+def test_the_coupled_view_punctuates_chinese_as_chinese(example, launches):
+    """Each recorded run read in Chinese: full-width marks wherever code assembles text
+    (the fix's head, a scheme with its code, a diagnosis's code, the items per rank)."""
+    if example == "batchnorm_k2":
+        launches.use(batchnorm_at(2))
+    elif example == "gather_with_grad_unequal":
+        launches.use(lambda *_: tuple(RECORDED[example]))
+    shown = example.removesuffix("_unequal") if example in RECORDED else "batchnorm_ddp"
+    at = open_section(PAGE, "zh", chk_example=shown, chk_accum="1")
+    at.button(key="chk_coupled_run").click().run()
+    assert not at.exception, at.exception
+    # the English a Chinese diagnosis quotes as the report said it (its own punctuation)
+    quoted = [
+        f["message"]
+        for r in RECORDED.get(example, ())
+        for c in r["checks"]
+        for s in c["scenarios"]
+        if (f := s.get("failure"))
+    ]
+    found = []
+    for text in shown_texts(at):
+        for message in quoted:
+            text = text.replace(message, " ")
+        prose = re.sub(r"`[^`]*`", " ", text)
+        found += [m.group() for p in (NOT_CHINESE, STRAY_SPACE) for m in p.finditer(prose)]
+    assert found == [], found
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -125,12 +222,12 @@ def test_a_gather_of_unequal_items_is_said_in_the_readers_language(lang, launche
             held=held,
             message=failure["message"],
         )
-    assert caption == f"`collective_mismatch`: {words}"
+    assert caption == i18n.join(lang, ["`collective_mismatch`", words], "head")
     assert "rank 0: 2, rank 1: 3" in failure["message"]  # the items each rank held, said
     assert "pair.cc" not in caption and "tiny_embedder.py:" in caption  # the user's line
     (table,) = at.table
     assert list(table.value[say("coupled.column.scheme")]) == ["—"]
-    assert list(table.value[say("coupled.column.verdict")]) == [say("coupled.verdict.different")]
+    assert list(table.value[say("coupled.column.verdict")]) == [say("check.verdict.different")]
 
 
 REFUSED = "embedding_loss refused 6 documents for 3 queries."
@@ -160,11 +257,12 @@ def test_every_diagnosis_of_the_coupled_view_reads_in_the_readers_language(lang,
     report = build_report(with_findings(2, 2, "gradcache"))["checks"][0]
     shown = [d for d in report["diagnoses"] if d["code"] != "no_evidence"]  # the banner's
     assert {d["code"] for d in shown} == {"extra_optimizer_state", "candidate_left_out"}
-    codes = tuple(f"`{d['code']}`: " for d in shown)
+    head = i18n.PUNCTUATION[lang]["head"]  # "`code`: " in English, "`code`：" in Chinese
+    codes = tuple(f"`{d['code']}`{head}" for d in shown)
     captions = [c.value for c in at.caption if c.value.startswith(codes)]
     assert len(captions) == len(shown)
     for d, caption in zip(shown, captions):
-        code, words = caption.split(": ", 1)
+        code, words = caption.split(head, 1)
         assert code == f"`{d['code']}`"
         if lang == "en":
             assert words.endswith(d["message"].removeprefix(f"{d['scenario']}: "))

@@ -20,9 +20,11 @@ import pytest
 
 from pclab.core import update_weights
 from pclab.experiments.trainer_check import hf_recorded
+from pclab.experiments.trainer_check.scenarios import scenario_counts
 from pclab.ui import i18n
 from pclab.ui import trainer_views as views
 from tests.app.sections_helper import open_section
+from tests.app.test_check_trainer_page import launches  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = "pclab/sections/check_trainer.py"
@@ -64,7 +66,7 @@ def test_the_two_settings_side_by_side_without_importing_transformers(lang):
         "check.hf.advice.replica_mean",
         setting=f"`{groups[1]}`",
         weights=i18n.join(lang, ["0.69", "1.81"]),  # 0.69、1.81 in Chinese
-        empty="0.5",
+        empty=say("check.hf.empty.one", weights="0.5"),
     )
     assert local in text
     shift = say("check.hf.shift", placed=34, terms=29, ratio="0.853", weights="1")
@@ -180,3 +182,43 @@ def test_the_hf_files_are_configured_as_the_page_says():
     assert (default["SEQ_LEN"] - 1) * default["BATCH_SIZE"] == views.capacity(
         "hf_trainer_no_first_label"
     )
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize(("world_size", "accum"), [(4, 3), (2, 2), (1, 2)])
+def test_the_empty_rank_sentence_names_every_other_rank(
+    launches,  # noqa: F811
+    lang,
+    world_size,
+    accum,
+):
+    """A live check of the local average (each rank's own mean; the stand-in's weights from
+    core.update_weights): when the last rank holds no label, P - 1 ranks do. At P = 2 the
+    sentence says "the other rank's weight"; at P = 4 "the other ranks' weights", each value
+    with its rank; at P = 1 there is no empty-rank scenario, and the page does not break."""
+    say = lambda key, **v: i18n.text(lang, key, **v)  # noqa: E731
+    at = open_section(
+        PAGE,
+        lang,
+        chk_example="hf_trainer_local_average",
+        chk_world_size=str(world_size),
+        chk_accum=str(accum),
+    )
+    at.button(key="chk_run").click().run()
+    assert not at.exception, at.exception
+    grids, _ = scenario_counts(world_size, accum, views.CAPACITY)
+    text = "\n".join(m.value for m in at.markdown)
+    if world_size == 1:  # no empty rank to name: the page still says what to set, unbroken
+        assert "empty_rank" not in grids and say("check.results.what_to_change") not in text
+        return
+    weights = update_weights.scheme_weights_times_n(grids["empty_rank"], "replica_mean")
+    per_rank = [f"{row[0]:.3g}" for row in weights[:-1]]  # a rank's weight: N / (P n_r)
+    assert weights[-1] == (None,) * accum  # the empty rank: no weight at all
+    if world_size == 2:
+        empty = say("check.hf.empty.one", weights=per_rank[0])
+    else:
+        named = [say("check.hf.empty.rank", rank=r, weights=w) for r, w in enumerate(per_rank)]
+        empty = say("check.hf.empty.many", weights=i18n.join(lang, named, "clauses"))
+    assert f"{empty}{'. ' if lang == 'en' else '。'}" in text
+    singular = say("check.hf.empty.one", weights="")  # the recorded P = 2 run's says it once
+    assert text.count(singular) == 1 + (world_size == 2)

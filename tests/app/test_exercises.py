@@ -30,6 +30,13 @@ def test_workshop_mode_hides_figures_until_revealed():
     assert len(at.metric) == 0
 
 
+def test_the_prediction_field_shows_a_figure_as_it_is_typed():
+    """ "%g": a recorded -0.5 reads -0.5, not -0.500000 (issue 45)."""
+    at = open_page("pclab/sections/02_ledger.py", workshop=True)
+    field = at.number_input(key="ledger_ex_guess")
+    assert field.proto.format == "%g" and "%g" % -0.5 == "-0.5"
+
+
 def test_wrong_guess_explains_the_gap():
     at = open_page("pclab/sections/02_ledger.py", workshop=False, lang="zh")
     assert len(at.metric) == 4  # outside workshop mode the figures are always shown

@@ -183,6 +183,8 @@ def test_a_stored_run_renders_its_results(monkeypatch, lang):
     assert len(charts) == 1 and '"log"' in charts[0].proto.spec  # |delta| per tensor, log scale
     # The optimizer legend: in the reader's language, symbols in a grey both themes show.
     spec = json.loads(charts[0].proto.spec)
+    y = spec["layer"][0]["encoding"]["y"]  # every tick in one notation (1e-8, not 0.000001)
+    assert y["scale"]["type"] == "log" and y["axis"]["format"] == "~e"
     shape = spec["layer"][0]["encoding"]["shape"]
     assert shape["legend"]["symbolFillColor"] == transformer_views.NEUTRAL
     rows = pa.ipc.open_stream(charts[0].proto.datasets[0].data.data).read_all().to_pandas()

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from pclab.experiments.trainer_check import frameworks
-from pclab.ui import first_run, framework_rows, i18n
+from pclab.ui import first_run, framework_issues, framework_rows, i18n
 from tests.app.sections_helper import open_section
 
 PAGE = "pclab/sections/frameworks.py"
@@ -68,4 +68,4 @@ def test_each_set_line_says_the_fix():
     order = [s.code for s in frameworks.SETTINGS]
     nxt = order[order.index("accelerate_accumulate") + 1]
     assert nxt == "accelerate_guide"  # "the next row" is the guide as its text says
-    assert "huggingface/transformers" not in str(framework_rows.ISSUES.get(order[0], ()))
+    assert "huggingface/transformers" not in str(framework_issues.ISSUES.get(order[0], ()))

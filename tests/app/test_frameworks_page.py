@@ -16,7 +16,7 @@ import re
 import pytest
 
 from pclab.experiments.trainer_check import frameworks
-from pclab.ui import framework_rows, i18n
+from pclab.ui import framework_issues, framework_rows, i18n
 from pclab.ui import trainer_views as views
 from pclab.ui.plain_text import plain
 from tests.app.sections_helper import open_section
@@ -102,13 +102,13 @@ def test_rows_that_cannot_run_here_say_why_and_offer_no_run():
 def test_upstream_issues_are_links_built_from_data():
     at = open_section(PAGE)
     links = [m.value for m in at.markdown if m.value.startswith("Upstream:")]
-    assert len(links) == len(framework_rows.ISSUES)
+    assert len(links) == len(framework_issues.ISSUES)
     assert "(https://github.com/Lightning-AI/pytorch-lightning/issues/20350)" in " ".join(links)
     for bad in ("a/b/../c", "a b/c", "owner/name)[x](javascript:alert(1)", "/etc"):
         with pytest.raises(ValueError, match="repository"):
-            framework_rows.issue_url(bad, 1)
+            framework_issues.issue_url(bad, 1)
     with pytest.raises(ValueError, match="number"):
-        framework_rows.issue_url("pytorch/torchtitan", 0)
+        framework_issues.issue_url("pytorch/torchtitan", 0)
 
 
 def page_without(monkeypatch, package: str):
@@ -188,12 +188,17 @@ def test_a_coupled_row_shows_its_objective_factors_and_residual_not_a_grid(lang)
     for r in mine:
         objective = i18n.text(lang, f"coupled.explain.{r['scheme']}")
         assert i18n.text(lang, "frameworks.coupled_objective", objective=objective) in lines
-        each = [f"{n}: {i18n.text(lang, f'coupled.scheme.{s}')}" for n, s in r["schemes"].items()]
+        each = [
+            i18n.join(lang, [n, i18n.text(lang, f"coupled.scheme.{s}")], "head")
+            for n, s in r["schemes"].items()
+        ]
         schemes = i18n.join(lang, each)
         assert i18n.text(lang, "frameworks.coupled_schemes", schemes=schemes) in captions
         residual = i18n.text(lang, "frameworks.residual", residual=f"{r['residual']:.1e}")
         assert residual in captions, r["setting"]
+    head = i18n.PUNCTUATION[lang]["head"]  # "0: 3" in English, "0：3" in Chinese
     for accum, sizes in ((1, "0: 3 · 1: 3"), (2, "0: 3 + 2 · 1: 3 + 2")):
+        sizes = sizes.replace(": ", head)
         items = i18n.text(lang, "frameworks.coupled_items", world_size=2, accum=accum, sizes=sizes)
         coupled = ("open-clip-torch", "sentence-transformers")
         rows = [s for s in frameworks.SETTINGS if s.package in coupled and s.accum == accum]
@@ -272,3 +277,50 @@ def test_a_live_run_of_a_coupled_row_shows_what_it_measured(launches):  # noqa: 
     lines = [m.value for m in at.markdown]
     assert i18n.text("en", "frameworks.coupled_objective", objective=objective) in lines
     assert "- " + i18n.text("en", "frameworks.factor_everywhere", factor="1") in lines
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_summary_names_each_versions_package_and_why_a_right_scheme_differs(lang):
+    """Issue 45: "transformers Trainer + DeepSpeed" showed 0.19.8 and the padded
+    run_clm_no_trainer.py row 1.15.0 as if they were transformers'; each version now carries
+    its package (the record holds one: the package that drives the loop). The torchtune row
+    whose scheme is the global token mean says in its cell the scenario it failed (N = 0);
+    the Default header stays on one line."""
+    at = open_section(PAGE, lang=lang)
+    assert not at.exception, at.exception
+    say = lambda key, **v: i18n.text(lang, key, **v)  # noqa: E731
+    table = at.table[0]
+    rows = table.value
+    records = frameworks.by_code()
+    codes = [s.code for s in frameworks.SETTINGS]
+    versions = dict(zip(codes, rows[say("frameworks.col.version")], strict=True))
+    for code in codes:
+        r = records[code]
+        assert versions[code] == (f"{r['package']} {r['version']}" if r["version"] else "—")
+    assert versions["hf_trainer_deepspeed_zero2"].startswith("deepspeed ")
+    assert versions["clm_no_trainer_padded"].startswith("accelerate ")
+    verdicts = dict(zip(codes, rows[say("frameworks.col.verdict")], strict=True))
+    masked = records["torchtune_full_finetune_masked"]
+    failed = [say(f"check.scenario.{n}") for n, ok in masked["scenarios"].items() if not ok]
+    assert failed == [say("check.scenario.no_labels")]  # the record's own finding
+    reason = say("frameworks.failed_in", scenarios=failed[0])
+    assert verdicts["torchtune_full_finetune_masked"].endswith(f"] {reason}")
+    said = [c for c, v in verdicts.items() if BADGE.sub("", v).strip()]  # words past the badge
+    assert said == ["torchtune_full_finetune_masked"]  # a wrong scheme says why by itself
+    header = list(rows.columns).index(say("frameworks.col.default"))
+    assert (
+        f".col_heading.col{header} {{ white-space: nowrap }}"
+        in table.proto.arrow_data.styler.styles
+    )
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_olmo_core_cites_torchtitans_fix_as_related_not_as_its_own(lang):
+    at = open_section(PAGE, lang=lang)
+    upstream = i18n.text(lang, "frameworks.issues", links="").rstrip()
+    related = i18n.text(lang, "frameworks.related", links="{}").split("{}")[0]
+    link = "(https://github.com/pytorch/torchtitan/issues/2206)"
+    lines = [m.value for m in at.markdown if link in m.value]
+    assert lines and all(line.startswith(related) for line in lines)
+    assert not any(line.startswith(upstream) for line in lines)
+    assert "olmo_core_train_module" not in framework_issues.ISSUES

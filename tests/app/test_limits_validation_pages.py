@@ -32,12 +32,18 @@ def test_limits_renders_every_block_in_both_languages(lang):
     )  # one table per demonstration, the overview
     assert len(at.get("download_button")) == 12  # each demonstration's table as CSV and JSON
     if lang == "zh":
-        assert metrics(at)["窗口内提前更新：最大参数差"] == "+0.00636"
+        assert metrics(at)["窗口内提前更新：最大参数差"] == "0.00636"
+    # every metric is a largest gap or a spread, every gap column an absolute value: no '+'
+    assert not [m.value for m in at.metric if m.value.startswith("+")]
+    gaps = {"max_param_diff", "max_output_diff", "loss_diff", "max_grad_diff", "max_diff"}
+    gaps.add("mask_mismatch")  # a fraction
+    cells = [v for d in at.dataframe for c in d.value.columns if c in gaps for v in d.value[c]]
+    assert cells and not [v for v in cells if str(v).startswith("+")]
 
 
 def test_limits_widgets_drive_the_figures():
     at = open_page(LIMITS)
-    assert metrics(at)["Step inside the window: largest parameter gap"] == "+0.00636"
+    assert metrics(at)["Step inside the window: largest parameter gap"] == "0.00636"
     at.slider(key="lim_w_steps").set_value(
         1
     ).run()  # one microbatch: stepping inside changes nothing

@@ -109,6 +109,39 @@ def test_the_presenters_view_in_chinese(db):
     assert said in texts(host)
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_room_and_the_participants_page_grade_alike(db, lang):
+    """Issue 45: -0.51 for -0.5 counted "within 5%" in the room while that participant's
+    page said "off by -0.01". One rule (rooms.tally.is_right, the exercise's tolerance)
+    decides both; -0.6 is wrong for both."""
+    host, code, _ = presenter(lang=lang)
+    near, far = visit(LEDGER, lang, room=code), visit(LEDGER, lang, room=code)
+    near.number_input(key="ledger_ex_guess").set_value(-0.51).run()
+    far.number_input(key="ledger_ex_guess").set_value(-0.6).run()
+    host.run()
+    host.button(key="ledger_ex_reveal").click().run()
+    said = i18n.text(lang, "room.result_number", right=1, answered=2, answer="-0.5", within=5)
+    assert said in texts(host)
+    near.run()
+    far.run()
+    assert [s.value for s in near.success] == [i18n.text(lang, "exercise.right", answer="-0.5")]
+    assert not near.warning
+    gap = i18n.text(lang, "exercise.gap", answer="-0.5", gap="-0.1")
+    assert [w.value for w in far.warning] == [gap] and not far.success
+
+
+def test_an_exact_count_is_said_exactly_in_the_room(db):
+    """Page 01 asks for N itself (tolerance 0): the room says who gave exactly that, not
+    "within 0%" (nor "within 5%": 139 for 140 is wrong on the page and in the room)."""
+    host, code, _ = presenter(page="pclab/sections/01_denominator.py")
+    at = visit("pclab/sections/01_denominator.py", room=code)
+    at.number_input(key="den_ex_guess").set_value(139).run()
+    host.run()
+    host.button(key="den_ex_reveal").click().run()
+    said = i18n.text("en", "room.result_exact", right=0, answered=1, answer="140")
+    assert said in texts(host)
+
+
 def test_coming_back_keeps_the_prediction_and_the_seat(db, jar):
     _, code, _ = presenter()
     first = visit(LEDGER, room=code)

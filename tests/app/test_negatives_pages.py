@@ -50,6 +50,8 @@ def test_page_renders_in_both_languages(page, lang):
 def test_negatives_shows_the_seed_figures():
     at = open_page(NEGATIVES)
     assert metrics(at)[:3] == ["+2.072539", "+0.922412", "-0.059601"]
+    gap = metrics(at)[3]  # max |full - kept| over the documents, an absolute value: no '+'
+    assert not gap.startswith("+") and float(gap) == pytest.approx(0.922412 + 0.059601, abs=2e-6)
     contributions = at.dataframe[1].value
     assert contributions.loc[0, "kept"] == pytest.approx(-0.059601, abs=5e-7)
     assert contributions.loc[0, "full"] == pytest.approx(0.922412, abs=5e-7)

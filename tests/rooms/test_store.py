@@ -256,6 +256,14 @@ def test_within_five_percent_against_a_direct_count(guesses, answer):
     assert tally.numbers == tuple(sorted(guesses)) and tally.answered == len(guesses)
 
 
+def test_an_exercises_own_tolerance_counts_in_the_tally():
+    """The page's rule and the room's are one (is_right): 5 % by default, exact for a count."""
+    assert is_right(-0.51, -0.5) and not is_right(-0.6, -0.5)
+    assert not is_right(139.0, 140, 0.0) and is_right(140.0, 140, 0.0)
+    assert summarise([139.0, 140.0], 140, revealed=True).right == 2  # within 5 %
+    assert summarise([139.0, 140.0], 140, revealed=True, tolerance=0.0).right == 1
+
+
 def test_an_undefined_answer_makes_every_number_wrong():
     assert summarise([0.0, 1.0], None, revealed=True).right == 0
     assert is_right(0.0, 0.0) and not is_right(1e-12, 0.0)

@@ -57,8 +57,10 @@ FIXES = {  # scheme -> the fix, naming the lab's pages that show it
     "rank_pool": "share the pool: gather every rank's items with their gradient, or "
     "SyncBatchNorm for batch statistics (pages 05 and 06)",
     "microbatch_pool": "accumulation does not enlarge the pool: cache the embeddings and take "
-    "the loss over the whole step, as GradCache does (pages 04 and 05); for BatchNorm, put a "
-    "rank's K microbatches through one forward (or accumulate the statistics yourself)",
+    "the loss over the whole step, every rank's items gathered with their gradient, as "
+    "GradCache does (pages 04 and 05); for BatchNorm, put a rank's K microbatches through one "
+    "forward (or accumulate the statistics yourself) and, with P > 1, use SyncBatchNorm so the "
+    "statistics span every rank too",
     "microstep_pool": "a gather per microstep pools one microstep: cache the embeddings of "
     "every microstep and take one loss over them all, as GradCache does (page 04)",
     "remote_detached": "gather the documents with a gather whose backward returns each "

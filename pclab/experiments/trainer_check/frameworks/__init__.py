@@ -21,7 +21,13 @@ stay as they were. A setting whose package is not installed keeps its last recor
 real run elsewhere), or gets one saying it is not installed.
 """
 
-from pclab.experiments.trainer_check.frameworks.loader import RECORDED, by_code, load, setting_of
+from pclab.experiments.trainer_check.frameworks.loader import (
+    RECORDED,
+    by_code,
+    load,
+    setting_of,
+    version_label,
+)
 from pclab.experiments.trainer_check.frameworks.recorder import (
     check_adapters,
     chosen,
@@ -73,4 +79,5 @@ __all__ = [
     "preload_modules",
     "record",
     "setting_of",
+    "version_label",
 ]

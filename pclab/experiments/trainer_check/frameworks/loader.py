@@ -26,6 +26,14 @@ def load(path: Path = RECORDED) -> dict[str, Any]:
     return recorded
 
 
+def version_label(record: dict[str, Any]) -> str:
+    """The version a record was made with, named by its package ("deepspeed 0.19.8": a row
+    that drives transformers through DeepSpeed records DeepSpeed's), or "—" for none."""
+    if record["version"] is None:
+        return "—"
+    return f"{record['package']} {record['version']}"
+
+
 def by_code(path: Path = RECORDED) -> dict[str, dict[str, Any]]:
     """code -> its record."""
     return {r["code"]: r for r in load(path)["records"]}

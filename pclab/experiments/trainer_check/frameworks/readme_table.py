@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import pclab.experiments.trainer_check.examples as examples
-from pclab.experiments.trainer_check.frameworks.loader import by_code
+from pclab.experiments.trainer_check.frameworks.loader import by_code, version_label
 from pclab.experiments.trainer_check.frameworks.setting import (
     ACCUM,
     FOLDERS,
@@ -102,7 +102,7 @@ def row(code: str, record: Record, words: Words, verdicts: Words) -> list[str]:
     """One setting's cells, from its record and the page's English words."""
     coupled = record.get("mode") == "coupled"
     setting = words["setting"][code] + (" (default)" if record["default"] else "")
-    version = "—" if record["version"] is None else f"{record['package']} {record['version']}"
+    version = version_label(record)
     status = record["status"]
     return [
         record["framework"],

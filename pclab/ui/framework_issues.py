@@ -1,0 +1,84 @@
+"""The upstream issues of the "Frameworks, measured" page's rows (ui.framework_rows): the
+issues and pull requests README "Frameworks, measured" names for each finding, and, where a
+framework has none of its own, another project's on the same arithmetic, cited as related.
+Data only; `issue_url` alone makes a link of it.
+
+    python -c "from pclab.ui import framework_issues as f; print(f.ISSUES['torchtitan'])"
+"""
+
+from __future__ import annotations
+
+import re
+
+from pclab.ui import i18n
+from pclab.ui.language import lang, t
+from pclab.ui.plain_text import plain
+
+# setting code -> the upstream issues and pull requests README "Frameworks, measured" names for
+# its finding, as (owner/repository, number): data, made into links by `issue_url` alone.
+ISSUES = {
+    "accelerate_guide_as_written": (("huggingface/accelerate", 4303),),
+    "lightning_accumulate": (
+        ("Lightning-AI/pytorch-lightning", 20350),
+        ("Lightning-AI/pytorch-lightning", 21386),
+    ),
+    "hf_trainer": (("huggingface/transformers", 34191),),
+    "trl_sft": (
+        ("huggingface/transformers", 39395),
+        ("huggingface/trl", 3538),
+        ("huggingface/trl", 2604),
+    ),
+    "deepspeed_engine": (("allenai/open-instruct", 1728), ("allenai/open-instruct", 1736)),
+    "hf_trainer_deepspeed_zero2": (
+        ("huggingface/transformers", 38753),
+        ("huggingface/transformers", 32049),
+    ),
+    "torchtitan": (("pytorch/torchtitan", 1661),),
+    "clm_no_trainer_padded": (("huggingface/transformers", 34191),),
+    "torchtune_full_finetune": (("meta-pytorch/torchtune", 2613),),
+    "megatron_core": (("NVIDIA/Megatron-LM", 936),),
+    "openclip_global_loss": (("mlfoundations/open_clip", 616), ("mlfoundations/open_clip", 894)),
+    "openclip_global_gather_grad": (("mlfoundations/open_clip", 616),),
+    "openclip_local_loss": (("mlfoundations/open_clip", 894),),
+    "openclip_local_gather_grad": (
+        ("mlfoundations/open_clip", 894),
+        ("mlfoundations/open_clip", 980),
+    ),
+    "openclip_times_world_size": (("texttron/tevatron", 30), ("texttron/tevatron", 143)),
+    "sbert_mnrl": (
+        ("huggingface/sentence-transformers", 2831),
+        ("huggingface/sentence-transformers", 3442),
+    ),
+    "sbert_mnrl_gather": (("huggingface/sentence-transformers", 3442),),
+    "sbert_cached_mnrl": (
+        ("huggingface/sentence-transformers", 2916),
+        ("huggingface/sentence-transformers", 3442),
+    ),
+    "sbert_cached_mnrl_gather": (("huggingface/sentence-transformers", 3442),),
+    "sbert_mnrl_accumulate": (("huggingface/sentence-transformers", 2916),),
+    "sbert_mnrl_gather_accumulate": (("huggingface/sentence-transformers", 2916),),
+}
+# setting code -> another project's issue or pull request on the same arithmetic, where no
+# issue of the framework's own is known (README: "torchtitan fixed the same arithmetic").
+RELATED = {"olmo_core_train_module": (("pytorch/torchtitan", 2206),)}
+REPOSITORY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def issue_url(repository: str, number: int) -> str:
+    """The GitHub address of an issue or pull request (GitHub sends /issues/N of a pull
+    request on to it), from a repository name and a number that are checked first."""
+    if not REPOSITORY.fullmatch(repository) or ".." in repository:
+        raise ValueError(f"repository={repository!r} is not owner/name")
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        raise ValueError(f"number={number!r} must be a whole number >= 1")
+    return f"https://github.com/{repository}/issues/{number}"
+
+
+def issue_links(code: str) -> str | None:
+    """The row's upstream issues as one line of Markdown links, or the related issues of
+    another project when the framework has none of its own (None: the README names none)."""
+    for table, key in ((ISSUES, "frameworks.issues"), (RELATED, "frameworks.related")):
+        if found := table.get(code, ()):
+            links = [f"[{plain(f'{r}#{n}')}]({issue_url(r, n)})" for r, n in found]
+            return t(key, links=i18n.join(lang(), links))
+    return None
