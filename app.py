@@ -6,8 +6,6 @@ Each page renders the language switch through `ui.page_header.header` (see why i
 Run: streamlit run app.py
 """
 
-import os
-
 import streamlit as st
 
 from pclab.paths import PACKAGE_DIR
@@ -17,14 +15,13 @@ from pclab.ui.link_notice import link_notice
 from pclab.ui.not_found import unknown_path_page
 from pclab.ui.pages import HOME, PAGES
 
-# One intra-op thread per torch computation: the pages' tensors are tiny, and on a small
-# shared box (2 cores, several visitors) extra threads only contend - measured 25x slower.
-# Set before any page imports torch, which reads it once.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+# One intra-op thread per torch computation, set before any page imports torch.
+serving.single_thread_torch()
 
 # The server forks real runs' ranks from pre-imported processes (the warm pool) unless
-# PCL_WARM_POOL=0; the first one starts in the background now, importing every registered
-# experiment's rank-side code ahead, so the first real run does not wait for it.
+# PCL_WARM_POOL=0; the first one starts in the background now (under `pclab serve` it started
+# with the server: ui/warm_start.py), importing every registered experiment's rank-side code
+# ahead, so the first real run does not wait for it.
 serving.started()
 FAVICON = str(PACKAGE_DIR / "ui" / "favicon.svg")
 

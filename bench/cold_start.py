@@ -60,11 +60,13 @@ def start_server(
     options: tuple[str, ...] = (),
     root=None,
     log=None,
+    serve: bool = False,
 ) -> subprocess.Popen:
     """`streamlit run <script>` on 127.0.0.1:<port>, with `env` added to this environment and
     extra command-line `options` (e.g. ("--client.toolbarMode", "developer")), from the
     checkout `root` (default: this one; the click bench measures an older one beside it);
-    its output goes to the open file `log` (default: nowhere)."""
+    its output goes to the open file `log` (default: nowhere). `serve`: the lab's start
+    command instead, `pclab serve` (app.py, warmed as the server starts)."""
     # setpriv (util-linux) arms PR_SET_PDEATHSIG and execs: a bench or test process that is
     # killed takes its server with it, instead of leaving it serving.
     dies_with_us = ["setpriv", "--pdeathsig", "TERM"] if shutil.which("setpriv") else []
@@ -72,9 +74,7 @@ def start_server(
         *dies_with_us,
         sys.executable,
         "-m",
-        "streamlit",
-        "run",
-        script,
+        *(["pclab", "serve"] if serve else ["streamlit", "run", script]),
         "--server.port",
         str(port),
         "--server.address",

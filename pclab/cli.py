@@ -8,9 +8,11 @@
 
 `pclab serve` refuses a malformed PCL_* setting before anything listens (a bare `streamlit run
 app.py` reads them at the first page view: its health check says "ok" until then), removes
-what a killed server left in $TMPDIR (runners.scratch), then becomes `streamlit run app.py`
-in the checkout (its .streamlit/config.toml applies) with the rest of its arguments (exec:
-the same process id, so a host's signals reach it).
+what a killed server left in $TMPDIR (runners.scratch), then runs `streamlit run app.py` in
+the checkout (its .streamlit/config.toml applies) with the rest of its arguments, in this
+same process (a host's signals reach it), warming the lab as the server starts: the runtime,
+the warm pool's first zygote and what a first press needs (ui.warm_start), so the first
+visitor's first press does not wait for them.
 
 Exit codes (every subcommand): 0 ok, 1 a failed run or check, 2 a bad argument or file.
 """
@@ -76,8 +78,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve(streamlit_args: list[str]) -> int:
-    """Check the PCL_* settings and the checkout, remove a killed server's folders, then exec
-    `streamlit run app.py *streamlit_args`; returns 2 (one line on stderr) when it cannot."""
+    """Check the PCL_* settings and the checkout, remove a killed server's folders, then run
+    `streamlit run app.py *streamlit_args` here, warmed as it starts (ui.warm_start); returns
+    2 (one line on stderr) when it cannot start, else Streamlit's exit status."""
     try:
         Settings.from_env(os.environ)
     except ValueError as error:
@@ -97,8 +100,17 @@ def serve(streamlit_args: list[str]) -> int:
         return 2
     scratch.remove_stale()
     os.chdir(CHECKOUT)  # where Streamlit reads the lab's .streamlit/config.toml
-    sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "streamlit", "run", "app.py", *streamlit_args])
+    from streamlit.web import cli as streamlit_cli
+
+    from pclab.ui import warm_start
+
+    warm_start.when_serving()
+    sys.argv = ["streamlit", "run", "app.py", *streamlit_args]  # as `streamlit run` sees it
+    try:
+        streamlit_cli.main(prog_name="streamlit")
+    except SystemExit as done:  # click ends every command this way
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 2)
+    return 0
 
 
 def console() -> NoReturn:

@@ -28,6 +28,13 @@ from pclab.runners.runtime import Runtime
 from pclab.runners.settings import Settings
 
 
+def single_thread_torch() -> None:
+    """One intra-op thread per torch computation in the server and its zygotes: the pages'
+    tensors are tiny, and on a small shared box (2 cores, several visitors) extra threads
+    only contend (measured 25x slower). Set before torch is imported, which reads it once."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
 def in_real_server() -> bool:
     """True inside `streamlit run` (its Runtime), False under AppTest (a mock Runtime) or
     outside Streamlit."""

@@ -28,6 +28,7 @@ from websockets.sync.client import connect
 
 from bench import ROOT
 from bench.cold_start import free_port, start_server, stop_server, wait_healthy
+from pclab.runners import memory
 from pclab.runners.settings import ENV_NAMES
 from pclab.ui.serving import CACHE_PREFIX
 
@@ -156,9 +157,24 @@ def test_pclab_serve_refuses_a_malformed_setting_before_listening(name, tmp_path
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
+def _zygotes(pid: int) -> list[int]:
+    """The warm pool's zygotes among `pid`'s children."""
+    found = []
+    for child in memory.children(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                if b"pclab.runners.zygote" in f.read():
+                    found.append(child)
+        except OSError:
+            continue
+    return found
+
+
 def test_pclab_serve_sweeps_then_serves_the_lab(tmp_path):
-    """From another folder: a dead server's folders are gone before the server answers, and
-    the process serving is the one started (exec), with the lab's app and settings."""
+    """From another folder: a dead server's folders are gone before the server answers, the
+    process serving is the one started, with the lab's app and settings, and it warms the
+    lab as it starts: its warm pool's zygote is up before any page was opened (a bare
+    `streamlit run` starts it at the first page view)."""
     temp = tmp_path / "tmp"
     temp.mkdir()
     stale = temp / f"pcl-run-{_dead_pid()}-abc"
@@ -170,8 +186,10 @@ def test_pclab_serve_sweeps_then_serves_the_lab(tmp_path):
     try:
         assert wait_healthy(server, url, timeout_s=120), log.read_text(errors="replace")
         assert not stale.exists()
-        with open(f"/proc/{server.pid}/cmdline", "rb") as f:
-            assert b"streamlit\0run\0app.py" in f.read()
+        deadline = time.monotonic() + 120
+        while not _zygotes(server.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _zygotes(server.pid), "no zygote before the first visit"
         assert visit(url)
     finally:
         stop_server(server)
