@@ -31,6 +31,35 @@ WRITTEN_FOR = {  # example -> (status, the codes every kill point must show)
     "run_resume_forgets_position": ("different", {"data_replayed"}),
     "run_resume_loses_step_count": ("different", {"optimizer_state_lost"}),
 }
+ONE_CODE_EACH = {  # example -> (the code its mistake is, {kill point: the codes the check gives})
+    "run_resume_skips_ahead": (
+        "data_skipped",
+        {
+            "mid_epoch": {"data_skipped", "optimizer_state_lost"},
+            "mid_window": {"data_skipped", "optimizer_state_lost", "window_gradient_lost"},
+            "before_tail": {"data_skipped", "optimizer_state_lost"},
+            "epoch_boundary": {"data_skipped"},
+        },
+    ),
+    "run_resume_resets_counter": (
+        "counter_reset",
+        {
+            "mid_epoch": {"counter_reset", "data_skipped"},
+            "mid_window": {"counter_reset", "data_skipped"},
+            "before_tail": {"counter_reset", "data_skipped", "optimizer_state_lost"},
+            "epoch_boundary": set(),  # every epoch has the same windows: a reset there is harmless
+        },
+    ),
+    "run_resume_loses_window_gradient": (
+        "window_gradient_lost",
+        {
+            "mid_epoch": set(),  # killed where a window starts: nothing accumulated is lost
+            "mid_window": {"window_gradient_lost"},
+            "before_tail": set(),
+            "epoch_boundary": set(),
+        },
+    ),
+}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +72,7 @@ def resumed(tmp_path_factory) -> dict:
     tempfile.tempdir = None  # TMPDIR is read again
     try:
         with warm_runtime() as runtime:
-            paths = [str(EXAMPLES / f"{n}.py") for n in WRITTEN_FOR]
+            paths = [str(EXAMPLES / f"{n}.py") for n in [*WRITTEN_FOR, *ONE_CODE_EACH]]
             params = Params.checked(paths, world_size=2, accum=2)
             result = EXPERIMENT.run(params, timeout_s=900, runtime=runtime)
     finally:
@@ -54,7 +83,7 @@ def resumed(tmp_path_factory) -> dict:
                 os.environ[name] = value
         tempfile.tempdir = None
     assert result.ok, result.message
-    checks = dict(zip(WRITTEN_FOR, result.report["checks"], strict=True))
+    checks = dict(zip([*WRITTEN_FOR, *ONE_CODE_EACH], result.report["checks"], strict=True))
     folders = [p.name for p in tmp.iterdir() if p.name.startswith(("pcl_resume_", "pcl_check"))]
     return {"checks": checks, "folders": folders, "processes": marked(mark)}
 
@@ -71,6 +100,40 @@ def test_each_resumable_loop_gets_the_verdict_its_restart_earns(resumed, name):
         assert entry["verdict"] == ("same_run" if not codes else "different"), entry
     said = {d["code"]: d["points"] for d in check["diagnoses"] if "points" in d}
     assert said == {code: points for code in codes}
+
+
+@pytest.mark.parametrize("name", ONE_CODE_EACH)
+def test_each_one_mistake_loop_gets_what_the_check_gives_at_each_kill_point(resumed, name):
+    """Issue 42's loops: each shows its code where its mistake shows, beside the codes the
+    judge adds today (the strict xfail below says which are spurious)."""
+    check = resumed["checks"][name]
+    code, by_point = ONE_CODE_EACH[name]
+    assert check["status"] == "different", check["diagnoses"]
+    got = {e["point"]: set(e["codes"]) for e in check["resume"]}
+    assert got == by_point
+    assert all(code in codes for codes in by_point.values() if codes)
+    for entry in check["resume"]:
+        assert entry["verdict"] == ("different" if by_point[entry["point"]] else "same_run")
+    said = {d["code"]: d["points"] for d in check["diagnoses"] if "points" in d}
+    want = {c for codes in by_point.values() for c in codes}
+    assert said == {c: [p for p, cs in by_point.items() if c in cs] for c in want}
+
+
+SPURIOUS = (  # why the judge names more than the one mistake (issue 42's finding)
+    "optimizer_state_lost compares AdamW's step count with the reference's at the window the "
+    "first resumed step lands in, which is higher whenever a window got no step (skipped or "
+    "merged), though the state was restored; data_skipped counts a window with no step of its "
+    "own, though a moved boundary ran every microbatch (resets_counter); window_gradient_lost "
+    "also fires when the whole killed window was skipped (skips_ahead at mid_window)"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=SPURIOUS)
+@pytest.mark.parametrize("name", ["run_resume_skips_ahead", "run_resume_resets_counter"])
+def test_each_one_mistake_loop_gets_exactly_its_code(resumed, name):
+    code, _ = ONE_CODE_EACH[name]
+    for entry in resumed["checks"][name]["resume"]:
+        assert set(entry["codes"]) <= {code}, entry
 
 
 def test_the_kill_points_fall_where_each_tells_something():

@@ -203,6 +203,24 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
         "optimizer_state_lost",
         DIFFERENT,
     ),
+    _t(
+        "run_resume_skips_ahead",
+        "resumable, fast-forwards updates × K windows",
+        "data_skipped, optimizer_state_lost, window_gradient_lost",
+        DIFFERENT,
+    ),
+    _t(
+        "run_resume_resets_counter",
+        "resumable, the window counter restarts at 0",
+        "counter_reset, data_skipped, optimizer_state_lost",
+        DIFFERENT,
+    ),
+    _t(
+        "run_resume_loses_window_gradient",
+        "resumable, saved mid-window without the accumulated gradient",
+        "window_gradient_lost",
+        DIFFERENT,
+    ),
     Example(
         "frameworks/accelerate/run_accelerate_accumulate.py",
         "Accelerate's own loop: `accumulate`, a prepared scheduler",
