@@ -6,13 +6,15 @@ went wrong named from what the two launches did:
     not_resumable         the resumed launch started over (its first step left from the
                           initial weights) although a checkpoint had been written
     data_replayed         it ran microbatches of windows the killed launch had stepped
-    data_skipped          a window with labels was stepped by neither launch
+    data_skipped          a window with labels was stepped by neither launch, and some of
+                          its microbatches never ran
     scheduler_reset       its first rate is the schedule's first, not the one it had reached
-    optimizer_state_lost  its first step's optimizer step count restarted (AdamW's bias
-                          correction shows it)
+    optimizer_state_lost  its first step's optimizer step count is below one more than the
+                          steps the killed launch took before where it came back (AdamW's
+                          bias correction shows it)
     counter_reset         it stepped where no window ends: the window boundary moved
-    window_gradient_lost  killed mid-window, it resumed past the window's start and the
-                          window's update lacks what was accumulated before the kill
+    window_gradient_lost  killed mid-window, it came back inside that window past its start,
+                          and the window's update lacks what was accumulated before the kill
 """
 
 from __future__ import annotations
@@ -92,25 +94,42 @@ def _codes(
     if came_back is not None and restart is not None and came_back < restart:
         found.append("data_replayed")
     taken = stepped | {_window(windows, s.forwards) for s in resumed}
-    if any(u.state is not None and i not in taken for i, u in enumerate(updates)):
+    # Microbatches run by either launch (the killed one ran 1 .. kill_at - 1): a window with
+    # no step of its own whose microbatches all ran was folded into a neighbour's step (a
+    # moved boundary: counter_reset), not skipped.
+    ran = set(range(1, kill_at)) | set(launches.resumed_forwards)
+    if any(
+        u.state is not None and i not in taken and not _all_ran(windows[i], ran)
+        for i, u in enumerate(updates)
+    ):
         found.append("data_skipped")
     if first is not None:
-        at = _window(windows, first.forwards)
         if _schedule_restarted(resumed, updates, windows):
             found.append("scheduler_reset")
-        ref = updates[at].state if at is not None else None
-        mine, theirs = _step_count(first.after), _step_count(ref) if ref else None
-        if mine is not None and theirs is not None and mine < theirs:
-            found.append("optimizer_state_lost")
+        # A restored optimizer counts, at the first resumed step, one more step than the
+        # killed launch took before the microbatch it came back to (the reference's count at
+        # that window would be higher wherever a window got no step: skipped or merged).
+        mine = _step_count(first.after)
+        if mine is not None and came_back is not None:
+            before = sum(1 for s in killed if s.forwards < came_back)
+            if mine < before + 1:
+                found.append("optimizer_state_lost")
     ends = {w.first_forward + w.microsteps for w in windows}
     if any(s.forwards not in ends for s in resumed):
         found.append("counter_reset")
     kill_window = _window(windows, kill_at - 1)
     mid = kill_window is not None and kill_at - 1 not in ends
     if mid and came_back is not None and kill_window is not None:
-        if came_back > windows[kill_window].first_forward + 1:
+        window = windows[kill_window]
+        # it came back inside the killed window, past its start: what that window had
+        # accumulated before the kill is gone (a restart beyond the window skipped it)
+        if window.first_forward + 1 < came_back <= window.first_forward + window.microsteps:
             found.append("window_gradient_lost")
     return found
+
+
+def _all_ran(window: Window, ran: set[int]) -> bool:
+    return all(window.first_forward + m in ran for m in range(1, window.microsteps + 1))
 
 
 def judge(
