@@ -91,18 +91,12 @@ def test_batchnorm_at_k_1_lists_the_schemes_it_cannot_tell_apart(launches):
 
 
 def batchnorm_at(world_size: int):
-    """The recorded real run of batchnorm_ddp.py at P = 2, K = 1, as a run at K = 2 reports
-    it (tests/trainer_check/test_blind_trainers.py: BatchNorm accumulated microstep by
-    microstep is `microbatch_pool` at P = 2, K = 2), on `world_size` of its ranks."""
+    """The recorded real run of batchnorm_ddp.py at K = 2 on `world_size` processes (2 or 1):
+    BatchNorm accumulated microstep by microstep is `microbatch_pool`."""
+    recorded = RECORDED["batchnorm_ddp_k2" if world_size == 2 else "batchnorm_ddp_p1_k2"]
 
     def ranks(_world_size, _accum, _example):
-        out = copy.deepcopy(RECORDED["batchnorm_ddp"][:world_size])
-        for rank in out:
-            rank |= {"world_size": world_size, "accum_steps": 2}
-            for s in rank["checks"][0]["scenarios"]:
-                s |= {"scheme": "microbatch_pool", "matching_schemes": ["microbatch_pool"]}
-                s |= {"coinciding": [], "sizes": [[3, 2]] * world_size}
-        return tuple(out)
+        return tuple(copy.deepcopy(recorded))
 
     return ranks
 
@@ -166,15 +160,14 @@ def shown_texts(at) -> list[str]:
     return texts
 
 
-@pytest.mark.parametrize("example", [*RECORDED, "batchnorm_k2"])
+@pytest.mark.parametrize("example", RECORDED)
 def test_the_coupled_view_punctuates_chinese_as_chinese(example, launches):
     """Each recorded run read in Chinese: full-width marks wherever code assembles text
     (the fix's head, a scheme with its code, a diagnosis's code, the items per rank)."""
-    if example == "batchnorm_k2":
-        launches.use(batchnorm_at(2))
-    elif example == "gather_with_grad_unequal":
+    if example == "gather_with_grad_unequal" or example.startswith("batchnorm_ddp_"):
         launches.use(lambda *_: tuple(RECORDED[example]))
-    shown = example.removesuffix("_unequal") if example in RECORDED else "batchnorm_ddp"
+    shown = example.removesuffix("_unequal")
+    shown = "batchnorm_ddp" if shown.startswith("batchnorm_ddp") else shown
     at = open_section(PAGE, "zh", chk_example=shown, chk_accum="1")
     at.button(key="chk_coupled_run").click().run()
     assert not at.exception, at.exception
