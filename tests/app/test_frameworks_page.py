@@ -332,10 +332,10 @@ def test_the_summary_names_each_versions_package_and_why_a_right_scheme_differs(
     said = [c for c, v in verdicts.items() if BADGE.sub("", v).strip()]  # words past the badge
     assert said == ["torchtune_full_finetune_masked"]  # a wrong scheme says why by itself
     header = list(rows.columns).index(say("frameworks.col.default"))
-    assert (
-        f".col_heading.col{header} {{ white-space: nowrap }}"
-        in table.proto.arrow_data.styler.styles
-    )
+    styles = table.proto.arrow_data.styler.styles
+    assert f".col_heading.col{header} {{ white-space: nowrap }}" in styles
+    # and the Markdown inside the header, which sets white-space of its own (issue 45)
+    assert f".col_heading.col{header} * {{ white-space: nowrap }}" in styles
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
