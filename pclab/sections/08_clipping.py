@@ -9,7 +9,7 @@ import streamlit as st
 from pclab.core import clipping
 from pclab.ui.clipping_run_view import clipping_results
 from pclab.ui.exercise import predict_number
-from pclab.ui.figures import fmt
+from pclab.ui.figures import fmt, magnitude
 from pclab.ui.input_errors import guard
 from pclab.ui.language import coded_choice, t
 from pclab.ui.page_header import header
@@ -55,7 +55,7 @@ variant = coded_choice(
     default="global",
     labels="clipping.variants.",
 )
-st.caption(t("clipping.setup", scale=fmt(scale), lr=fmt(LR)))
+st.caption(t("clipping.setup", scale=magnitude(scale), lr=magnitude(LR)))
 
 with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
     grads = clipping.scenario_grads(
@@ -71,8 +71,8 @@ with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
     if not predict_number("clip_ex", question, report.coefficient, why, scenario=scenario):
         st.stop()
 
-    def shown(x: float | None) -> str:  # a skipped step reads "skipped", never NaN
-        return t("common.skipped") if report.skip else fmt(x)
+    def shown(x: float | None) -> str:  # a norm or c: no sign; a skipped step reads "skipped"
+        return t("common.skipped") if report.skip else magnitude(x)
 
     m1, m2, m3 = st.columns(3)
     m1.metric(t("clipping.metric_norm"), shown(report.global_norm))
@@ -86,12 +86,12 @@ with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
         st.warning(t("clipping.skip_note"), icon=":material/block:")
     else:
         figures = {
-            "norm": fmt(report.global_norm),
-            "coefficient": fmt(report.coefficient),
+            "norm": magnitude(report.global_norm),  # norms and c have no sign; gradients do
+            "coefficient": magnitude(report.coefficient),
             "clipped": "[" + ", ".join(fmt(g, 4) for g in report.clipped.values()) + "]",
-            "double": fmt(report.double_counted_norm),
-            "local": " / ".join(map(fmt, report.per_rank_norms)),
-            "scaled": fmt(report.scaled_norm),
+            "double": magnitude(report.double_counted_norm),
+            "local": " / ".join(map(magnitude, report.per_rank_norms)),
+            "scaled": magnitude(report.scaled_norm),
         }
         st.markdown(t("clipping.seed_check", **figures))
     marks = clipping.protocol_marks(report, variant)

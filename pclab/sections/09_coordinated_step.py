@@ -9,7 +9,7 @@ from pclab.core import clipping
 from pclab.ui import i18n
 from pclab.ui.clipping_run_view import step_results
 from pclab.ui.exercise import predict_choice
-from pclab.ui.figures import fmt
+from pclab.ui.figures import fmt, magnitude
 from pclab.ui.input_errors import guard
 from pclab.ui.language import coded_choice, lang, t
 from pclab.ui.page_header import header
@@ -66,7 +66,7 @@ variant = coded_choice(
     default="global",
     labels="clipping.variants.",
 )
-st.caption(t("clipping.setup", scale=fmt(scale), lr=fmt(LR)))
+st.caption(t("clipping.setup", scale=magnitude(scale), lr=magnitude(LR)))
 
 with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
     injection = None if inject == "none" else (inject_rank, inject_id, inject)
@@ -85,8 +85,8 @@ with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
     label = lambda k: t(f"step.decision.{k}")  # noqa: E731
     if not predict_choice("step_ex", question, DECISIONS, decision, why, label, scenario=scenario):
         st.stop()
-    norms = " / ".join(dict.fromkeys(fmt(s.norm) for s in steps if not s.skip))
-    coefficients = " / ".join(dict.fromkeys(fmt(s.coefficient) for s in steps if not s.skip))
+    norms = " / ".join(dict.fromkeys(magnitude(s.norm) for s in steps if not s.skip))  # no sign
+    coefficients = " / ".join(dict.fromkeys(magnitude(s.coefficient) for s in steps if not s.skip))
     flags = [
         t(f"step.flag_{'nonfinite' if b else 'finite'}", rank=r)
         for r, b in enumerate(report.nonfinite)

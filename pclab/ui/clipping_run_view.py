@@ -9,11 +9,11 @@ import streamlit as st
 
 from pclab.runners.results import RunResult
 from pclab.ui import downloads
-from pclab.ui.figures import fmt
+from pclab.ui.figures import magnitude
 from pclab.ui.language import t
 from pclab.ui.rank_table import rank_label
 
-FIGURES = ("norm", "coefficient", "core_norm", "core_coefficient")
+FIGURES = ("norm", "coefficient", "core_norm", "core_coefficient")  # magnitudes: shown unsigned
 VERDICTS = ("skip", "core_skip", "agrees")
 
 
@@ -57,7 +57,7 @@ def run_table(result: RunResult, key: str) -> None:
     data["rank"] = data["rank"].map(rank_label)
     shown = data.copy()
     for column in FIGURES:  # None is a skipped step: said, never NaN or a 0
-        shown[column] = [t("common.skipped") if x is None else fmt(x) for x in data[column]]
+        shown[column] = [t("common.skipped") if x is None else magnitude(x) for x in data[column]]
     for column in VERDICTS:
         shown[column] = [t("common.yes") if x else t("common.no") for x in data[column]]
     labels = {c: t(f"clipping.run_col.{c}") for c in data.columns}

@@ -151,6 +151,7 @@ def prepare_table(
     static: bool = False,
     unbroken: Sequence[str] = (),
     one_line_headers: Sequence[str] = (),
+    whole_words: Sequence[str] = (),
     hide_index: bool | None = None,
     column_config: ColumnConfigMappingInput | None = None,
     key: str | None = None,
@@ -165,17 +166,23 @@ def prepare_table(
     its `unbroken` columns stay on one line instead (a figure such as "1.4e-15" is never
     split at its hyphen), and so do the headers of its `one_line_headers` columns (a short
     header over narrow cells, 默认 over 是 / 否, would otherwise stand one character a
-    line). That is styling only: the text is the figure's own, so a number copied from the
-    table pastes as a number (no invisible joiner or special hyphen in it).
+    line). The cells and headers of its `whole_words` columns break between words only, never
+    inside a Chinese word (CSS word-break: keep-all): 不同的更新 and 在容差内 stay on one line
+    instead of standing one character a line in a narrow column, while a longer text still
+    wraps at its spaces and punctuation (English wraps as before). That is styling only: the
+    text is the figure's own, so a number copied from the table pastes as a number (no
+    invisible joiner or special hyphen in it).
     `hide_index`, `column_config`, `key`: st.dataframe's (`column_config` heads the downloads).
     """
     export = export_frame(frame if data is None else data, column_config)
     if static:  # an st.table shows the headers the downloads carry
         frame = export_frame(frame, column_config)
-        kept = [_label(c, (column_config or {}).get(c)) for c in unbroken]
-        headers = [_label(c, (column_config or {}).get(c)) for c in one_line_headers]
-        if kept or headers:
-            frame = _nowrap(frame, kept, headers)
+        kept, headers, words = (
+            [_label(c, (column_config or {}).get(c)) for c in columns]
+            for columns in (unbroken, one_line_headers, whole_words)
+        )
+        if kept or headers or words:
+            frame = _nowrap(frame, kept, headers, words)
     return PreparedTable(
         frame,
         name,
@@ -188,15 +195,32 @@ def prepare_table(
     )
 
 
-def _nowrap(frame: pd.DataFrame, cells: list[str], headers: list[str]):
+def _nowrap(frame: pd.DataFrame, cells: list[str], headers: list[str], words: Sequence[str] = ()):
     """A Styler keeping the `cells` columns' cells and the `headers` columns' headers on one
-    line (st.table gives a header the classes `col_heading colN`, as pandas does)."""
+    line (st.table gives a header the classes `col_heading colN`, as pandas does, and a cell
+    `data colN`), and the `words` columns' cells and headers from breaking inside a word.
+
+    st.table writes each cell's text in a Markdown container that sets white-space and
+    word-break of its own, so a rule on the cell alone is not inherited by the text (the
+    browser showed 在容差内 one character a line under a nowrap header): each rule is also
+    written for the cell's descendants."""
     styler = frame.style
     if cells:
         styler = styler.set_properties(subset=cells, **{"white-space": "nowrap"})
-    where = [frame.columns.get_loc(h) for h in headers]
-    nowrap = [{"selector": f".col_heading.col{i}", "props": "white-space: nowrap"} for i in where]
-    return styler.set_table_styles(nowrap, overwrite=False) if nowrap else styler
+    if words:
+        styler = styler.set_properties(subset=list(words), **{"word-break": "keep-all"})
+    rules = []
+    for kind, names, props in (
+        ("data", cells, "white-space: nowrap"),
+        ("data", words, "word-break: keep-all"),
+        ("col_heading", words, "word-break: keep-all"),
+        ("col_heading", headers, "white-space: nowrap"),
+    ):
+        for i in (frame.columns.get_loc(name) for name in names):
+            rules += [
+                {"selector": f".{kind}.col{i}{inner}", "props": props} for inner in ("", " *")
+            ]
+    return styler.set_table_styles(rules, overwrite=False) if rules else styler
 
 
 def table(frame: pd.DataFrame | object, name: str, **options: Any) -> None:

@@ -48,15 +48,17 @@ def installed_versions() -> dict[str, str | None]:
     return {s.package: installed_version(s.package) for s in frameworks.SETTINGS}
 
 
-def why_not_here(setting: frameworks.Setting) -> str | None:
-    """Why this row cannot run on this server (None: it can)."""
+def why_not_here(setting: frameworks.Setting, recorded: dict) -> str | None:
+    """Why this row cannot run on this server (None: it can). A reason that names the
+    framework's version takes it from the row's record ({version}), never typed in the text."""
     code = setting.code
+    version = plain(recorded["version"])
     if setting.adapter is None:
-        return t(f"frameworks.reason.{code}")
+        return t(f"frameworks.reason.{code}", version=version)
     if installed_versions()[setting.package] is None:
         key = f"frameworks.reason.{code}"
         if key in i18n.catalogue(lang()):
-            return t(key)
+            return t(key, version=version)
         if pin := frameworks.NO_DEPS.get(setting.package):
             return t("frameworks.reason.not_installed_no_deps", pin=pin)  # ours, in a code span
         return t("frameworks.reason.not_installed", package=plain(setting.package))
@@ -127,7 +129,7 @@ def advice(setting: frameworks.Setting, recorded: dict, shown: dict) -> str:
     was written for; otherwise the scheme a live run measured, said plainly."""
     if shown["scheme"] != recorded["scheme"]:
         return t("frameworks.changed", scheme=scheme(shown), recorded=scheme(recorded))
-    return t(f"frameworks.advice.{setting.code}")
+    return t(f"frameworks.advice.{setting.code}", version=plain(recorded["version"]))
 
 
 def live_record(setting: frameworks.Setting, result) -> dict | None:
@@ -248,7 +250,7 @@ def row(setting: frameworks.Setting, recorded: dict) -> dict:
         st.markdown(title)
         left, right = st.columns([3, 2])
         top = left.container()
-        reason = why_not_here(setting)
+        reason = why_not_here(setting, recorded)
         if not reason and (ops := first_run.to_compile(setting.package)):
             ops_text = i18n.join(lang(), [f"`{op}`" for op in ops])
             left.warning(t("frameworks.first_compile", ops=ops_text), icon=":material/timer:")

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from pclab.ui import downloads
-from pclab.ui.figures import fmt
+from pclab.ui.figures import fmt, magnitude
 from pclab.ui.language import t
 
 
@@ -50,7 +50,7 @@ def rank_table(
                 | {
                     "value": f"{value_text(scaled)} → {value_text(unscaled)}",
                     "owner": counted,
-                    "coefficient": skipped if s.skip else fmt(s.coefficient),
+                    "coefficient": skipped if s.skip else magnitude(s.coefficient),  # no sign
                     "applied": skipped if s.skip else fmt(s.applied[j]),
                     "param": f"{fmt(s.params[j])} · {skipped}" if s.skip else fmt(s.params[j]),
                 }

@@ -7,12 +7,14 @@ stored run is a report built by pclab.experiments.clipping.build_report from ran
 shaped like the worker's. Rendering must never import torch.
 """
 
+import re
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from pclab.core import clipping
+from pclab.ui.figures import fmt
 from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,13 +54,13 @@ def test_pages_render_in_both_languages(page, lang):
 
 def test_clipping_shows_the_seed_figures():
     at = open_page(CLIP)
-    assert metrics(at) == ["+5", "+1", "+0.2"]  # n, norm after clipping, c
+    assert metrics(at) == ["5", "1", "0.2"]  # n, norm after clipping, c: magnitudes, unsigned
     table = at.dataframe[0].value
     assert list(table["value"]) == ["+24 → +3", "+32 → +4"]
     assert list(table["applied"]) == ["+0.6", "+0.8"]
     assert list(table["param"]) == ["+0.94", "+0.92"]
     at.segmented_control(key="clip_variant").set_value("per_rank").run()
-    assert metrics(at) == ["+5", "+1.414214", "+0.333333 / +0.25"]  # [1, 1], norm sqrt(2)
+    assert metrics(at) == ["5", "1.414214", "0.333333 / 0.25"]  # [1, 1], norm sqrt(2)
     assert list(at.dataframe[0].value["applied"]) == ["+1", "+1"]
     assert at.error  # the wrong norm changes the update here
 
@@ -66,8 +68,8 @@ def test_clipping_shows_the_seed_figures():
 def test_replicated_twelve_gives_thirteen_and_double_counting_sqrt_313():
     at = open_page(CLIP)
     at.toggle(key="clip_add_rep").set_value(True).run()
-    assert metrics(at)[0] == "+13"
-    assert "+17.691806" in text(at)  # sqrt(313)
+    assert metrics(at)[0] == "13"
+    assert "17.691806" in text(at) and "+17.691806" not in text(at)  # sqrt(313), a norm
     owners = list(at.dataframe[0].value["owner"])
     assert owners.count("rank 0 — copy not counted") == 1
     at.segmented_control(key="clip_variant").set_value("per_rank").run()
@@ -77,22 +79,55 @@ def test_replicated_twelve_gives_thirteen_and_double_counting_sqrt_313():
 def test_widgets_drive_the_figures():
     at = open_page(CLIP)
     at.number_input(key="clip_threshold").set_value(10.0).run()
-    assert metrics(at) == ["+5", "+5", "+1"]
+    assert metrics(at) == ["5", "5", "1"]
     at.toggle(key="clip_add_shard").set_value(True).run()
     at.selectbox(key="clip_rank").set_value(1).run()
-    assert metrics(at)[0] == "+5.385165"  # sqrt(9 + 16 + 4)
+    assert metrics(at)[0] == "5.385165"  # sqrt(9 + 16 + 4)
     assert list(at.dataframe[0].value["id"]) == ["w0", "w1", "w2"]
     at.number_input(key="clip_scale").set_value(1.0).run()
     assert at.dataframe[0].value["value"][0] == "+3 → +3"
-    assert metrics(at)[0] == "+5.385165"  # the scale never changes the unscaled norm
+    assert metrics(at)[0] == "5.385165"  # the scale never changes the unscaled norm
 
 
 def test_deep_link_and_language_switch_keep_the_scenario():
     at = open_page(CLIP, clip_threshold="2.5", clip_variant="before_unscale")
-    assert metrics(at) == ["+5", "+0.3125", "+0.0625"]  # scaled norm 40: c = 2.5/40
+    assert metrics(at) == ["5", "0.3125", "0.0625"]  # scaled norm 40: c = 2.5/40
     at.session_state["lang"] = "zh"
     at.run()
-    assert metrics(at) == ["+5", "+0.3125", "+0.0625"]
+    assert metrics(at) == ["5", "0.3125", "0.0625"]
+
+
+SLOT = re.compile(r"(?:\bn|\bc|η|Scale|缩放系数) = \+")  # "n = +5": a magnitude with a sign
+
+
+def signed(x: float) -> re.Pattern:
+    """A figure as fmt writes it with its sign ("+13"), not followed by more digits."""
+    return re.compile(re.escape(fmt(x)) + r"(?![\d.])")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("variant", clipping.VARIANTS)
+def test_a_norm_or_coefficient_shows_no_plus_sign(lang, variant):
+    """Issue 45 item 12: norms, clip coefficients, the scale and η are magnitudes: page 08's
+    metrics, seed check, setup line and table's c, page 09's "n, c" line, show no '+'; the
+    gradients beside them keep their sign ("+24 → +3")."""
+    at = open_page(CLIP, lang, clip_variant=variant, clip_add_rep="true")  # 13; sqrt(313)
+    assert not at.exception, at.exception
+    words = [*metrics(at), text(at), *(c.value for c in at.caption)]
+    grads = clipping.scenario_grads("seed", 8.0, extra_replicated=(("shared2", 12.0),))
+    report = clipping.clip_report(grads, 1.0, 8.0, 0.1)
+    figures = (report.global_norm, report.coefficient, report.double_counted_norm)
+    figures += (report.scaled_norm, *report.per_rank_norms, *report.applied_norms.values())
+    for x in figures:
+        assert not [w for w in words if signed(x).search(w)], (fmt(x), words)
+    assert not [w for w in words if SLOT.search(w)], words
+    table = at.dataframe[0].value
+    assert not any(c.startswith("+") for c in table["coefficient"]), list(table["coefficient"])
+    assert table["value"][0] == "+24 → +3"  # a gradient: signed
+    at = open_page(STEP, lang, step_variant=variant, step_inject="none")
+    assert not at.exception, at.exception
+    assert "n = " in text(at) and not SLOT.search(text(at))  # "n = 13, c = 0.076923"
+    assert not any(c.startswith("+") for c in at.dataframe[0].value["coefficient"])
 
 
 @pytest.mark.parametrize("lang, words", [("en", "finite number > 0"), ("zh", "有限")])
@@ -160,7 +195,7 @@ def test_clipping_workshop_mode_hides_the_figures_until_revealed():
     assert not at.metric
     reveal(at, "clip_ex")
     assert any("Right" in s.value and "+0.5" in s.value for s in at.success)  # c = 2.5 / 5
-    assert metrics(at) == ["+5", "+2.5", "+0.5"] and len(at.get("vega_lite_chart")) == 1
+    assert metrics(at) == ["5", "2.5", "0.5"] and len(at.get("vega_lite_chart")) == 1
     assert download_labels(at) == ["CSV", "JSON"]
     at.toggle(key="clip_add_rep").set_value(True).run()  # a new scenario: hidden again
     assert not at.metric and not at.dataframe
@@ -287,6 +322,8 @@ def test_stored_run_is_shown_beside_core(monkeypatch, page, key, experiment, dri
     table = at.dataframe[-1].value
     assert len(table) == 4 and list(table["rank"]) == ["rank 0", "rank 1"] * 2
     assert list(table["agrees"]) == (["yes"] * 4 if agrees else ["no", "no", "yes", "yes"])
+    norms = [x for c in ("norm", "coefficient", "core_norm", "core_coefficient") for x in table[c]]
+    assert "13" in norms and not [x for x in norms if x.startswith("+")]  # magnitudes: no sign
     assert bool(at.success) == agrees or page == STEP  # page 09 also shows a success for the skip
     assert any("does not match" in e.value for e in at.error) != agrees
     # Both tables as CSV and JSON, and the run's record with the parameters it was launched with.

@@ -161,6 +161,45 @@ def test_deep_link_sets_the_scenario():
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_measured_tables_wrap_instead_of_scrolling_off(lang):
+    """Issue 45 item 10: at 800 px (dark, Chinese) the results' last column read '各进' and
+    '9601…' with no scroll cue (an st.dataframe's seven columns). The measured tables are
+    st.tables whose cells wrap: every header is the catalogue's, each rank's hash shows its
+    first 8 hex digits (", " between ranks: a narrow cell wraps after the comma), the
+    downloads keep all 64; 3.00e-02 stays on one line and 不同的更新 / 在容差内 never stand one
+    character a line - rules that reach the Markdown inside each cell, where the text is."""
+    at = open_page(lang)
+    params = {"labels": data.DEFAULT_LABELS, "world_size": 2, "optimizer": "both"}
+    report = fake_report(data.DEFAULT_LABELS)
+    report["branches"][0]["rank_hashes"] = ["96014a1b" + "c" * 56, "96014a1b" + "d" * 56]
+    result = RunResult.finished((), 12.0, "0" * 64).with_report(report)
+    at.session_state["exp_run_result"] = (params, result)
+    at.run()
+    assert not at.exception, at.exception
+    assert len(at.dataframe) == 1 and len(at.table) == 2  # the prediction table, then these two
+    columns = ("branch", "optimizer", "theory", *transformer_views.MEASURED)
+    headers = [i18n.text(lang, f"experiment.results.{c}") for c in columns]
+    for table in at.table:
+        assert list(table.value.columns) == headers
+        styles = table.proto.arrow_data.styler.styles
+        for column, rule in (
+            ("max_abs_diff", "white-space: nowrap"),
+            ("theory", "word-break: keep-all"),
+            ("passed", "word-break: keep-all"),
+        ):
+            i = columns.index(column)
+            assert f".data.col{i} * {{ {rule} }}" in styles, (column, styles[-300:])
+        assert f".col_heading.col{columns.index('passed')} * {{ word-break: keep-all }}" in styles
+    hashes = at.table[0].value[headers[-1]]
+    assert hashes.iloc[0] == "96014a1b, 96014a1b" and hashes.iloc[1] == "abababab, abababab"
+    assert "各进程的状态哈希" in headers or lang == "en"
+    from pclab.ui import branch_table
+
+    whole = branch_table.prepare(report["branches"], "exp_results", transformer_views.MEASURED)
+    assert f"{'96014a1b' + 'c' * 56} / {'96014a1b' + 'd' * 56}" in whole.csv.decode()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_stored_run_renders_its_results(monkeypatch, lang):
     from pclab.ui import downloads
 
@@ -175,7 +214,8 @@ def test_a_stored_run_renders_its_results(monkeypatch, lang):
     at.session_state["exp_run_result"] = (params, result)
     at.run()
     assert not at.exception, at.exception
-    predictions, results, control = (d.value for d in at.dataframe)
+    (predictions,) = (d.value for d in at.dataframe)  # the measured tables: st.table (below)
+    results, control = (d.value for d in at.table)
     assert len(predictions) == len(results) == len(control) == 10
     assert results.iloc[2, 3] == "3.00e-02" and results.iloc[0, 3] == "0.00e+00"
     assert at.metric[0].value == ("yes" if lang == "en" else "是")

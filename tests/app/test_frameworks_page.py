@@ -46,6 +46,12 @@ def infos(at) -> list[str]:
     return [i.value for i in at.info]
 
 
+def reason(lang: str, code: str) -> str:
+    """A row's why-not-here text, its {version} the record's."""
+    version = plain(frameworks.by_code()[code]["version"])
+    return i18n.text(lang, f"frameworks.reason.{code}", version=version)
+
+
 def run_buttons(at) -> set[str]:
     return {b.key.removeprefix("fw_run_") for b in at.button if b.key.startswith("fw_run_")}
 
@@ -75,20 +81,38 @@ def test_every_row_is_shown_with_the_readmes_verdict(lang):
     assert len(defaults) == sum(s.default for s in frameworks.SETTINGS)
     if lang == "zh":
         assert re.search(r"[\u4e00-\u9fff]", at.title[0].value)
-        assert i18n.text("zh", "frameworks.reason.torchtitan") in infos(at)
+        assert reason("zh", "torchtitan") in infos(at)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_reason_takes_its_version_from_the_record(lang):
+    """Issue 45: a reason or a line of advice that names the framework's version reads it from
+    the row's record ({version}); a version typed into the catalogue would go stale."""
+    say = i18n.catalogue(lang)
+    for setting, record in framework_rows.records():
+        typed = f"{setting.package} {record['version']}"
+        for section in ("reason", "advice"):
+            text = say.get(f"frameworks.{section}.{setting.code}", "")
+            assert typed not in text, (section, setting.code)
+    titan = next(s for s in frameworks.SETTINGS if s.code == "torchtitan")
+    recorded = dict(frameworks.by_code()["torchtitan"], version="9.8.7")
+    assert "torchtitan 9.8.7" in i18n.text(lang, "frameworks.reason.torchtitan", version="9.8.7")
+    assert f"torchtitan {plain('9.8.7')}" in framework_rows.why_not_here(titan, recorded)
 
 
 def test_rows_that_cannot_run_here_say_why_and_offer_no_run():
     at = open_section(PAGE)
     say = i18n.catalogue("en")
-    assert say["frameworks.reason.torchtitan"] in infos(at)
-    assert say["frameworks.reason.litgpt_finetune"] in infos(at)  # its own environment
+    assert reason("en", "torchtitan") in infos(at)
+    assert reason("en", "litgpt_finetune") in infos(at)  # its own environment
     (torchtitan,) = [r for r in frameworks.load()["records"] if r["framework"] == "torchtitan"]
     reasons = [
         e.markdown[0].value for e in at.expander if e.label == say["frameworks.recorded_reason"]
     ]
     assert plain(torchtitan["reason"]) in reasons  # the record's own words
-    installed = {s.code for s in frameworks.SETTINGS if framework_rows.why_not_here(s) is None}
+    installed = {
+        s.code for s, r in framework_rows.records() if not framework_rows.why_not_here(s, r)
+    }
     assert run_buttons(at) == installed
     assert not {"torchtitan", "litgpt_finetune"} & run_buttons(at)
     # every row says which versions recorded it, with the date
@@ -308,10 +332,10 @@ def test_the_summary_names_each_versions_package_and_why_a_right_scheme_differs(
     said = [c for c, v in verdicts.items() if BADGE.sub("", v).strip()]  # words past the badge
     assert said == ["torchtune_full_finetune_masked"]  # a wrong scheme says why by itself
     header = list(rows.columns).index(say("frameworks.col.default"))
-    assert (
-        f".col_heading.col{header} {{ white-space: nowrap }}"
-        in table.proto.arrow_data.styler.styles
-    )
+    styles = table.proto.arrow_data.styler.styles
+    assert f".col_heading.col{header} {{ white-space: nowrap }}" in styles
+    # and the Markdown inside the header, which sets white-space of its own (issue 45)
+    assert f".col_heading.col{header} * {{ white-space: nowrap }}" in styles
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -112,7 +112,7 @@ def row(code: str, record: Record, words: Words, verdicts: Words) -> list[str]:
         _scheme(record),
         _grid(record["sizes"] if coupled else record["counts"], str),
         _factor(record) if coupled else _grid(record["weights"]),
-        words["advice"][code].removeprefix(SET),
+        words["advice"][code].format(version=record["version"]).removeprefix(SET),
     ]
 
 
