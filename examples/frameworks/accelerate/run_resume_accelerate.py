@@ -1,10 +1,13 @@
-"""Hugging Face Accelerate's own loop over a run, RESUMABLE the way Accelerate's checkpointing
-example (examples/by_feature/checkpointing.py, `--checkpointing_steps 1`) writes it: after
-every batch, `accelerator.save_state(f"{checkpoint_dir}/step_{overall_step}")`; at start, the
-latest `step_<n>` folder is loaded with `accelerator.load_state`, n // len(dataloader) is the
-epoch to start in and the rest of n is skipped with `accelerator.skip_first_batches`. The loop
-itself is run_accelerate_accumulate.py's (`accumulate`, a prepared DataLoader, a PREPARED
-scheduler): Accelerate cuts the windows and steps.
+"""Hugging Face Accelerate's own loop over a run, RESUMABLE the way Accelerate documents it.
+The cadence, folder names and resume arithmetic are its checkpointing example's
+(huggingface/accelerate examples/by_feature/checkpointing.py with `--checkpointing_steps 1`):
+after every batch, `accelerator.save_state(f"{checkpoint_dir}/step_{overall_step}")`; at
+start, the latest `step_<n>` folder is loaded with `accelerator.load_state`, n //
+len(dataloader) is the epoch to start in and the rest of n is skipped with
+`accelerator.skip_first_batches`, as the checkpoint guide's "Restoring the state of the
+DataLoader" says (docs/source/usage_guides/checkpoint.md; the example itself skips them with
+`continue`). The loop itself is run_accelerate_accumulate.py's (`accumulate`, a prepared
+DataLoader, a PREPARED scheduler): Accelerate cuts the windows and steps.
 
     pclab check examples/frameworks/accelerate/run_resume_accelerate.py --json
 
@@ -35,7 +38,7 @@ rank: windows 2, 2 and a tail of 1; tests/runners/test_resume_frameworks.py pins
 
 What `save_state` keeps (accelerate 1.15.0, site-packages/accelerate/):
 - the prepared model's weights (accelerator.py:3713, model.safetensors), the prepared
-  optimizers' whole state_dict (accelerator.py:3722, optimizer.bin: AdamW's moments and step
+  optimizers' whole state_dict (accelerator.py:3723, optimizer.bin: AdamW's moments and step
   counts) and the prepared schedulers' (accelerator.py:3733, scheduler.bin): a scheduler
   passed through `prepare` is registered and saved;
 - per process, the RNG states and `accelerator.step`, the `accumulate` counter that cuts the
@@ -55,7 +58,10 @@ that epoch at each pass (data_loader.py:582); the loop calls the prepared loader
 `set_epoch(epoch)` (data_loader.py:622-639, "in case it is manually passed in") before each
 pass so the resumed run's epoch e serves epoch e (skip_first_batches copies `iteration`,
 data_loader.py:1460). The folder picked is the highest n (the example sorts by ctime: the same
-folder here, one process writing them in order).
+folder here, one process writing them in order). Every rank picks it before any rank saves
+(`wait_for_everyone`): the example picks it from its command line, before the launch; without
+the barrier a rank that lists the folder late sees the other's first step_1 (a first
+microbatch never all-reduces) and resumes alone (measured: a Gloo timeout).
 
 accelerate is imported inside the functions: only the ranks pay for the import.
 """
