@@ -239,6 +239,18 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
         "scheduler_on_skip",
         DIFFERENT,
     ),
+    Example(
+        "frameworks/accelerate/run_resume_accelerate.py",
+        "resumable, Accelerate's checkpointing example: `save_state` every batch",
+        "tail_window_scaled, scheduler_rate, window_gradient_lost",
+        DIFFERENT,
+    ),
+    Example(
+        f"{HF}/run_resume_hf_trainer.py",
+        "resumable, `Trainer` saving every update, `resume_from_checkpoint`",
+        "scheduler_on_skip",
+        DIFFERENT,
+    ),
 )
 MODULES = (  # examples/trainers/' modules
     Module("trainers/tiny_lm.py", "the tiny causal LM every token example imports"),

@@ -1,0 +1,177 @@
+"""Resume on real framework loops (issue 42): Accelerate's checkpointing example
+(`save_state` after every batch, `load_state` + `skip_first_batches` on restart) and
+transformers' `Trainer` (`save_strategy="steps"`, `save_steps=1`,
+`train(resume_from_checkpoint=get_last_checkpoint(dir))`), each SIGKILLed on every rank at the
+four kill points and restarted in fresh processes, through the check once (one warm launch of
+this module's own pool: it sets TMPDIR first, as tests/trainer_check/test_resume.py does, to
+see that nothing is left behind), against what the framework's source says it saves and each
+rank's evidence ($PCL_FRAMEWORK_RECORD, $PCL_HF_TRAINER_RECORD). The adapters' docstrings
+cite the framework lines behind each finding.
+
+Measured (accelerate 1.15.0, transformers 5.24.0, torch 2.13.0, P = 2, K = 2, two epochs of 5
+microbatches a rank), pinned here:
+
+- Accelerate: `same_run` at mid_epoch, before_tail and epoch_boundary; `window_gradient_lost`
+  at mid_window: save_state keeps `accelerator.step` (the window counter) but not `.grad`,
+  and the example saves after every batch, inside windows too. The run itself keeps
+  run_accelerate_accumulate.py's codes (`tail_window_scaled`, `scheduler_rate`).
+- Trainer: `same_run` at every point: it saves only after an update, so a kill inside a window
+  re-runs that window from its start (resumed from checkpoint-1 at mid_window).
+
+    PYTHONPATH=$PWD python -m pytest -n 0 tests/runners/test_resume_frameworks.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+
+import pytest
+from runner_support import MARK_ENV, ROOT, marked, warm_runtime
+
+from pclab.experiments.trainer_check import EXPERIMENT
+from pclab.experiments.trainer_check.frameworks.setting import installed_version
+from pclab.experiments.trainer_check.params import Params
+from pclab.experiments.trainer_check.run_codes import LOOP_CODE_NAMES
+
+FRAMEWORKS = ROOT / "examples" / "frameworks"
+ADAPTERS = {  # adapter -> (its folder, the packages it needs)
+    "run_resume_accelerate": ("accelerate", ("accelerate",)),
+    "run_resume_hf_trainer": ("hf_trainer", ("transformers", "accelerate")),
+}
+RECORDS = ("PCL_FRAMEWORK_RECORD", "PCL_HF_TRAINER_RECORD")  # framework_lm.py, run_hf_trainer.py
+RUN_CODES = set(LOOP_CODE_NAMES)
+POINTS = ("mid_epoch", "mid_window", "before_tail", "epoch_boundary")
+MEASURED_RUN = {  # adapter -> {scenario: (verdict, its run codes)}
+    "run_resume_accelerate": {
+        "uneven": ("different", {"tail_window_scaled", "scheduler_rate"}),
+        "empty_window": ("different", {"tail_window_scaled"}),
+        "equal_counts": ("different", {"tail_window_scaled", "scheduler_rate"}),
+    },
+    "run_resume_hf_trainer": {
+        "uneven": ("same_update", set()),
+        "empty_window": ("different", {"scheduler_on_skip"}),
+        "equal_counts": ("same_update", set()),
+    },
+}
+MEASURED_RESUME = {  # adapter -> {kill point: (verdict, codes, killed_at, resumed_from)}
+    "run_resume_accelerate": {
+        "mid_epoch": ("same_run", set(), 3, 3),
+        "mid_window": ("different", {"window_gradient_lost"}, 4, 4),  # went on from the kill
+        "before_tail": ("same_run", set(), 5, 5),
+        "epoch_boundary": ("same_run", set(), 6, 6),
+    },
+    "run_resume_hf_trainer": {
+        "mid_epoch": ("same_run", set(), 3, 3),
+        "mid_window": ("same_run", set(), 4, 3),  # its window again, from the start
+        "before_tail": ("same_run", set(), 5, 5),
+        "epoch_boundary": ("same_run", set(), 6, 6),
+    },
+}
+pytestmark = pytest.mark.timeout(900)  # two adapters x (1 run + 8 resume launches), warm
+
+
+def _missing(adapter: str) -> list[str]:
+    return [p for p in ADAPTERS[adapter][1] if installed_version(p) is None]
+
+
+def _lines(folder) -> list[dict]:
+    lines: list[dict] = []
+    for env in RECORDS:
+        path = folder / f"{env}.jsonl"
+        lines += [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+    return lines
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory) -> dict:
+    """{"checks": {adapter: its check}, "lines": {adapter: every rank's record lines},
+    "folders", "processes": what was left behind}."""
+    names = [a for a in ADAPTERS if not _missing(a)]
+    if not names:
+        pytest.skip("neither accelerate nor transformers is installed")
+    tmp, records = tmp_path_factory.mktemp("resume_tmp"), tmp_path_factory.mktemp("records")
+    mark = uuid.uuid4().hex
+    envs = {"TMPDIR": str(tmp), MARK_ENV: mark}
+    envs |= {env: str(records / f"{env}.jsonl") for env in RECORDS}
+    saved = {name: os.environ.get(name) for name in envs}
+    os.environ.update(envs)
+    tempfile.tempdir = None  # TMPDIR is read again
+    try:
+        with warm_runtime(frameworks=True) as runtime:
+            paths = [str(FRAMEWORKS / ADAPTERS[n][0] / f"{n}.py") for n in names]
+            params = Params.checked(paths, world_size=2, accum=2)
+            result = EXPERIMENT.run(params, timeout_s=900, runtime=runtime)
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+        tempfile.tempdir = None
+    assert result.ok, result.message
+    lines = _lines(records)
+    folders = [p.name for p in tmp.iterdir() if p.name.startswith(("pcl_resume_", "pcl_check"))]
+    return {
+        "checks": dict(zip(names, result.report["checks"], strict=True)),
+        "lines": {n: [x for x in lines if x.get("adapter") == n] for n in names},
+        "folders": folders,
+        "processes": marked(mark),
+    }
+
+
+def _check(resumed, adapter: str) -> dict:
+    missing = _missing(adapter)
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed: {adapter} drives that framework")
+    return resumed["checks"][adapter]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_each_framework_loop_runs_as_its_run_mode_adapter_does(resumed, adapter):
+    check = _check(resumed, adapter)
+    assert check["mode"] == "run" and check["status"] == "different"
+    for name, (verdict, codes) in MEASURED_RUN[adapter].items():
+        scenario = next(s for s in check["scenarios"] if s["name"] == name)
+        assert scenario["verdict"] == verdict, (name, scenario["first_divergence"])
+        got = {d["code"] for d in check["diagnoses"] if d.get("scenario") == name} & RUN_CODES
+        assert got == codes, [d["message"] for d in check["diagnoses"]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_each_framework_resume_gets_its_measured_verdict_at_each_kill_point(resumed, adapter):
+    entries = {e["point"]: e for e in _check(resumed, adapter)["resume"]}
+    assert tuple(entries) == POINTS
+    for point, (verdict, codes, killed_at, resumed_from) in MEASURED_RESUME[adapter].items():
+        e = entries[point]
+        assert (e["verdict"], set(e["codes"])) == (verdict, codes), (point, e)
+        assert (e["killed_at"], e["resumed_from"]) == (killed_at, resumed_from), (point, e)
+
+
+@pytest.mark.slow
+def test_accelerate_restores_its_window_counter_but_not_the_windows_gradient(resumed):
+    """load_state gives back `accelerator.step` (checkpointing.py:157, 296): at mid_window the
+    restart loads step_3 with the counter at 3, mid-window, so it syncs at the next batch with
+    only that batch's gradient; at the epoch's end the counter was reset to 0."""
+    _check(resumed, "run_resume_accelerate")
+    restarts = [x for x in resumed["lines"]["run_resume_accelerate"] if x["resumed_from"]]
+    on_load = sorted({(x["resumed_from"], x["accumulate_step_on_load"]) for x in restarts})
+    assert on_load == [(2, 2), (3, 3), (4, 4), (5, 0)]  # batches done, accelerator.step
+    for x in restarts:  # the prepared scheduler came back: P steps an update, as uninterrupted
+        assert x["scheduler_steps"] == 2 * 6
+    assert {tuple(x["epochs_set"]) for x in restarts} == {(0, 0, 1, 1), (1, 1)}
+
+
+@pytest.mark.slow
+def test_trainer_resumes_only_from_update_boundaries(resumed):
+    _check(resumed, "run_resume_hf_trainer")
+    restarts = [x for x in resumed["lines"]["run_resume_hf_trainer"] if x["resumed_from"]]
+    names = sorted({x["resumed_from"] for x in restarts})
+    assert names == ["checkpoint-1", "checkpoint-2", "checkpoint-3"]  # mid_epoch, mid_window: 1
+    assert all(x["global_step"] == 6 and x["scheduler_steps"] == 6 for x in restarts)
+
+
+@pytest.mark.slow
+def test_no_process_or_folder_is_left_behind_after_the_kills(resumed):
+    assert resumed["processes"] == [] and resumed["folders"] == []
