@@ -10,9 +10,10 @@ from streamlit.delta_generator import DeltaGenerator
 
 from pclab.core import gradcache, limits, limits_clip, trajectory
 from pclab.ui.exercise import predict_number
+from pclab.ui.figures import magnitude
 from pclab.ui.input_errors import guard
 from pclab.ui.language import page_link, t
-from pclab.ui.limits_views import block, num
+from pclab.ui.limits_views import block
 from pclab.ui.page_header import header
 from pclab.ui.show_code import show_code
 
@@ -87,11 +88,17 @@ with tabs[2]:
     with guard():
         clip = demo("clip", accum_steps=steps, dim=3, max_norm=max_norm, seed=seed)
         norm = {row["variant"]: row["norm"] for row in clip.rows}
-        question = t("limits.exercise", norm=num(norm["unclipped_sum"]), tau=f"{max_norm:g}")
+        unclipped = magnitude(norm["unclipped_sum"])  # a norm: no sign
+        question = t("limits.exercise", norm=unclipped, tau=f"{max_norm:g}")
         scenario = (seed, steps, max_norm)
         # Gate only this block: st.stop() would also blank the trajectory tab.
         if predict_number(
-            "lim_ex", question, norm["clip_of_sum"], t("limits.exercise_why"), scenario=scenario
+            "lim_ex",
+            question,
+            norm["clip_of_sum"],
+            t("limits.exercise_why"),
+            scenario=scenario,
+            show=magnitude,
         ):
             block("clip", clip)
 

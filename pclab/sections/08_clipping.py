@@ -68,7 +68,9 @@ with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
     steps = report.outcomes[variant]
     scenario = (layout, scale, tau, add_rep, rep_value, add_shard, shard_value, shard_rank, variant)
     question, why = t("clipping.exercise"), t("clipping.exercise_why")
-    if not predict_number("clip_ex", question, report.coefficient, why, scenario=scenario):
+    if not predict_number(
+        "clip_ex", question, report.coefficient, why, scenario=scenario, show=magnitude
+    ):
         st.stop()
 
     def shown(x: float | None) -> str:  # a norm or c: no sign; a skipped step reads "skipped"

@@ -12,6 +12,7 @@ from pclab.ui import across_run as run
 from pclab.ui import across_views as views
 from pclab.ui import deeplink
 from pclab.ui.exercise import predict_number
+from pclab.ui.figures import magnitude
 from pclab.ui.input_errors import guard
 from pclab.ui.language import page_link, t
 from pclab.ui.page_header import header
@@ -46,6 +47,7 @@ with guard(inputs.headers(microbatches) | {"counts": t("across.windows.table_nam
         per_window[-1].ratio,
         t("across.exercise_tail_why"),
         scenario=(counts, accum),
+        show=magnitude,
     ):
         st.markdown(f"**{t('across.weights.title')}**")
         st.caption(t("across.weights.caption"))
@@ -72,7 +74,9 @@ if counts is not None:
             length=PREPARED_LENGTH,
         )
         why = t("across.exercise_prepared_why", world_size=world_size)
-        if predict_number("acr_prepared_ex", question, along, why, scenario=world_size):
+        if predict_number(
+            "acr_prepared_ex", question, along, why, scenario=world_size, show=magnitude
+        ):
             views.schedule_chart(shape, warmup)
             views.ends_table(shape, warmup)
 

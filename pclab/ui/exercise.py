@@ -77,12 +77,15 @@ def predict_number(
     *,
     scenario: object = None,
     tolerance: float = WITHIN,
+    show: Callable[[float | None], str] = fmt,
 ) -> bool:
     """Ask for a number; returns True when the page may show its figures.
 
     `scenario`: the page's inputs, so changing any of them hides the figures again.
     `tolerance`: how close is right, relative to the answer (0: exactly), as the live room
     counts it too: tally.is_right decides for both.
+    `show`: how the answer is written, here and in the room (figures.magnitude for an
+    absolute value: "0.2", not "+0.2"); the gap to a guess keeps its sign.
     """
     current = _forget_old_guess(key, answer, scenario)
     closed = room_view.before_guess(key, current)  # in a live room: revealed for the room
@@ -96,18 +99,20 @@ def predict_number(
     )
     _reveal_button(right, key)
     revealed, graded = _revealed(key, current, guess)
-    room_view.follow(box, key, current, guess, answer, closed=closed, tolerance=tolerance)
+    room_view.follow(
+        box, key, current, guess, answer, closed=closed, tolerance=tolerance, show=show
+    )
     if revealed and graded != guess:
-        box.info(t("exercise.regrade", answer=fmt(answer)))
+        box.info(t("exercise.regrade", answer=show(answer)))
     elif revealed:
         if answer is None:
             (box.success if guess is None else box.warning)(t("exercise.undefined_answer"))
         elif guess is None:
-            box.info(t("exercise.no_guess", answer=fmt(answer)))
+            box.info(t("exercise.no_guess", answer=show(answer)))
         elif is_right(guess, answer, tolerance):
-            box.success(t("exercise.right", answer=fmt(answer)))
+            box.success(t("exercise.right", answer=show(answer)))
         else:
-            box.warning(t("exercise.gap", answer=fmt(answer), gap=fmt(guess - answer)))
+            box.warning(t("exercise.gap", answer=show(answer), gap=fmt(guess - answer)))
     return _verdict(box, revealed, explain)
 
 

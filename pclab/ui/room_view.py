@@ -11,7 +11,7 @@ as markup: numbers are formatted by `fmt`, choices are the page's own option cod
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import altair as alt
 import pandas as pd
@@ -70,10 +70,12 @@ def follow(
     closed: bool,
     labels: dict[str, str] | None = None,
     tolerance: float = WITHIN,
+    show: Callable[[float | None], str] = fmt,
 ) -> None:
     """After the widgets: record a participant's prediction (when it changed) and show their
     status; record the presenter's Reveal and show the room's answers, counted right by the
-    exercise's `tolerance` (the rule its page grades with: tally.is_right)."""
+    exercise's `tolerance` (the rule its page grades with: tally.is_right), a number answer
+    written as the page writes it (`show`)."""
     role = room_role()
     if role is None:
         return
@@ -85,7 +87,7 @@ def follow(
             except Refused as refused:  # the room expired since this run began
                 box.warning(t(f"room.refused.{refused.reason}"), icon=":material/block:")
         with box:
-            _presenter_live(role.code, key, current, options, labels or {}, tolerance, answer)
+            _presenter_live(role.code, key, current, options, labels or {}, tolerance, answer, show)
         return
     sent = f"{key}_room_sent"
     if not closed and role.secret and st.session_state.get(sent) != (current, guess):
@@ -118,6 +120,7 @@ def _presenter_live(
     labels: dict[str, str],
     tolerance: float,
     answer: float | str | None,
+    show: Callable[[float | None], str] = fmt,
 ) -> None:
     """The room's count and spread; after Reveal how many were right, the answer said as
     the page says it (the page's own value: a count reads 140, not the database's 140.0)."""
@@ -130,7 +133,7 @@ def _presenter_live(
         chart = _bars(tally, labels) if options else _histogram(tally)
         st.altair_chart(chart, width="stretch")
     if tally.revealed:
-        shown = labels.get(answer, "") if isinstance(answer, str) else fmt(answer)
+        shown = labels.get(answer, "") if isinstance(answer, str) else show(answer)
         said = "room.result_choice" if options else "room.result_number"
         if not options and tolerance == 0:
             said = "room.result_exact"  # a count: only the answer itself is right

@@ -14,6 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pclab.core import clipping
+from pclab.ui import i18n
 from pclab.ui.figures import fmt
 from tests.app.sections_helper import open_section
 
@@ -180,11 +181,13 @@ def test_clipping_exercise_judges_the_coefficient():
         0.25
     ).run()  # 1/4: rank 1's local norm, not n = 5
     reveal(at, "clip_ex")
-    assert not at.success and any("+0.2" in w.value and "+0.05" in w.value for w in at.warning)
+    # the answer, a coefficient, unsigned; the gap to the guess keeps its sign
+    gap = i18n.text("en", "exercise.gap", answer="0.2", gap="+0.05")
+    assert not at.success and [w.value for w in at.warning] == [gap]
     at.number_input(key="clip_ex_guess").set_value(0.2).run()
     assert not at.success  # a changed prediction waits for another Reveal (issue 17)
     reveal(at, "clip_ex")
-    assert any("Right" in s.value and "+0.2" in s.value for s in at.success)
+    assert [s.value for s in at.success] == [i18n.text("en", "exercise.right", answer="0.2")]
 
 
 def test_clipping_workshop_mode_hides_the_figures_until_revealed():
@@ -194,7 +197,8 @@ def test_clipping_workshop_mode_hides_the_figures_until_revealed():
     at.number_input(key="clip_ex_guess").set_value(0.5).run()
     assert not at.metric
     reveal(at, "clip_ex")
-    assert any("Right" in s.value and "+0.5" in s.value for s in at.success)  # c = 2.5 / 5
+    right = i18n.text("en", "exercise.right", answer="0.5")  # c = 2.5 / 5, unsigned
+    assert [s.value for s in at.success] == [right]
     assert metrics(at) == ["5", "2.5", "0.5"] and len(at.get("vega_lite_chart")) == 1
     assert download_labels(at) == ["CSV", "JSON"]
     at.toggle(key="clip_add_rep").set_value(True).run()  # a new scenario: hidden again

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from pclab.ui import i18n
 from tests.app.sections_helper import open_section
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,20 +168,23 @@ def test_limits_clip_exercise_gates_only_its_block_in_workshop_mode():
     assert "Largest element gap" not in shown and len(shown) == 5  # the other tabs still render
     assert len(at.dataframe) == 5
     question = next(md.value for md in at.markdown if "clip(Σg) have?" in md.value)
-    assert "+7.883567" in question and "τ = 1" in question  # ‖Σg‖ at the defaults
+    # ‖Σg‖ at the defaults, a norm: no sign (the answer neither; the gap keeps its sign)
+    assert "7.883567" in question and "+7.883567" not in question and "τ = 1" in question
     at.number_input(key="lim_ex_guess").set_value(3.49).run()  # the norm of Σ clip(g), not clip(Σg)
     at.button(key="lim_ex_reveal").click().run()
-    assert any("+1" in w.value and "+2.49" in w.value for w in at.warning)
+    assert [w.value for w in at.warning] == [
+        i18n.text("en", "exercise.gap", answer="1", gap="+2.49")
+    ]
     assert metrics(at)["Largest element gap"] != "0" and len(at.dataframe) == 6
     at.number_input(key="lim_ex_guess").set_value(1.0).run()
     assert not at.success  # a changed prediction waits for another Reveal (issue 17)
     at.button(key="lim_ex_reveal").click().run()
-    assert any(s.value == "Right — core computes +1." for s in at.success)
+    assert any(s.value == "Right — core computes 1." for s in at.success)
     at.slider(key="lim_c_norm").set_value(10.0).run()  # a new scenario hides the block again
     assert "Largest element gap" not in metrics(at)
     at.number_input(key="lim_ex_guess").set_value(7.883567).run()  # τ above ‖Σg‖: nothing clipped
     at.button(key="lim_ex_reveal").click().run()
-    assert any("+7.883567" in s.value for s in at.success)
+    assert [s.value for s in at.success] == [i18n.text("en", "exercise.right", answer="7.883567")]
     assert metrics(at)["Largest element gap"] == "0"
 
 

@@ -282,3 +282,15 @@ def test_the_caps_say_so(db):
     at = visit(LEDGER, workshop=True)
     at.sidebar.button(key="room_open").click().run()
     assert i18n.text("en", "room.refused.server_full") in [e.value for e in at.sidebar.error]
+
+
+def test_the_room_writes_an_absolute_answer_as_its_page_does(db):
+    """Page 08's answer is a clip coefficient: the room's result reads 0.2, as the page's
+    own verdict does, not +0.2 (the answer's `show`, ui.exercise)."""
+    host, code, _ = presenter(page="pclab/sections/08_clipping.py")
+    at = visit("pclab/sections/08_clipping.py", room=code)
+    at.number_input(key="clip_ex_guess").set_value(0.2).run()
+    host.run()
+    host.button(key="clip_ex_reveal").click().run()
+    said = i18n.text("en", "room.result_number", right=1, answered=1, answer="0.2", within=5)
+    assert said in texts(host)

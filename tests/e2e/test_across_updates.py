@@ -74,7 +74,7 @@ def test_two_real_runs_and_a_revealed_exercise_at_800_px_in_chinese_and_dark(tab
     field.press("Enter")
     wait_for_app(tab)
     tab.get_by_role("button", name=say("exercise.reveal")).first.click()
-    right = say("exercise.right", answer="+0.5")
+    right = say("exercise.right", answer="0.5")
     tab.locator('[data-testid="stAlertContentSuccess"]', has_text=right).wait_for()
     wait_for_app(tab)
     problems += fits(tab, "after the reveal")
