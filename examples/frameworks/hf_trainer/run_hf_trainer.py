@@ -91,40 +91,48 @@ def observed(trainer_class):
     return Observed
 
 
-def train_loop(model, optimizer, epochs, accum_steps):
-    """Trainer.train() over the run: num_train_epochs = len(epochs), the lab's optimizer, the
-    Trainer's own scheduler."""
+def trainer_for(model, optimizer, data, epochs, accum_steps, output_dir, **saving):
+    """The Trainer this adapter runs (and run_resume_hf_trainer.py, with its `saving`
+    arguments): num_train_epochs = len(epochs), the lab's optimizer, the Trainer's own
+    linear scheduler, no clipping, no evaluation, sequential data, quiet on CPU."""
     from transformers import PrinterCallback, Trainer, TrainingArguments, default_data_collator
 
     if not _QUIET:  # once per rank process, as hf_trainer.py's adapters do
         _quiet_and_fast()
         _QUIET.append(True)
+    args = TrainingArguments(
+        output_dir=output_dir,
+        per_device_train_batch_size=BATCH_SIZE,
+        gradient_accumulation_steps=accum_steps,
+        num_train_epochs=len(epochs),
+        train_sampling_strategy="sequential",
+        lr_scheduler_type="linear",
+        warmup_steps=0,
+        weight_decay=0.0,
+        max_grad_norm=0.0,  # no clipping
+        ddp_find_unused_parameters=False,
+        eval_strategy="no",
+        dataloader_num_workers=0,
+        seed=0,
+        **(ONE_QUIET_STEP_ON_CPU | saving),
+    )
+    trainer = observed(Trainer)(
+        model=model,
+        args=args,
+        train_dataset=data,
+        data_collator=default_data_collator,
+        optimizers=(optimizer, None),  # the lab's optimizer, Trainer's own scheduler
+    )
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def train_loop(model, optimizer, epochs, accum_steps):
+    """Trainer.train() over the run: num_train_epochs = len(epochs), the lab's optimizer, the
+    Trainer's own scheduler."""
     data = EpochData(global_rows(epochs))
     with tempfile.TemporaryDirectory(prefix="pcl-hf-trainer-") as out:
-        args = TrainingArguments(
-            output_dir=out,
-            per_device_train_batch_size=BATCH_SIZE,
-            gradient_accumulation_steps=accum_steps,
-            num_train_epochs=len(epochs),
-            train_sampling_strategy="sequential",
-            lr_scheduler_type="linear",
-            warmup_steps=0,
-            weight_decay=0.0,
-            max_grad_norm=0.0,  # no clipping
-            ddp_find_unused_parameters=False,
-            eval_strategy="no",
-            dataloader_num_workers=0,
-            seed=0,
-            **ONE_QUIET_STEP_ON_CPU,
-        )
-        trainer = observed(Trainer)(
-            model=model,
-            args=args,
-            train_dataset=data,
-            data_collator=default_data_collator,
-            optimizers=(optimizer, None),  # the lab's optimizer, Trainer's own scheduler
-        )
-        trainer.remove_callback(PrinterCallback)
+        trainer = trainer_for(model, optimizer, data, epochs, accum_steps, out)
         trainer.train()
     _record(trainer, data)
 

@@ -40,17 +40,8 @@ import sys
 from pathlib import Path
 
 import torch
-from hf_trainer import (
-    _QUIET,
-    BATCH_SIZE,
-    ONE_QUIET_STEP_ON_CPU,
-    SEQ_LEN,
-    VOCAB_SIZE,
-    _quiet_and_fast,
-    build_model,
-    token_losses,
-)
-from run_hf_trainer import RECORD_ENV, make_scheduler, observed
+from hf_trainer import BATCH_SIZE, SEQ_LEN, VOCAB_SIZE, build_model, token_losses
+from run_hf_trainer import RECORD_ENV, make_scheduler, trainer_for
 
 # framework_run.py (what the run adapters share) is in ../shared/
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
@@ -70,38 +61,13 @@ def make_optimizer(params):
 
 def train_loop(model, optimizer, epochs, accum_steps, checkpoint_dir):
     """Trainer.train() over the run, a checkpoint after every update, resumed from the last."""
-    from transformers import PrinterCallback, Trainer, TrainingArguments, default_data_collator
     from transformers.trainer_utils import get_last_checkpoint
 
-    if not _QUIET:  # once per rank process, as hf_trainer.py's adapters do
-        _quiet_and_fast()
-        _QUIET.append(True)
     last = get_last_checkpoint(checkpoint_dir)  # None: nothing saved yet
     data = EpochData(global_rows(epochs))
-    args = TrainingArguments(
-        output_dir=checkpoint_dir,
-        per_device_train_batch_size=BATCH_SIZE,
-        gradient_accumulation_steps=accum_steps,
-        num_train_epochs=len(epochs),
-        train_sampling_strategy="sequential",
-        lr_scheduler_type="linear",
-        warmup_steps=0,
-        weight_decay=0.0,
-        max_grad_norm=0.0,  # no clipping
-        ddp_find_unused_parameters=False,
-        eval_strategy="no",
-        dataloader_num_workers=0,
-        seed=0,
-        **(ONE_QUIET_STEP_ON_CPU | SAVE_EVERY_UPDATE),
+    trainer = trainer_for(
+        model, optimizer, data, epochs, accum_steps, checkpoint_dir, **SAVE_EVERY_UPDATE
     )
-    trainer = observed(Trainer)(
-        model=model,
-        args=args,
-        train_dataset=data,
-        data_collator=default_data_collator,
-        optimizers=(optimizer, None),  # the lab's optimizer, Trainer's own scheduler
-    )
-    trainer.remove_callback(PrinterCallback)
     trainer.train(resume_from_checkpoint=last)
     _record(trainer, data, last)
 
