@@ -279,12 +279,10 @@ def _serve_one(request: LaunchRequest, parent: int, out: TextIO, spares: _Spares
         if os.getppid() != parent:
             os._exit(1)  # the server is gone: so are the ranks (they die with this process)
         for fd in ready:
-            i, said = waiting.pop(fd), os.read(fd, 64).strip()
-            os.close(fd)
-            # no word: killed (or crashed below Python) - its wait status names the signal
-            codes[i] = (
-                int(said) if said else os.waitstatus_to_exitcode(os.waitpid(ranks[i][0], 0)[1])
-            )
+            if fd not in waiting:
+                continue  # collected with an earlier failure of this batch
+            i = waiting[fd]
+            _collect(fd, ranks, waiting, codes)
             if codes[i] != 0:  # as torchrun's agent does: the others would wait for it
                 _end_others(ranks, waiting, codes)
     try:
@@ -300,12 +298,26 @@ def _serve_one(request: LaunchRequest, parent: int, out: TextIO, spares: _Spares
             pass  # reaped above
 
 
+def _collect(
+    fd: int, ranks: list[tuple[int, int, int]], waiting: dict[int, int], codes: list[int | None]
+) -> None:
+    """The exit code of the rank whose code pipe `fd` is readable: the word it wrote, or, with
+    no word (killed, or crashed below Python), its wait status, which names the signal."""
+    i, said = waiting.pop(fd), os.read(fd, 64).strip()
+    os.close(fd)
+    codes[i] = int(said) if said else os.waitstatus_to_exitcode(os.waitpid(ranks[i][0], 0)[1])
+
+
 def _end_others(
     ranks: list[tuple[int, int, int]], waiting: dict[int, int], codes: list[int | None]
 ) -> None:
     """One rank failed: kill the ranks still running (each leads its own process group), which
     would otherwise wait for it in their rendezvous or collective until the process-group
-    timeout. Each reports 0: the failure the launch names is the first rank's, not theirs."""
+    timeout. Each reports 0: the failure the launch names is the first rank's, not theirs.
+    A rank that has already ended keeps its own code: a rank killed from outside makes its
+    peer fail at once, and the peer's word can be read first."""
+    for fd in select.select(list(waiting), [], [], 0)[0]:
+        _collect(fd, ranks, waiting, codes)
     for fd, i in waiting.items():
         try:
             os.killpg(ranks[i][0], signal.SIGKILL)

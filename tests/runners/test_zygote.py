@@ -7,6 +7,7 @@ zygote, store and ranks die with the server that started it.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from runner_support import MARK_ENV, ROOT, alive, marked, wait_for, warm_runtime
 
 from pclab.runners import launcher
 from pclab.runners.settings import ENV_NAMES
-from pclab.runners.zygote import SPARE_RANKS
+from pclab.runners.zygote import SPARE_RANKS, _end_others
 
 LOOP = "tests.runners.workers.collective_loop"
 
@@ -209,3 +210,31 @@ def test_a_child_whose_zygote_died_before_it_armed_its_death_signal_exits(tmp_pa
         os.close(said_r)
         if said_w != -1:
             os.close(said_w)
+
+
+def _child(code: str) -> tuple[int, int, int]:
+    """A rank as `_serve_one` holds it, (pid, job pipe, exit-code pipe), running `code` in
+    its own session; it writes no word, so only its wait status can say how it ended."""
+    code_r, code_w = os.pipe()
+    child = subprocess.Popen([sys.executable, "-c", code], pass_fds=(code_w,), start_new_session=True)
+    os.close(code_w)
+    return child.pid, -1, code_r
+
+
+def test_a_peer_killed_from_outside_keeps_its_signal_when_the_other_rank_is_read_first():
+    """Rank 1 is killed; rank 0, losing its peer, fails at once, and its word can be read
+    before rank 1's closed pipe: the ranks that had already ended keep their own codes (rank
+    1's SIGKILL, which the diagnosis names), and only the one still running is ended as 0."""
+    killed = _child("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    running = _child("import time; time.sleep(60)")
+    ranks = [(0, -1, -1), killed, running]
+    assert wait_for(lambda: not alive(killed[0]) or _readable(killed[2]), 10)
+    waiting = {killed[2]: 1, running[2]: 2}
+    codes: list[int | None] = [1, None, None]  # rank 0's word: it failed, it said so first
+    _end_others(ranks, waiting, codes)
+    assert codes == [1, -signal.SIGKILL, 0] and waiting == {}
+    assert os.waitstatus_to_exitcode(os.waitpid(running[0], 0)[1]) == -signal.SIGKILL
+
+
+def _readable(fd: int) -> bool:
+    return bool(select.select([fd], [], [], 0)[0])
