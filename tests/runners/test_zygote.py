@@ -216,7 +216,9 @@ def _child(code: str) -> tuple[int, int, int]:
     """A rank as `_serve_one` holds it, (pid, job pipe, exit-code pipe), running `code` in
     its own session; it writes no word, so only its wait status can say how it ended."""
     code_r, code_w = os.pipe()
-    child = subprocess.Popen([sys.executable, "-c", code], pass_fds=(code_w,), start_new_session=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], pass_fds=(code_w,), start_new_session=True
+    )
     os.close(code_w)
     return child.pid, -1, code_r
 
