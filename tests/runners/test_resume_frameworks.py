@@ -14,7 +14,8 @@ microbatches a rank), pinned here:
 - Accelerate: `same_run` at mid_epoch, before_tail and epoch_boundary; `window_gradient_lost`
   at mid_window: save_state keeps `accelerator.step` (the window counter) but not `.grad`,
   and the example saves after every batch, inside windows too. The run itself keeps
-  run_accelerate_accumulate.py's codes (`tail_window_scaled`, `scheduler_rate`).
+  run_accelerate_accumulate.py's codes (`tail_window_scaled`, `scheduler_rate`, and
+  `scheduler_on_skip` in empty_window).
 - Trainer: `same_run` at every point: it saves only after an update, so a kill inside a window
   re-runs that window from its start (resumed from checkpoint-1 at mid_window).
 
@@ -47,7 +48,10 @@ POINTS = ("mid_epoch", "mid_window", "before_tail", "epoch_boundary")
 MEASURED_RUN = {  # adapter -> {scenario: (verdict, its run codes)}
     "run_resume_accelerate": {
         "uneven": ("different", {"tail_window_scaled", "scheduler_rate"}),
-        "empty_window": ("different", {"tail_window_scaled"}),
+        "empty_window": (
+            "different",
+            {"tail_window_scaled", "scheduler_rate", "scheduler_on_skip"},
+        ),
         "equal_counts": ("different", {"tail_window_scaled", "scheduler_rate"}),
     },
     "run_resume_hf_trainer": {

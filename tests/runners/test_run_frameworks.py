@@ -11,18 +11,18 @@ Measured (accelerate 1.15.0, lightning 2.6.6, transformers 5.24.0, torch 2.13.0)
 - Accelerate: full windows microbatch means (each mean / K, DDP's / P); the tail a window of
   its own (the prepared dataloader's end syncs) but still / K: weight x N = N / (P K n),
   `tail_window_scaled` 0.5; the prepared scheduler steps P = 2 times an update:
-  `scheduler_rate` c = 2 (uneven, equal_counts).
-- Lightning: steps like Accelerate (grad sync F,T,F,T,T an epoch; 6 steps, 6 scheduler steps),
-  but the check MISPLACES its steps: Lightning runs a window's last microbatch inside
-  `optimizer.step(closure)`, after torch's step pre-hook, where run_observe.Observer reads the
-  forward count. The tail's step lands in the window before it: `tail_window_dropped`,
-  `steps_per_window` (2) and `gradient_leak` are the check's artefacts, not Lightning's.
+  `scheduler_rate` c = 2 (uneven, equal_counts); in empty_window it also steps P times at the
+  skipped window (`scheduler_rate` and `scheduler_on_skip`).
+- Lightning: steps like Accelerate (grad sync F,T,F,T,T an epoch; 6 steps, 6 scheduler steps)
+  and divides the tail by K too (Lightning #19987): `tail_window_scaled` 0.5; it steps the
+  scheduler at the N = 0 window: `scheduler_on_skip`. It runs a window's last microbatch
+  inside `optimizer.step(closure)`, after torch's step pre-hook: run_observe.Observer places
+  a step by the forwards seen when the step ends, so each lands in its own window.
 - Trainer: the global token mean in every window, the tail included (it counts the window's
   own labels: #38837 fixed), its own schedule the intended one: same update in uneven and
   equal_counts to 1e-16. At the N = 0 window it still steps the optimizer (no change with SGD)
-  and the scheduler, built for 6 updates where the reference takes 5: empty_window differs
-  from update 2 on with no diagnosis named (the check's schedule candidates don't cover a step
-  at a skipped window).
+  and the scheduler, built for 6 updates where the reference takes 5: `scheduler_on_skip` in
+  empty_window.
 
     PYTHONPATH=$PWD python -m pytest -n 0 tests/runners/test_run_frameworks.py -q
 """
@@ -30,6 +30,7 @@ Measured (accelerate 1.15.0, lightning 2.6.6, transformers 5.24.0, torch 2.13.0)
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import pytest
@@ -54,7 +55,10 @@ P, K, M = 2, 2, 5  # ranks, microsteps, microbatches an epoch (windows 2, 2 and 
 MEASURED = {  # adapter -> {scenario: (verdict, its run codes)}; every check is "different"
     "run_accelerate_accumulate": {
         "uneven": ("different", {"tail_window_scaled", "scheduler_rate"}),
-        "empty_window": ("different", {"tail_window_scaled"}),
+        "empty_window": (
+            "different",
+            {"tail_window_scaled", "scheduler_rate", "scheduler_on_skip"},
+        ),
         "equal_counts": ("different", {"tail_window_scaled", "scheduler_rate"}),
     },
     "run_lightning_accumulate": {  # Lightning #19987: the tail divided by K
@@ -166,9 +170,11 @@ def test_accelerate_steps_the_tail_but_divides_it_by_k_and_its_scheduler_steps_p
 @pytest.mark.slow
 def test_accelerate_tails_are_divided_by_k_in_every_scenario(run):
     """Every full window is microbatch_mean (equal counts fit global_token too; a skipped
-    window has none), and every tail's weights are those halved: / K, not / k'. The
-    empty_window scenario's rates (a prepared scheduler that also steps at the skip) match no
-    single stepping of the schedule."""
+    window has none), and every tail's weights are those halved: / K, not / k'. In the
+    empty_window scenario the prepared scheduler also steps, P times, at the skipped window,
+    on a schedule built for every window (the loop's own count, ceil(M / K) an epoch): the
+    rate at each update is the intended LambdaLR's, 1 - s / (L + 1), at s = P x the windows
+    before it, skipped or not."""
     check = _check(run, "run_accelerate_accumulate")
     for name in ("uneven", "empty_window", "equal_counts"):
         s = _scenario(check, name)
@@ -178,7 +184,13 @@ def test_accelerate_tails_are_divided_by_k_in_every_scenario(run):
             if u["microsteps"] < K:
                 for got, want in zip(u["weights"], _tail_weights_scaled_by_k(u), strict=True):
                     assert got == pytest.approx(want, rel=1e-9)
-    assert _scenario(check, "empty_window")["schedule"]["matches"] is None
+    empty = _scenario(check, "empty_window")
+    windows = math.ceil(M / K) * 2  # both epochs' windows, the skipped one included
+    before = [i for i, u in enumerate(empty["updates"]) if not u["skipped"]]
+    base = empty["schedule"]["intended"][0]
+    closed_form = [base * (1 - P * i / (windows + 1)) for i in before]
+    assert empty["schedule"]["yours"] == pytest.approx(closed_form, rel=1e-12)
+    assert empty["schedule"]["matches"] == "prepared_skip_all"
 
 
 @pytest.mark.slow

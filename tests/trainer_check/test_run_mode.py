@@ -25,6 +25,7 @@ from tests.trainer_check.page_records import assert_agrees_with_its_record, page
 EXAMPLES = ROOT / "examples" / "trainers"
 WRITTEN_FOR = {  # example -> (status, the run codes its diagnoses must be)
     "run_correct": ("same_update", set()),
+    "run_ddp_no_sync": ("same_update", set()),
     "run_divide_by_k": ("different", {"tail_window_scaled"}),
     "run_tail_never_steps": ("different", {"tail_window_dropped", "gradient_leak"}),
     "run_zero_grad_per_epoch": ("different", {"gradient_leak"}),

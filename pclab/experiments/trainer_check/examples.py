@@ -149,6 +149,12 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
     # test_resume.py and tests/runners/test_run_frameworks.py hold these verdicts
     _t("run_correct", "a loop over epochs: each window ÷ its global N, tail included", "—", SAME),
     _t(
+        "run_ddp_no_sync",
+        "DDP wrapped once, `no_sync()` but at each window's last backward, the sums × P / N",
+        "—",
+        SAME,
+    ),
+    _t(
         "run_divide_by_k",
         "nanoGPT's loop: each mean ÷ K, the tail too",
         "tail_window_scaled",
@@ -224,7 +230,7 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
     Example(
         "frameworks/accelerate/run_accelerate_accumulate.py",
         "Accelerate's own loop: `accumulate`, a prepared scheduler",
-        "tail_window_scaled, scheduler_rate",
+        "tail_window_scaled, scheduler_rate, scheduler_on_skip",
         DIFFERENT,
     ),
     Example(
@@ -242,7 +248,7 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
     Example(
         "frameworks/accelerate/run_resume_accelerate.py",
         "resumable, Accelerate's checkpointing example: `save_state` every batch",
-        "tail_window_scaled, scheduler_rate, window_gradient_lost",
+        "tail_window_scaled, scheduler_rate, scheduler_on_skip, window_gradient_lost",
         DIFFERENT,
     ),
     Example(

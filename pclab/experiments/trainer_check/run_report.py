@@ -205,6 +205,11 @@ def _schedule(s: dict[str, Any], k: int, world: int) -> list[Diagnosis]:
         return [run_messages.schedule_length(name, schedule["built_for"], schedule["updates"])]
     if how in ("skip_advances", "skip_advances_all"):
         return [run_messages.scheduler_on_skip(name)]
+    if how in ("prepared_skip", "prepared_skip_all"):
+        return [
+            run_messages.scheduler_rate(name, "prepared", world),
+            run_messages.scheduler_on_skip(name),
+        ]
     return []
 
 

@@ -6,6 +6,8 @@ updates) and as each known mistake steps it (core.schedules names them):
     prepared        stepped P times per call (Accelerate's prepared scheduler: c = P)
     short           built for E x floor(M / K) updates (len // K): no step for the tails
     skip_advances   stepped at a skipped N = 0 window too
+    prepared_skip   both: P times per call, and called at a skipped window too (Accelerate's
+                    prepared scheduler in a loop that runs every window)
 
 Each candidate runs the file's own make_scheduler on a fresh optimizer from make_optimizer, so
 the comparison holds for any schedule the file defines. Without make_scheduler the intended
@@ -24,7 +26,8 @@ from pclab.experiments.trainer_check.trainer_file import Trainer
 
 # How a loop may step the file's schedule (name -> (stepping, its length)): the stepping is
 # "update" (once per update), "microstep" (after every backward; "ran": of the windows the loop
-# ran), "prepared" (P times per update) or "skip" (at an N = 0 window too); the length is
+# ran), "prepared" (P times per update), "skip" (at an N = 0 window too) or "prepared_skip"
+# (P times per update and per N = 0 window); the length is
 # "true" (the run's updates), "len_k" (floor(M / K) an epoch) or "windows" (every window).
 MISTAKES = {
     "per_microstep": ("microstep", "true"),
@@ -34,6 +37,8 @@ MISTAKES = {
     "every_window": ("update", "windows"),
     "skip_advances": ("skip", "true"),
     "skip_advances_all": ("skip", "windows"),
+    "prepared_skip": ("prepared_skip", "true"),
+    "prepared_skip_all": ("prepared_skip", "windows"),  # Accelerate's count: every window
 }
 RTOL = 1e-9  # rates are computed, not measured: equal to rounding
 
@@ -67,8 +72,10 @@ def _rates(
         if taken:
             rates.append(float(optimizer.param_groups[0]["lr"]))
             optimizer.step()
-        if taken or stepping == "skip":
-            for _ in range(world if stepping == "prepared" and taken else 1):
+        at_skip = stepping in ("skip", "prepared_skip")
+        times = world if stepping == "prepared_skip" or (stepping == "prepared" and taken) else 1
+        if taken or at_skip:
+            for _ in range(times):
                 scheduler.step()
     return rates
 
