@@ -15,6 +15,7 @@ import streamlit as st
 from pclab.core import update_weights
 from pclab.experiments.trainer_check import frameworks
 from pclab.ui import framework_rows as rows
+from pclab.ui import framework_runs
 from pclab.ui.language import page_link, t
 from pclab.ui.page_header import header
 from pclab.ui.show_code import show_code
@@ -35,4 +36,5 @@ for framework in dict.fromkeys(setting.framework for setting, _ in table):
 
 st.subheader(t("frameworks.table_heading"))
 rows.summary(shown)
+framework_runs.section()
 show_code(frameworks.measured, update_weights.scheme_weights_times_n)

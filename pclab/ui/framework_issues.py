@@ -58,6 +58,21 @@ ISSUES = {
     "sbert_mnrl_accumulate": (("huggingface/sentence-transformers", 2916),),
     "sbert_mnrl_gather_accumulate": (("huggingface/sentence-transformers", 2916),),
 }
+# run row code (frameworks.run_table.ROWS) -> the upstream issues and pull requests behind what
+# its loop does across a run: the tail divided by K, the prepared scheduler, resuming.
+RUN_ISSUES = {
+    "run_accelerate_accumulate": (
+        ("huggingface/accelerate", 2926),
+        ("huggingface/accelerate", 1013),
+        ("Lightning-AI/pytorch-lightning", 19987),
+    ),
+    "run_lightning_accumulate": (("Lightning-AI/pytorch-lightning", 19987),),
+    "run_hf_trainer": (
+        ("huggingface/transformers", 38837),
+        ("huggingface/transformers", 24088),
+        ("huggingface/transformers", 22143),
+    ),
+}
 # setting code -> another project's issue or pull request on the same arithmetic, where no
 # issue of the framework's own is known (README: "torchtitan fixed the same arithmetic").
 RELATED = {"olmo_core_train_module": (("pytorch/torchtitan", 2206),)}
@@ -74,11 +89,20 @@ def issue_url(repository: str, number: int) -> str:
     return f"https://github.com/{repository}/issues/{number}"
 
 
+def _links(found: tuple[tuple[str, int], ...]) -> list[str]:
+    return [f"[{plain(f'{r}#{n}')}]({issue_url(r, n)})" for r, n in found]
+
+
+def run_issue_links(code: str) -> str | None:
+    """A run row's upstream issues as one line of Markdown links (None: it has none)."""
+    found = RUN_ISSUES.get(code, ())
+    return t("frameworks.runs.upstream", links=i18n.join(lang(), _links(found))) if found else None
+
+
 def issue_links(code: str) -> str | None:
     """The row's upstream issues as one line of Markdown links, or the related issues of
     another project when the framework has none of its own (None: the README names none)."""
     for table, key in ((ISSUES, "frameworks.issues"), (RELATED, "frameworks.related")):
         if found := table.get(code, ()):
-            links = [f"[{plain(f'{r}#{n}')}]({issue_url(r, n)})" for r, n in found]
-            return t(key, links=i18n.join(lang(), links))
+            return t(key, links=i18n.join(lang(), _links(found)))
     return None

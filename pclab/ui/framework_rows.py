@@ -67,7 +67,8 @@ def why_not_here(setting: frameworks.Setting, recorded: dict) -> str | None:
     return None
 
 
-def _when(iso: str) -> str:
+def when(iso: str) -> str:
+    """A recorded moment as the page shows it: 2026-12-02 16:20 UTC."""
     moment = datetime.datetime.fromisoformat(iso).astimezone(datetime.UTC)
     return moment.strftime("%Y-%m-%d %H:%M UTC")
 
@@ -78,10 +79,12 @@ def provenance(record: dict, live: bool) -> str:
     torch = plain(record["torch"])
     if live:
         return t("frameworks.measured_here", package=package, version=version, torch=torch)
-    when = _when(record["recorded_at"])
+    when_recorded = when(record["recorded_at"])
     if record["package"] == "torch":
-        return t("frameworks.recorded_torch", torch=torch, date=when)
-    return t("frameworks.recorded", package=package, version=version, torch=torch, date=when)
+        return t("frameworks.recorded_torch", torch=torch, date=when_recorded)
+    return t(
+        "frameworks.recorded", package=package, version=version, torch=torch, date=when_recorded
+    )
 
 
 def verdict_text(record: dict) -> str:

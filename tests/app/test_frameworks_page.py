@@ -348,3 +348,29 @@ def test_olmo_core_cites_torchtitans_fix_as_related_not_as_its_own(lang):
     assert lines and all(line.startswith(related) for line in lines)
     assert not any(line.startswith(upstream) for line in lines)
     assert "olmo_core_train_module" not in framework_issues.ISSUES
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_rows_across_a_run_say_their_record_in_the_readers_language(lang):
+    """Each framework's run record (frameworks.run_table) as a block of its own: every column
+    in the reader's words (run_words, the README's table in English), the versions and
+    commands that recorded it, and its upstream issues as links built from data."""
+    from pclab.experiments.trainer_check.frameworks import run_table, run_words
+
+    at = open_section(PAGE, lang)
+    texts = [m.value for m in at.markdown]
+    captions = [c.value for c in at.caption]
+    say = lambda key, **values: i18n.text(lang, key).format(**values)  # noqa: E731
+    assert i18n.text(lang, "frameworks.runs.heading") in [h.value for h in at.subheader]
+    records = run_table.load_runs()["records"]
+    assert records, "no run record"
+    for record in records:
+        assert f"**{plain(record['framework'])}**" in texts
+        words = run_words.cells(record, say)
+        for column in run_words.COLUMNS:
+            heading = i18n.text(lang, f"frameworks.runs.{column}")
+            assert f"**{heading}:** {words[column]}" in texts, (column, words[column])
+        assert any(all(c in line for c in record["commands"]) for line in captions)
+    links = [m for m in texts if m.startswith(say("frameworks.runs.upstream", links=""))]
+    assert len(links) == len(framework_issues.RUN_ISSUES)
+    assert "(https://github.com/Lightning-AI/pytorch-lightning/issues/19987)" in " ".join(links)

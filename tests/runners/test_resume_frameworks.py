@@ -33,6 +33,7 @@ import pytest
 from runner_support import MARK_ENV, ROOT, marked, warm_runtime
 
 from pclab.experiments.trainer_check import EXPERIMENT
+from pclab.experiments.trainer_check.frameworks import run_table
 from pclab.experiments.trainer_check.frameworks.setting import installed_version
 from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.run_codes import LOOP_CODE_NAMES
@@ -179,3 +180,13 @@ def test_trainer_resumes_only_from_update_boundaries(resumed):
 @pytest.mark.slow
 def test_no_process_or_folder_is_left_behind_after_the_kills(resumed):
     assert resumed["processes"] == [] and resumed["folders"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_the_table_across_a_run_records_what_the_live_restart_does(resumed, adapter):
+    """The table across a run (frameworks.run_table) records each kill point's verdict and
+    codes: the live restart of the same loop agrees."""
+    row = next(r for r in run_table.ROWS if r.resume == adapter)
+    record = {r["code"]: r for r in run_table.load_runs()["records"]}[row.code]
+    assert run_table.story(_check(resumed, adapter))["resume"] == record["resume"], "--runs"

@@ -37,6 +37,7 @@ import pytest
 from runner_support import ROOT
 
 from pclab.experiments.trainer_check import EXPERIMENT
+from pclab.experiments.trainer_check.frameworks import run_table
 from pclab.experiments.trainer_check.frameworks.setting import installed_version
 from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.report import exit_code
@@ -249,3 +250,13 @@ def test_lightning_divides_its_tail_by_k(run):
     uneven = _scenario(check, "uneven")
     assert [u["optimizer_steps"] for u in uneven["updates"]] == [1] * 6
     assert _codes(check, "uneven") == {"tail_window_scaled"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_the_table_across_a_run_records_what_the_live_loop_does(run, adapter):
+    """ "Frameworks, measured" and the README's table across a run read the record
+    (frameworks.run_table): the live check of the same loop tells the same story."""
+    check = _check(run, adapter)
+    recorded = {r["code"]: r for r in run_table.load_runs()["records"]}
+    assert run_table.story(check) == recorded[adapter]["run"], "re-record: --runs"

@@ -1,7 +1,9 @@
-"""The framework table's command: record the chosen rows, then rewrite the README's table and
-the examples' index from the record (`--readme`: only that, nothing run).
+"""The framework table's command: record the chosen rows, then rewrite the README's tables and
+the examples' index from the records (`--readme`: only that, nothing run; `--runs`: the rows
+across a run, frameworks.run_table, instead of the one-update rows).
 
     python -m pclab.experiments.trainer_check.frameworks --only CODE[,CODE...]
+    python -m pclab.experiments.trainer_check.frameworks --runs
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 from pclab.experiments.trainer_check.frameworks import readme_table
 from pclab.experiments.trainer_check.frameworks.loader import RECORDED
 from pclab.experiments.trainer_check.frameworks.recorder import chosen, record
+from pclab.experiments.trainer_check.frameworks.run_table import RUNS_RECORDED, record_runs
 from pclab.paths import shown
 
 
@@ -28,13 +31,25 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run nothing: rewrite README.md's framework table and examples/README.md",
     )
+    parser.add_argument(
+        "--runs",
+        action="store_true",
+        help="record the rows across a run instead (each framework's own loop over two epochs, "
+        "and its restart where it has a resume adapter): pclab/artifacts/framework_runs.json",
+    )
     args = parser.parse_args(argv)
+    if args.runs and (args.only or args.readme):
+        parser.error("--runs records every run row: it takes neither --only nor --readme")
     only = [n for item in args.only for n in item.split(",") if n] if args.only else None
     try:
         picked = {s.code for s in chosen(only)}
     except ValueError as exc:
         parser.error(str(exc))
-    if not args.readme:
+    if args.runs:
+        for r in record_runs()["records"]:
+            print(f"{r['code']}: {r['framework']} {r['version']}: {r['run']['status']}")
+        print(f"wrote {shown(RUNS_RECORDED)}")
+    elif not args.readme:
         payload = record(only)
         for r in payload["records"]:
             if r["code"] in picked:

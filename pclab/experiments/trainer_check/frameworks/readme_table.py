@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import pclab.experiments.trainer_check.examples as examples
+from pclab.experiments.trainer_check.frameworks import run_words
 from pclab.experiments.trainer_check.frameworks.loader import by_code, version_label
+from pclab.experiments.trainer_check.frameworks.run_table import load_runs
 from pclab.experiments.trainer_check.frameworks.setting import (
     ACCUM,
     FOLDERS,
@@ -28,6 +30,16 @@ from pclab.paths import EXAMPLES_ROOT, IMPORT_ROOT, PACKAGE_DIR
 
 README = IMPORT_ROOT / "README.md"
 BLOCK = "framework-table"  # README.md's markers: <!-- framework-table:start/end -->
+RUNS_BLOCK = "framework-runs"  # the table across a run (frameworks.run_table's record)
+RUNS_HEADER = (
+    "framework",
+    "version",
+    "tail window",
+    "schedule",
+    "a window with N = 0",
+    "killed and restarted",
+    "what to set",
+)
 HEADER = (
     "framework",
     "version",
@@ -126,6 +138,26 @@ def table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def say_english(key: str, **values: Any) -> str:
+    """A page catalogue's English words by their key ("frameworks.runs.tail_own"), filled."""
+    area, *path = key.split(".")
+    found: Any = english(area)
+    for part in path:
+        found = found[part]
+    return str(found).format(**values)
+
+
+def runs_table() -> str:
+    """The table across a run as Markdown: one row per framework's run record."""
+    lines = ["| " + " | ".join(RUNS_HEADER) + " |", "|" + "---|" * len(RUNS_HEADER)]
+    for record in load_runs()["records"]:
+        words = run_words.cells(record, say_english)
+        cells = [record["framework"], f"{record['package']} {record['version']}"]
+        cells += [words[column] for column in run_words.COLUMNS]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _file(path: Path) -> str:
     """A file of examples/ as a link relative to examples/README.md."""
     relative = path.relative_to(EXAMPLES_ROOT).as_posix()
@@ -195,9 +227,15 @@ def replaced(text: str, block: str, body: str) -> str:
 
 def _updates() -> list[tuple[Path, str, str]]:
     """Every file with a generated block: (file, its text, its text with the block made)."""
-    made = {README: (BLOCK, table()), examples.INDEX: (examples.BLOCK, index())}
-    found = [(path, path.read_text(encoding="utf-8"), *made[path]) for path in made]
-    return [(path, text, replaced(text, block, body)) for path, text, block, body in found]
+    made = {README: [(BLOCK, table()), (RUNS_BLOCK, runs_table())]}
+    made[examples.INDEX] = [(examples.BLOCK, index())]
+    updates = []
+    for path, blocks in made.items():
+        text = new = path.read_text(encoding="utf-8")
+        for block, body in blocks:
+            new = replaced(new, block, body)
+        updates.append((path, text, new))
+    return updates
 
 
 def stale() -> list[Path]:

@@ -1,0 +1,99 @@
+"""What a framework's run record says, in words: the cells of its row (the tail window, the
+schedule, the N = 0 window, the restart, what to set), in whichever language `say` speaks.
+"Frameworks, measured" passes the page's `t`; README.md's table the English catalogue. The
+words live in locales/<lang>/frameworks.toml ([runs]) and check.toml ([run_mode.fix]).
+
+    python -c "import pclab.experiments.trainer_check.frameworks.run_words as w; print(w.COLUMNS)"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pclab.experiments.trainer_check.frameworks.run_table import EMPTY, UNEVEN
+
+Say = Callable[..., str]  # (catalogue key, **values) -> the words
+COLUMNS = ("tail", "schedule", "empty", "resume", "set")  # after framework and version
+TAIL_CODES = ("tail_window_scaled", "tail_window_dropped", "gradient_leak")
+SCHEDULE_CODES = ("scheduler_rate", "schedule_length")
+
+
+def _code_list(codes: list[str]) -> str:
+    return ", ".join(f"`{c}`" for c in codes)
+
+
+def tail(run: dict[str, Any], say: Say) -> str:
+    """The uneven scenario's tail window: divided by K, never stepped, or its own count."""
+    codes = run["scenarios"][UNEVEN]["codes"]
+    steps = ", ".join(str(n) for n in run["steps_per_epoch"])
+    reference = ", ".join(str(n) for n in run["reference_steps_per_epoch"])
+    if "tail_window_dropped" in codes:
+        words = say(
+            "frameworks.runs.tail_dropped", codes=_code_list([c for c in TAIL_CODES if c in codes])
+        )
+    elif "tail_window_scaled" in codes:
+        words = say("frameworks.runs.tail_scaled", scale=f"{run['tail_scale']:.3g}")
+    else:
+        words = say("frameworks.runs.tail_own")
+    return words + " " + say("frameworks.runs.steps", steps=steps, reference=reference)
+
+
+def schedule(run: dict[str, Any], say: Say) -> str:
+    """How the loop stepped the intended schedule in the uneven scenario."""
+    codes = run["scenarios"][UNEVEN]["codes"]
+    if "scheduler_rate" in codes:
+        return say("frameworks.runs.schedule_rate", rate=run["scheduler_rate"])
+    if "schedule_length" in codes:
+        return say("frameworks.runs.schedule_length")
+    return say("frameworks.runs.schedule_intended")
+
+
+def empty(run: dict[str, Any], say: Say) -> str:
+    """What the loop did at the N = 0 window (the codes the empty_window scenario adds)."""
+    empty_codes = run["scenarios"][EMPTY]["codes"]
+    added = [c for c in empty_codes if c not in run["scenarios"][UNEVEN]["codes"]]
+    if "scheduler_on_skip" in added:
+        return say("frameworks.runs.empty_scheduler")
+    if added:
+        return say("frameworks.runs.empty_other", codes=_code_list(added))
+    return say("frameworks.runs.empty_skipped")
+
+
+def resume(record: dict[str, Any], say: Say) -> str:
+    """Each kill point's verdict: the same run everywhere, or the codes and where."""
+    points = record.get("resume")
+    if points is None:
+        return say("frameworks.runs.resume_none")
+    wrong = [p for p in points if p["verdict"] != "same_run"]
+    if not wrong:
+        return say("frameworks.runs.resume_same", points=len(points))
+    found = "; ".join(f"{_code_list(p['codes']) or p['verdict']} ({p['point']})" for p in wrong)
+    return say("frameworks.runs.resume_found", found=found, others=len(points) - len(wrong))
+
+
+def codes_found(record: dict[str, Any]) -> list[str]:
+    """Every run and resume code of the record, each once: the run's scenarios, then resume."""
+    found = [c for s in record["run"]["scenarios"].values() for c in s["codes"]]
+    found += [c for p in record.get("resume") or () for c in p["codes"]]
+    return list(dict.fromkeys(found))
+
+
+def to_set(record: dict[str, Any], say: Say) -> str:
+    """The fix line of each code found, or that nothing needs changing."""
+    codes = codes_found(record)
+    if not codes:
+        return say("frameworks.runs.nothing_to_set")
+    return " ".join(say(f"check.run_mode.fix.{code}") for code in codes)
+
+
+def cells(record: dict[str, Any], say: Say) -> dict[str, str]:
+    """column -> its words (COLUMNS), for one framework's record."""
+    run = record["run"]
+    return {
+        "tail": tail(run, say),
+        "schedule": schedule(run, say),
+        "empty": empty(run, say),
+        "resume": resume(record, say),
+        "set": to_set(record, say),
+    }
