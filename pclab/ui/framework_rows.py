@@ -75,8 +75,8 @@ def when(iso: str) -> str:
 
 def provenance(record: dict, live: bool) -> str:
     """Which versions made the shown result, and when (or: here, just now)."""
-    package, version = plain(record["package"]), plain(record["version"])
-    torch = plain(record["torch"])
+    package, torch = plain(record["package"]), plain(record["torch"])
+    version = plain(record["version"] + frameworks.also_label(record))  # + transformers 5.24.0
     if live:
         return t("frameworks.measured_here", package=package, version=version, torch=torch)
     when_recorded = when(record["recorded_at"])

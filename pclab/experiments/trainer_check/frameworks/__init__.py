@@ -23,6 +23,7 @@ real run elsewhere), or gets one saying it is not installed.
 
 from pclab.experiments.trainer_check.frameworks.loader import (
     RECORDED,
+    also_label,
     by_code,
     load,
     setting_of,
@@ -68,6 +69,7 @@ __all__ = [
     "SHARED_MODULES",
     "WORLD_SIZE",
     "Setting",
+    "also_label",
     "by_code",
     "check_adapters",
     "chosen",

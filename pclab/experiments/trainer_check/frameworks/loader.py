@@ -27,11 +27,17 @@ def load(path: Path = RECORDED) -> dict[str, Any]:
 
 
 def version_label(record: dict[str, Any]) -> str:
-    """The version a record was made with, named by its package ("deepspeed 0.19.8": a row
-    that drives transformers through DeepSpeed records DeepSpeed's), or "—" for none."""
+    """The versions a record was made with, each named by its package ("deepspeed 0.19.8 +
+    transformers 5.24.0": a row that drives transformers through DeepSpeed records both), or
+    "—" for none."""
     if record["version"] is None:
         return "—"
-    return f"{record['package']} {record['version']}"
+    return f"{record['package']} {record['version']}{also_label(record)}"
+
+
+def also_label(record: dict[str, Any]) -> str:
+    """ " + transformers 5.24.0" for each other package the record's adapter drives, or ""."""
+    return "".join(f" + {package} {v}" for package, v in (record.get("also") or {}).items())
 
 
 def by_code(path: Path = RECORDED) -> dict[str, dict[str, Any]]:

@@ -58,7 +58,7 @@ def _uneven(check: dict[str, Any]) -> dict[str, Any]:
 
 
 def _base(setting: Setting, now: str) -> dict[str, Any]:
-    return {
+    found: dict[str, Any] = {
         "code": setting.code,
         "framework": setting.framework,
         "package": setting.package,
@@ -68,6 +68,9 @@ def _base(setting: Setting, now: str) -> dict[str, Any]:
         "torch": installed_version("torch"),
         "recorded_at": now,
     }
+    if setting.also:  # the row drives more than its package: every version that ran it
+        found["also"] = {package: installed_version(package) for package in setting.also}
+    return found
 
 
 def command(setting: Setting) -> str:

@@ -89,6 +89,7 @@ class Setting:
     reason: str | None = None  # why it cannot run here (no adapter); None: it has one
     examined: str | None = None  # the version the reason is about, when none is installed
     accum: int = ACCUM  # K of its check: 1 where the library has no accumulation of its own
+    also: tuple[str, ...] = ()  # other packages its adapter drives: their versions recorded too
 
     @property
     def adapter(self) -> str | None:

@@ -90,6 +90,7 @@ LANGUAGE_MODELS = (
         "deepspeed",
         "ZeRO-2, the optimizer the user passes in, float32",
         False,
+        also=("transformers",),
     ),
     Setting(
         "fsdp2_global_tokens",
@@ -186,6 +187,7 @@ LANGUAGE_MODELS = (
         "accelerate",
         "its loop (accelerator.accumulate + outputs.loss) on right-padded, masked data",
         False,
+        also=("transformers",),
     ),
     Setting(
         "composer",
