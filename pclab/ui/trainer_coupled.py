@@ -19,6 +19,7 @@ from pclab.experiments.trainer_check import examples
 from pclab.experiments.trainer_check.coupled_scenarios import scenario_sizes
 from pclab.ui import i18n, trainer_diagnoses
 from pclab.ui import trainer_views as views
+from pclab.ui.exercise import predict_choice
 from pclab.ui.input_errors import guard
 from pclab.ui.language import lang, page_link, t
 from pclab.ui.pages import PAGES
@@ -70,25 +71,45 @@ def section(example: str, world_size: int, accum: int) -> None:
                 st.code(MODEL_FILE.read_text(encoding="utf-8"), language="python")
         sizes = scenario_sizes(world_size, accum)["uneven_microsteps"]
         st.caption(t("coupled.scenarios", sizes=sizes_text(sizes)))
-        st.subheader(t("coupled.run.heading"))
-        params = {"trainer": str(path), "world_size": world_size, "accum": accum}
-        label = t("coupled.run.label", example=names()[example], world_size=world_size, accum=accum)
-        result = run_panel(
-            "trainer_check",
-            params,
-            key="chk_coupled_run",
-            button=t("coupled.run.button"),
-            label=label,
-            primary=True,
-        )
-        if result is not None:
-            results(result.report["checks"][0])
+        if _predicted(example):  # in workshop mode the run waits for the reveal
+            _run(example, path, world_size, accum)
     st.markdown(t("coupled.own"))
     # Imported here: both import torch, which pages 05 and 06 (linking to this page's
     # helpers) must not pay for on every render.
     from pclab.core import coupled_objectives, coupled_schemes
 
     show_code(coupled_schemes.solve_schemes, coupled_objectives.candidate_gradient)
+
+
+def _predicted(example: str) -> bool:
+    """Predict, then reveal: which objective the file's step minimises (its answer key,
+    COUPLED_EXAMPLES), among every objective the check can name. True once figures may show."""
+    from pclab.core.coupled_objectives import NAMED_SCHEMES  # torch: see section()
+
+    options = (*NAMED_SCHEMES, "scaled")
+    question = t("coupled.exercise", example=names()[example])
+    why = t(f"coupled.answer.{example}")
+    scheme = COUPLED_EXAMPLES[example]
+    labels = {s: t(f"coupled.scheme.{s}") for s in options}  # in this run's language
+    return predict_choice(
+        "chk_coupled_ex", question, options, scheme, why, labels.__getitem__, scenario=example
+    )
+
+
+def _run(example: str, path, world_size: int, accum: int) -> None:
+    st.subheader(t("coupled.run.heading"))
+    params = {"trainer": str(path), "world_size": world_size, "accum": accum}
+    label = t("coupled.run.label", example=names()[example], world_size=world_size, accum=accum)
+    result = run_panel(
+        "trainer_check",
+        params,
+        key="chk_coupled_run",
+        button=t("coupled.run.button"),
+        label=label,
+        primary=True,
+    )
+    if result is not None:
+        results(result.report["checks"][0])
 
 
 def sizes_text(grid: list[list[int]] | tuple[tuple[int, ...], ...]) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from pclab.core.coupled_objectives import NAMED_SCHEMES
 from pclab.experiments.trainer_check.report import build_report
 from pclab.ui import i18n
 from pclab.ui.trainer_examples import COUPLED_EXAMPLES
@@ -183,7 +184,7 @@ def test_the_coupled_view_punctuates_chinese_as_chinese(example, launches):
     for text in shown_texts(at):
         for message in quoted:
             text = text.replace(message, " ")
-        prose = re.sub(r"`[^`]*`", " ", text)
+        prose = re.sub(r"`[^`]*`|:material/\w+:", " ", text)  # code, and an icon's name
         found += [m.group() for p in (NOT_CHINESE, STRAY_SPACE) for m in p.finditer(prose)]
     assert found == [], found
 
@@ -262,3 +263,31 @@ def test_every_diagnosis_of_the_coupled_view_reads_in_the_readers_language(lang,
         else:
             assert re.search(r"[\u4e00-\u9fff]", words.replace(d["message"], ""))
             assert words != d["message"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("example", COUPLED_EXAMPLES)
+def test_each_coupled_example_is_predicted_then_revealed(example, lang, launches):
+    """Predict, then reveal (issue 45): which objective the step minimises, among every one the
+    check can name; in workshop mode the run waits for the reveal; the answer is the
+    example's own key (the scheme its real check names: test_trainer_check_coupled.py) with
+    why, in the reader's language."""
+    at = open_section(PAGE, lang, workshop=True, chk_example=example)
+    guess = at.radio(key="chk_coupled_ex_guess")
+    options = (*NAMED_SCHEMES, "scaled")  # "other", none of them, is no prediction
+    assert guess.options == [i18n.text(lang, f"coupled.scheme.{s}") for s in options]
+    assert COUPLED_EXAMPLES[example] in options
+    assert not _has(at, "chk_coupled_run")  # hidden until the reveal
+    wrong = next(s for s in options if s != COUPLED_EXAMPLES[example])
+    guess.set_value(wrong).run()
+    at.button(key="chk_coupled_ex_reveal").click().run()
+    assert not at.exception, at.exception
+    why = i18n.text(lang, f"coupled.answer.{example}")
+    assert why in [c.value for c in at.caption]
+    answer = i18n.text(lang, f"coupled.scheme.{COUPLED_EXAMPLES[example]}")
+    assert any(answer in w.value for w in at.warning)  # the wrong guess is told the answer
+    assert _has(at, "chk_coupled_run") and launches == []
+
+
+def _has(at, key: str) -> bool:
+    return any(b.key == key for b in at.button)
