@@ -22,6 +22,7 @@ import streamlit as st
 from pclab.experiments.trainer_check import examples
 from pclab.experiments.trainer_check.codes import CODES
 from pclab.experiments.trainer_check.run_scenarios import EPOCHS, microbatches_per_epoch
+from pclab.experiments.trainer_check.run_summary import window_rerun
 from pclab.paths import EXAMPLES_ROOT, shown
 from pclab.ui import i18n, trainer_diagnoses
 from pclab.ui import trainer_run_figures as figures
@@ -265,6 +266,13 @@ def resume(check: dict) -> None:
     frame = figures.resume_frame(entries, updates, accum)
     config = {c: st.column_config.TextColumn(t(f"check.run_mode.resume.{c}")) for c in frame}
     st.dataframe(frame, hide_index=True, column_config=config, key="chk_loop_resume")
+    for e in entries:
+        if window_rerun(e):  # a documented limit, said as such (HF: checkpoints at updates)
+            point = views.say("run_mode.point", e["point"])
+            killed, resumed = e["killed_at"], e["resumed_from"]
+            st.caption(
+                t("check.run_mode.resume.window_rerun", point=point, killed=killed, resumed=resumed)
+            )
     found = [d for d in check["diagnoses"] if _is_resume(d)]
     _said(found, check)
     _fixes(found)

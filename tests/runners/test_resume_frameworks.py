@@ -32,7 +32,7 @@ import uuid
 import pytest
 from runner_support import MARK_ENV, ROOT, marked, warm_runtime
 
-from pclab.experiments.trainer_check import EXPERIMENT
+from pclab.experiments.trainer_check import EXPERIMENT, run_summary
 from pclab.experiments.trainer_check.frameworks import run_table
 from pclab.experiments.trainer_check.frameworks.setting import installed_version
 from pclab.experiments.trainer_check.params import Params
@@ -175,6 +175,11 @@ def test_trainer_resumes_only_from_update_boundaries(resumed):
     names = sorted({x["resumed_from"] for x in restarts})
     assert names == ["checkpoint-1", "checkpoint-2", "checkpoint-3"]  # mid_epoch, mid_window: 1
     assert all(x["global_step"] == 6 and x["scheduler_steps"] == 6 for x in restarts)
+    # the limit the Trainer documents (#22143), said as such: only where it went back
+    check = resumed["checks"]["run_resume_hf_trainer"]
+    said = [ln for ln in run_summary.lines(check) if "ran again from its start" in ln]
+    assert len(said) == 1 and "mid_window" in said[0] and "same run" in said[0], said
+    assert [e["point"] for e in check["resume"] if run_summary.window_rerun(e)] == ["mid_window"]
 
 
 @pytest.mark.slow

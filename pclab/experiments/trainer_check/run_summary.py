@@ -41,6 +41,16 @@ def _scenario(s: dict[str, Any], check: dict[str, Any]) -> list[str]:
     return lines
 
 
+def window_rerun(entry: dict[str, Any]) -> bool:
+    """A kill point's entry whose restart went back before the kill and is still the same
+    run: the loop checkpoints only at update boundaries (as the HF Trainer documents), so the
+    killed window ran again from its start. Said as such, never as a mistake."""
+    back, killed = entry.get("resumed_from"), entry.get("killed_at")
+    return (
+        entry["verdict"] == "same_run" and back is not None and killed is not None and back < killed
+    )
+
+
 def _resume(entry: dict[str, Any]) -> str:
     """One kill point of a resume check, in a line."""
     head = f"    {entry['point']:<15} killed at microbatch {entry['killed_at']}"
@@ -51,6 +61,8 @@ def _resume(entry: dict[str, Any]) -> str:
     part = entry.get("first_divergence")
     where = "" if part is None else f" from update {part}"
     codes = ", ".join(entry.get("codes", []))
+    if window_rerun(entry):
+        said += " (it checkpoints at update boundaries: the killed window ran again from its start)"
     return f"{head}, resumed from {back}: {said}{where}" + (f" ({codes})" if codes else "")
 
 
