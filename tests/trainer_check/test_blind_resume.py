@@ -16,6 +16,8 @@ import json
 import os
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -90,11 +92,29 @@ def resume_checks(warm_pool, tmp_path_factory) -> dict:
     os.environ["TMPDIR"] = str(tmp)
     tempfile.tempdir = None  # TMPDIR is read again: the launches' folders land in tmp
     before = set(descendants(os.getpid()))
+
+    def new_processes() -> set[int]:
+        return set(descendants(os.getpid())) - before - warm_pool.pool.zygote_pids()
+
+    seen: dict[str, set] = {"folders": set(), "processes": set()}  # proof the look is apt
+    running = threading.Event()
+
+    def watch() -> None:
+        while running.is_set():
+            seen["folders"] |= {p.name.split("_")[1] for p in tmp.iterdir() if "_" in p.name}
+            seen["processes"] |= new_processes()
+            time.sleep(0.5)
+
+    running.set()
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     try:
         paths = [str(blind_resume_reference.BLIND / f"{n}.py") for n in TRAINERS]
         params = Params.checked(paths, world_size=2, accum=2)
         result = EXPERIMENT.run(params, timeout_s=900, runtime=warm_pool)
     finally:
+        running.clear()
+        watcher.join()
         if saved is None:
             os.environ.pop("TMPDIR", None)
         else:
@@ -103,15 +123,14 @@ def resume_checks(warm_pool, tmp_path_factory) -> dict:
     assert result.ok, result.message
 
     def left() -> list[int]:
-        zygotes = warm_pool.pool.zygote_pids()
-        mine = set(descendants(os.getpid())) - before - zygotes
-        return sorted(p for p in mine if alive(p))
+        return sorted(p for p in new_processes() if alive(p))
 
     wait_for(lambda: not left(), 10)
     return {
         "checks": dict(zip(TRAINERS, result.report["checks"], strict=True)),
         "folders": sorted(p.name for p in tmp.iterdir()),
         "processes": left(),
+        "seen": seen,
     }
 
 
@@ -161,3 +180,6 @@ def test_the_check_names_at_each_kill_point_the_codes_the_replay_derives(resume_
 
 def test_no_process_or_folder_is_left_behind_after_the_kills(resume_checks):
     assert resume_checks["processes"] == [] and resume_checks["folders"] == []
+    # where it looked is where the launches were: their ranks below this process, the
+    # kill points' folders (pcl_resume_*) in this TMPDIR while they ran
+    assert resume_checks["seen"]["processes"] and "resume" in resume_checks["seen"]["folders"]
