@@ -60,14 +60,7 @@ WRITTEN_FOR = {
 }
 # where the check and the independent account disagree (reported to the lead; strict: a
 # fixed check turns these into failures until the entry goes)
-DISAGREES = {
-    "counter_restarts_at_zero": "the account (README: 'a window with no step of its own ... a "
-    "moved boundary folds it into the next step: counter_reset') says counter_reset at "
-    "mid_epoch, mid_window and before_tail: the restart's enumerate index starts again at 0, "
-    "the tail's test step + 1 == len(epoch) never holds, so epoch 0's tail (all of it run) "
-    "gets no step of its own and its gradient is stepped with epoch 1's first window; the "
-    "check says different there (first_divergence 2, the tail) but names no code",
-}
+DISAGREES: dict[str, str] = {}  # name -> where the check and the account part (strict xfail)
 
 
 @functools.cache

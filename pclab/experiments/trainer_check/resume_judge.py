@@ -98,11 +98,10 @@ def _codes(
     # no step of its own whose microbatches all ran was folded into a neighbour's step (a
     # moved boundary: counter_reset), not skipped.
     ran = set(range(1, kill_at)) | set(launches.resumed_forwards)
-    if any(
-        u.state is not None and i not in taken and not _all_ran(windows[i], ran)
-        for i, u in enumerate(updates)
-    ):
+    unstepped = [i for i, u in enumerate(updates) if u.state is not None and i not in taken]
+    if any(not _all_ran(windows[i], ran) for i in unstepped):
         found.append("data_skipped")
+    folded = any(_all_ran(windows[i], ran) for i in unstepped)
     if first is not None:
         if _schedule_restarted(resumed, updates, windows):
             found.append("scheduler_reset")
@@ -115,7 +114,7 @@ def _codes(
             if mine < before + 1:
                 found.append("optimizer_state_lost")
     ends = {w.first_forward + w.microsteps for w in windows}
-    if any(s.forwards not in ends for s in resumed):
+    if folded or any(s.forwards not in ends for s in resumed):  # a boundary moved
         found.append("counter_reset")
     kill_window = _window(windows, kill_at - 1)
     mid = kill_window is not None and kill_at - 1 not in ends
