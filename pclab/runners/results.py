@@ -84,6 +84,7 @@ class Event(enum.StrEnum):
     FAILED = "failed"  # message
     TIMEOUT = "timeout"  # seconds, timeout_s
     CANCELLED = "cancelled"  # seconds
+    KILL_POINT = "kill_point"  # microbatch: a resume check killed every rank there, as planned
 
 
 @dataclass(frozen=True)

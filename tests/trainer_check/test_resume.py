@@ -76,7 +76,8 @@ def resumed(tmp_path_factory) -> dict:
         with warm_runtime() as runtime:
             paths = [str(EXAMPLES / f"{n}.py") for n in [*WRITTEN_FOR, *ONE_CODE_EACH]]
             params = Params.checked(paths, world_size=2, accum=2)
-            result = EXPERIMENT.run(params, timeout_s=900, runtime=runtime)
+            events: list = []
+            result = EXPERIMENT.run(params, timeout_s=900, runtime=runtime, progress=events.append)
     finally:
         for name, value in saved.items():
             if value is None:
@@ -87,7 +88,7 @@ def resumed(tmp_path_factory) -> dict:
     assert result.ok, result.message
     checks = dict(zip([*WRITTEN_FOR, *ONE_CODE_EACH], result.report["checks"], strict=True))
     folders = [p.name for p in tmp.iterdir() if p.name.startswith(("pcl_resume_", "pcl_check"))]
-    return {"checks": checks, "folders": folders, "processes": marked(mark)}
+    return {"checks": checks, "folders": folders, "processes": marked(mark), "events": events}
 
 
 @pytest.mark.parametrize("name", WRITTEN_FOR)
@@ -138,6 +139,19 @@ def test_a_correct_loop_resumes_where_it_stopped(resumed):
     entries = resumed["checks"]["run_resume_correct"]["resume"]
     assert [e["resumed_from"] for e in entries] == [3, 3, 5, 6]  # mid_window: its window again
     assert all(e["first_divergence_from_reference"] is None for e in entries)
+
+
+def test_each_planned_kill_is_said_as_planned_never_as_a_failure(resumed):
+    """The progress a reader follows (the CLI's lines, the page's status): every kill point's
+    SIGKILL is the check's own, said as such with its microbatch; nothing planned reads as a
+    failed run."""
+    events = resumed["events"]
+    kills = [e for e in events if e.event == "kill_point"]
+    killed = sum(1 for c in resumed["checks"].values() for x in c["resume"] if x["killed_at"])
+    assert len(kills) == killed > 0
+    points = {at for _, at in resume.kill_points(2)}
+    assert {e.values["microbatch"] for e in kills} == points
+    assert not [e for e in events if e.event == "failed"], [str(e) for e in events]
 
 
 def test_no_process_or_folder_is_left_behind_after_the_kills(resumed):

@@ -19,12 +19,14 @@ Each point is two launches, the killed one and the resumed one, each in its own 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pclab.experiments.trainer_check.run_messages as run_messages
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.run_scenarios import microbatches_per_epoch
+from pclab.runners.results import ProgressEvent
 
 WORKER = "pclab.experiments.trainer_check.resume_worker"
 
@@ -59,7 +61,8 @@ def check(
                 *("--checkpoint-dir", str(folders["checkpoint"])),
                 *("--trace-dir", str(folders["trace"])),
             ]
-            killed = launch(WORKER, world_size, [*common, "--phase", "killed"], **launch_options)
+            planned = launch_options | {"progress": _planned(launch_options.get("progress"), at)}
+            killed = launch(WORKER, world_size, [*common, "--phase", "killed"], **planned)
             if killed.ok:  # the loop ended before the point: nothing was killed
                 found.append({"point": name, "killed_at": at, "verdict": "not_killed"})
                 continue
@@ -71,6 +74,24 @@ def check(
         payload = {k: v for k, v in resumed.ranks[0].items() if k not in ("rank", "killed")}
         found.append({"point": name, **payload})
     return found
+
+
+def _planned(
+    progress: Callable[[ProgressEvent], None] | None, at: int
+) -> Callable[[ProgressEvent], None] | None:
+    """The killed launch's progress with its kill said as planned, never as a failure: the
+    ranks' SIGKILL at microbatch `at` is the check's own doing (any other failure is said as
+    it came)."""
+    if progress is None:
+        return None
+
+    def forward(event: ProgressEvent) -> None:
+        if event.event == "failed" and "killed by SIGKILL" in str(event.values.get("message")):
+            text = f"killed on every rank at microbatch {at}, as planned: restarting it"
+            event = ProgressEvent.of("kill_point", text, microbatch=at)
+        progress(event)
+
+    return forward
 
 
 def diagnoses(entries: list[dict[str, Any]]) -> list[Diagnosis]:
