@@ -121,9 +121,14 @@ def console() -> NoReturn:
     launch), and tearing torch down takes 0.5-1 s after the verdict is printed: as long as
     some of the runs it follows. The exit handlers still run (a runtime's shutdown, the
     scratch folders: atexit) and both streams are flushed; only the module teardown is
-    skipped, as a rank skips it (runners.worker.finish_worker). An exception still ends the
-    process the usual way, with its traceback."""
-    code = main()
+    skipped, as a rank skips it (runners.worker.finish_worker). Ctrl-C ends it with one line
+    and exit code 130 (the run it followed stopped, its processes ended); any other exception
+    ends the process the usual way, with its traceback."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        print("pclab: stopped (Ctrl-C)", file=sys.stderr)
+        code = 130
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()

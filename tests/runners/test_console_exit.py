@@ -66,3 +66,34 @@ def test_an_exit_handler_registered_by_the_command_still_runs(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"pclab {pclab.__version__}"
     assert marker.read_text() == "yes"
+
+
+def test_ctrl_c_during_a_check_ends_it_with_one_line_and_nothing_left(tmp_path):
+    """Ctrl-C while `pclab check` follows its run: exit 130, one line on stderr (no
+    traceback), and no rank, torchrun agent or scratch folder outlives the command."""
+    import os
+    import signal
+    import time
+    import uuid
+
+    from runner_support import MARK_ENV, marked, wait_for
+
+    mark = uuid.uuid4().hex
+    env = os.environ | {MARK_ENV: mark, "TMPDIR": str(tmp_path)}
+    trainer = ROOT / "examples" / "trainers" / "run_resume_correct.py"  # eight launches more
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pclab", "check", str(trainer)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert wait_for(lambda: len(marked(mark)) >= 3, 120), "its ranks never started"
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and err.splitlines()[-1] == "pclab: stopped (Ctrl-C)", err
+    assert wait_for(lambda: marked(mark) == [], 15), marked(mark)
+    assert [p.name for p in tmp_path.iterdir()] == []

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from functools import partial
 from typing import Any
 
@@ -27,6 +28,7 @@ from pclab.experiments.trainer_check.report import exit_code
 from pclab.experiments.trainer_check.summary import render
 from pclab.experiments.trainer_check.trainer_file import TrainerFileError, load
 from pclab.runners.cli import checked_or_exit, experiment_parser
+from pclab.runners.results import RunResult
 
 PROG = "pclab check"
 
@@ -49,6 +51,59 @@ def _unusable(trainer: str, exc: TrainerFileError, as_json: bool) -> int:
 
 def _to_stderr(line: object) -> None:
     print(line, file=sys.stderr)
+
+
+class _Launch:
+    """The check's launch, started at once in a thread of its own; its progress lines are
+    held back until `result` (the file passed the contract), or dropped by `stop`."""
+
+    def __init__(self, params: Params, timeout_s: float | None) -> None:
+        self.cancel = threading.Event()
+        self.lock = threading.Lock()
+        self.held: list[object] | None = []  # None: said as they come
+        self.outcome: list[RunResult | BaseException] = []
+        self.thread = threading.Thread(
+            target=self._run, args=(params, timeout_s), name="pcl-check-launch", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, params: Params, timeout_s: float | None) -> None:
+        try:
+            run = EXPERIMENT.run(
+                params, timeout_s=timeout_s, progress=self._say, cancel=self.cancel
+            )
+            self.outcome.append(run)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the main thread
+            self.outcome.append(exc)
+
+    def _say(self, line: object) -> None:
+        with self.lock:
+            if self.held is None:
+                _to_stderr(line)
+            else:
+                self.held.append(line)
+
+    def stop(self) -> None:
+        """Cancel it (its processes end) and wait; nothing it said is printed."""
+        self.cancel.set()
+        self.thread.join()
+
+    def result(self) -> RunResult:
+        """Say what it held, then wait for it (Ctrl-C stops it first)."""
+        with self.lock:
+            for line in self.held or ():
+                _to_stderr(line)
+            self.held = None
+        try:
+            while self.thread.is_alive():
+                self.thread.join(0.25)
+        except KeyboardInterrupt:
+            self.stop()
+            raise
+        (found,) = self.outcome
+        if isinstance(found, BaseException):
+            raise found
+        return found
 
 
 def not_run(params: Params, outcome: str, message: str) -> dict[str, Any]:
@@ -78,17 +133,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check = partial(Params.from_options, args, trainer=args.trainer)
     params = checked_or_exit(parser, check, args.timeout)
+    # The ranks start while this process reads the trainer file (its imports, torch's, take
+    # a second or two): a file the check cannot use stops the launch before its first line
+    # is said, and gets its one line, exit 2, as if nothing had been launched.
+    launch = _Launch(params, args.timeout)
+    usable = False
     try:
-        trainer = load(params.trainers[0])  # the contract, before anything is launched
-    except TrainerFileError as exc:
-        return _unusable(params.trainers[0], exc, args.json)
-    grid = params.counts if params.counts is not None else params.counts_labels
-    if trainer.mode == "coupled" and params.counts is not None:  # issue 28: items, >= 1
-        checked_or_exit(parser, partial(checked_counts, params.counts), args.timeout)
-    largest = max((n for row in grid or () for n in row), default=0)
-    if largest > trainer.capacity:
-        parser.error(f"counts={largest} is more than a microbatch holds ({trainer.capacity})")
-    result = EXPERIMENT.run(params, timeout_s=args.timeout, progress=_to_stderr)
+        try:
+            trainer = load(params.trainers[0])  # the contract
+        except TrainerFileError as exc:
+            return _unusable(params.trainers[0], exc, args.json)
+        grid = params.counts if params.counts is not None else params.counts_labels
+        if trainer.mode == "coupled" and params.counts is not None:  # issue 28: items, >= 1
+            checked_or_exit(parser, partial(checked_counts, params.counts), args.timeout)
+        largest = max((n for row in grid or () for n in row), default=0)
+        if largest > trainer.capacity:
+            parser.error(f"counts={largest} is more than a microbatch holds ({trainer.capacity})")
+        usable = True
+    finally:
+        if not usable:
+            launch.stop()
+    result = launch.result()
     if not result.ok:  # nothing judged at all: one line, and with --json still a report
         print(f"{PROG}: run failed: {result.message}", file=sys.stderr)
         if args.json:
