@@ -29,7 +29,8 @@ rank: windows 2, 2 and a tail of 1; tests/runners/test_resume_frameworks.py pins
   writes: the window steps on its second microbatch alone (OneTrainer PR #1465's finding).
   Saving every batch, as the example's `--checkpointing_steps` counts them, makes every
   checkpoint inside a window such a one; saving only where `accelerator.sync_gradients` is
-  True would restart the window from its start.
+  True would restart the window from its start (run_resume_accelerate_at_updates.py: measured,
+  the same run at every kill point).
 - before_tail (killed at the forward of microbatch 5, the tail): `same_run` (step_4).
 - epoch_boundary (killed at the forward of the second epoch's first microbatch): `same_run`.
   step_5 was saved after the tail, where `_do_sync` had reset `accelerator.step` to 0 at the
@@ -111,6 +112,13 @@ def latest_step(checkpoint_dir: str) -> int | None:
 def train_loop(model, optimizer, epochs, accum_steps, checkpoint_dir):
     """Accelerate's loop over the run, saving its state after every batch and resuming from
     the latest."""
+    resumable_loop(model, optimizer, epochs, accum_steps, checkpoint_dir, ADAPTER, True)
+
+
+def resumable_loop(model, optimizer, epochs, accum_steps, checkpoint_dir, adapter, every_batch):
+    """The example's loop: its state saved after every batch (`every_batch`), or only after
+    the batches where Accelerate stepped (`accelerator.sync_gradients`: an update boundary,
+    run_resume_accelerate_at_updates.py); `adapter` names the evidence it records."""
     accelerator = accelerator_for(accum_steps)
     data = EpochData(global_rows(epochs))
     loader = accelerator.prepare(torch.utils.data.DataLoader(data, batch_size=BATCH_SIZE))
@@ -139,9 +147,10 @@ def train_loop(model, optimizer, epochs, accum_steps, checkpoint_dir):
                 scheduler.step()
                 optimizer.zero_grad()
             overall_step += 1
-            accelerator.save_state(os.path.join(checkpoint_dir, f"step_{overall_step}"))
+            if every_batch or accelerator.sync_gradients:
+                accelerator.save_state(os.path.join(checkpoint_dir, f"step_{overall_step}"))
     record(
-        ADAPTER,
+        adapter,
         resumed_from=resumed_from,  # batches the loaded checkpoint had done
         accumulate_step_on_load=step_on_load,  # accelerator.step restored by load_state
         scheduler_wrapped_in=type(scheduler).__name__,  # AcceleratedScheduler
