@@ -50,7 +50,7 @@ empty_window, and a schedule that reaches 0 one update early, which no run code 
   P tails into one window. So the rate at update u is the linear schedule's at 2u of 10
   (transformers/optimization.py:101-104: max(0, (10 - 2u) / 10)), that is the intended linear
   schedule built for 5 updates where the run takes 6: 0.1, 0.08, ..., 0.02 and 0 at the last
-  update (epoch 1's tail takes no step at all, lr 0), against 0.1, 0.083, ..., 0.017. The
+  update (epoch 1's tail steps at rate 0: it changes nothing), against 0.1, 0.083, ..., 0.017. The
   check's `schedule.matches` is None (neither `scheduler_rate` nor `schedule_length` fits
   this stepping), so no code names it; the rates are in each update's lr_yours.
 - A window with no label (N = 0): `optimizer.step()` and `lr_scheduler.step()` run there as
