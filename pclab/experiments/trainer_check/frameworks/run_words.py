@@ -60,6 +60,8 @@ def empty(run: dict[str, Any], say: Say) -> str:
         return say("frameworks.runs.empty_scheduler")
     if added:
         return say("frameworks.runs.empty_other", codes=_code_list(added))
+    if run.get("empty_steps"):  # stepped there, but no code of its own beside the others
+        return say("frameworks.runs.empty_stepped")
     return say("frameworks.runs.empty_skipped")
 
 
