@@ -72,6 +72,13 @@ RUN_ISSUES = {
         ("huggingface/transformers", 24088),
         ("huggingface/transformers", 22143),
     ),
+    # the tail at an epoch's end: "DS will not automatically handle incomplete gradient
+    # accumulation steps" (a maintainer, #7439); #8183: managed_gradient_accumulation=false
+    "run_deepspeed_engine": (("deepspeedai/DeepSpeed", 7439), ("deepspeedai/DeepSpeed", 8183)),
+    "run_clm_no_trainer": (
+        ("huggingface/accelerate", 2926),
+        ("Lightning-AI/pytorch-lightning", 19987),
+    ),
 }
 # setting code -> another project's issue or pull request on the same arithmetic, where no
 # issue of the framework's own is known (README: "torchtitan fixed the same arithmetic").

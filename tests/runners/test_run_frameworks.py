@@ -1,12 +1,14 @@
 """The run mode on real framework loops: Accelerate (`accumulate` + a prepared DataLoader and a
-prepared scheduler), PyTorch Lightning (`Trainer.fit`, accumulate_grad_batches, max_epochs) and
-transformers' `Trainer.train()`, each its own loop over the check's two epochs of 5
+prepared scheduler), PyTorch Lightning (`Trainer.fit`, accumulate_grad_batches, max_epochs),
+transformers' `Trainer.train()`, DeepSpeed's engine, TRL's SFTTrainer and transformers'
+run_clm_no_trainer.py loop, each its own loop over the check's two epochs of 5
 microbatches at K = 2 (a tail of 1 per epoch), P = 2, through the check once (one warm launch
 for the module), against what each framework's source says it does and the evidence every
 rank writes ($PCL_FRAMEWORK_RECORD, $PCL_HF_TRAINER_RECORD). The adapters'
 docstrings cite the framework lines behind each finding.
 
-Measured (accelerate 1.15.0, lightning 2.6.6, transformers 5.24.0, torch 2.13.0), pinned here:
+Measured (accelerate 1.15.0, lightning 2.6.6, transformers 5.24.0, deepspeed 0.19.8, trl 1.16.0,
+torch 2.13.0), pinned here:
 
 - Accelerate: full windows microbatch means (each mean / K, DDP's / P); the tail a window of
   its own (the prepared dataloader's end syncs) but still / K: weight x N = N / (P K n),
@@ -23,6 +25,16 @@ Measured (accelerate 1.15.0, lightning 2.6.6, transformers 5.24.0, torch 2.13.0)
   equal_counts to 1e-16. At the N = 0 window it still steps the optimizer (no change with SGD)
   and the scheduler, built for 6 updates where the reference takes 5: `scheduler_on_skip` in
   empty_window.
+- DeepSpeed (deepspeed 0.19.8, float32): the engine's boundary is its run-long micro_steps
+  counter ((micro_steps + 1) % K == 0, never reset at an epoch): epoch 0's tail does not step
+  and is stepped with epoch 1's first microbatch, every later window shifted by one:
+  `tail_window_dropped` and `gradient_leak` in every scenario, 5 steps for 6.
+- TRL's SFTTrainer (trl 1.16.0, float32): Trainer's loop underneath, the same findings as
+  Trainer's: same update in uneven and equal_counts, `scheduler_on_skip` in empty_window.
+- transformers' run_clm_no_trainer.py loop (on Accelerate): the tail / K (`tail_window_scaled`
+  0.5), `scheduler_on_skip`, and a schedule built from the unprepared DataLoader's length
+  (ceil(P M / K) an epoch: the P tails counted as one window), stepped P times an update:
+  the rates run out one update early (0 at the last), which no run code names.
 
     PYTHONPATH=$PWD python -m pytest -n 0 tests/runners/test_run_frameworks.py -q
 """
@@ -48,6 +60,9 @@ ADAPTERS = {  # adapter -> (its file, the packages it needs)
     "run_accelerate_accumulate": ("accelerate", ("accelerate",)),
     "run_lightning_accumulate": ("lightning", ("lightning",)),
     "run_hf_trainer": ("hf_trainer", ("transformers", "accelerate")),
+    "run_deepspeed_engine": ("deepspeed", ("deepspeed",)),
+    "run_trl_sft": ("trl", ("trl", "transformers", "accelerate")),
+    "run_clm_no_trainer": ("accelerate", ("accelerate", "transformers")),
 }
 RECORDS = ("PCL_FRAMEWORK_RECORD", "PCL_HF_TRAINER_RECORD")  # framework_lm.py, run_hf_trainer.py
 SCENARIOS = ("uneven", "empty_window", "equal_counts")
@@ -72,8 +87,21 @@ MEASURED = {  # adapter -> {scenario: (verdict, its run codes)}; every check is 
         "empty_window": ("different", {"scheduler_on_skip"}),
         "equal_counts": ("same_update", set()),
     },
+    "run_deepspeed_engine": {  # the engine's micro_steps runs on across epochs
+        name: ("different", {"tail_window_dropped", "gradient_leak"}) for name in SCENARIOS
+    },
+    "run_trl_sft": {  # Trainer's loop underneath
+        "uneven": ("same_update", set()),
+        "empty_window": ("different", {"scheduler_on_skip"}),
+        "equal_counts": ("same_update", set()),
+    },
+    "run_clm_no_trainer": {  # and a schedule 1 update short no code names
+        "uneven": ("different", {"tail_window_scaled"}),
+        "empty_window": ("different", {"tail_window_scaled", "scheduler_on_skip"}),
+        "equal_counts": ("different", {"tail_window_scaled"}),
+    },
 }
-pytestmark = pytest.mark.timeout(900)  # the three loops: about 2 minutes beside a busy core
+pytestmark = pytest.mark.timeout(1200)  # the six loops: a few minutes beside a busy core
 
 
 def _missing(adapter: str) -> list[str]:
@@ -250,6 +278,103 @@ def test_lightning_divides_its_tail_by_k(run):
     uneven = _scenario(check, "uneven")
     assert [u["optimizer_steps"] for u in uneven["updates"]] == [1] * 6
     assert _codes(check, "uneven") == {"tail_window_scaled"}
+
+
+@pytest.mark.slow
+def test_deepspeeds_tail_never_steps_and_leaks_into_the_next_epochs_first_update(run):
+    """The engine's boundary is (micro_steps + 1) % K == 0 over the whole run: epoch 0's tail
+    (micro_steps 4) is none, epoch 1's first microbatch (5) is, and steps both; every later
+    window of the run is shifted by one microbatch, so epoch 1 ends on a boundary."""
+    check = _check(run, "run_deepspeed_engine")
+    for name in SCENARIOS:
+        s = _scenario(check, name)
+        assert [u["optimizer_steps"] for u in s["updates"]] == [1, 1, 0, 1, 1, 1], name
+        assert s["steps"] == 5 and s["updates"][3]["leak"] > 0.3  # the tail, stepped late
+        assert s["schedule"]["matches"] is None
+    dropped = next(d for d in check["diagnoses"] if d["code"] == "tail_window_dropped")
+    assert dropped["epochs"] == [0]
+    leak = next(d for d in check["diagnoses"] if d["code"] == "gradient_leak")
+    assert (leak["epoch"], leak["window"]) == (1, 1) and leak["leak"] == pytest.approx(
+        1.25, rel=1e-5
+    )
+    uneven = _scenario(check, "uneven")
+    # the client scheduler steps once per engine update: the intended rates, one update behind
+    assert uneven["schedule"]["yours"] == pytest.approx(uneven["schedule"]["intended"][:5])
+    lines = run["lines"]["run_deepspeed_engine"]
+    assert lines
+    for line in lines:
+        assert (line["wrapped_in"], line["backend"], line["zero_stage"]) == (
+            "DeepSpeedEngine",
+            "gloo",
+            0,
+        )
+        assert line["optimizer_is_the_one_passed"] and line["scheduler"] == "LambdaLR"
+        assert (line["global_steps"], line["micro_steps"], line["scheduler_steps"]) == (5, 10, 5)
+        assert line["num_updates"] == 6 and line["epochs_set"] == [0, 1]
+        assert [m[1] for m in line["microsteps"]] == list(range(2 * M))  # never reset
+        assert [m[2] for m in line["microsteps"]] == [False, True] * M  # the boundaries
+        assert line["optimizer_steps"] == 5
+
+
+@pytest.mark.slow
+def test_trl_sft_trainer_divides_every_window_by_its_own_global_count_as_trainer_does(run):
+    check = _check(run, "run_trl_sft")
+    for name in ("uneven", "equal_counts"):
+        s = _scenario(check, name)
+        assert s["schedule"]["matches"] == "intended" and s["max_abs_diff"] <= 1e-6  # float32
+        for u in s["updates"]:
+            assert u["scheme"] == "global_token" and u["optimizer_steps"] == 1, u
+    empty = _scenario(check, "empty_window")
+    assert [u["optimizer_steps"] for u in empty["updates"] if u["skipped"]] == [1]
+    assert (empty["steps"], empty["reference_steps"]) == (6, 5)
+    assert empty["schedule"]["matches"] == "skip_advances_all"
+    lines = run["lines"]["run_trl_sft"]
+    assert lines
+    for line in lines:
+        assert (line["global_step"], line["max_steps"], line["scheduler_steps"]) == (6, 6, 6)
+        assert line["optimizer_steps"] == 6 and line["scheduler"] == "LambdaLR"
+        assert line["synced"] == [False, True, False, True, True] * 2
+        assert line["wrapped_in"] == "DistributedDataParallel"
+        assert line["collator"] == "DataCollatorForLanguageModeling"  # TRL's: labels from ids
+        assert {"input_ids", "labels"} <= set(line["columns"])  # SFTTrainer tokenized the text
+        assert line["epochs_set"] == [0, 0, 1, 1]  # Trainer's set_epoch, then DataLoaderShard's
+        assert line["max_grad_norm"] == 1.0
+    uneven = _scenario(check, "uneven")
+    counted = [u["num_valid_labels"] for u in uneven["updates"] for _ in range(u["microsteps"])]
+    assert len(counted) == 2 * M and lines[0]["num_items_in_batch"] == counted
+
+
+@pytest.mark.slow
+def test_run_clm_no_trainers_schedule_counts_the_p_tails_as_one_window(run):
+    """Built from the unprepared DataLoader, ceil(P M / K) = 5 updates an epoch, 10 in all,
+    and stepped P = 2 times an update by the prepared scheduler: the rate at update u is
+    max(0, 1 - P u / 10) x the base, 0 at the last update; the tail is divided by K."""
+    check = _check(run, "run_clm_no_trainer")
+    uneven = _scenario(check, "uneven")
+    assert [u["optimizer_steps"] for u in uneven["updates"]] == [1] * 6
+    length = math.ceil(P * M / K) * 2
+    base = uneven["schedule"]["intended"][0]
+    closed_form = [base * max(0.0, 1 - P * u / length) for u in range(6)]
+    assert uneven["schedule"]["yours"] == pytest.approx(closed_form, rel=1e-12, abs=1e-15)
+    assert uneven["schedule"]["yours"][-1] == 0 and uneven["schedule"]["matches"] is None
+    for u in uneven["updates"]:
+        if u["microsteps"] == K:
+            assert u["scheme"] == "microbatch_mean"
+        elif u.get("weights") is not None:  # the last tail stepped at rate 0: no weights
+            for got, want in zip(u["weights"], _tail_weights_scaled_by_k(u), strict=True):
+                assert got == pytest.approx(want, rel=1e-5)
+    scaled = next(d for d in check["diagnoses"] if d["code"] == "tail_window_scaled")
+    assert scaled["scale"] == pytest.approx(0.5, rel=1e-5)
+    assert _scenario(check, "empty_window")["schedule"]["matches"] == "skip_advances"
+    lines = run["lines"]["run_clm_no_trainer"]
+    assert lines
+    for line in lines:
+        assert line["scheduler_length"] == length and line["batches_per_epoch"] == M
+        assert (line["max_train_steps"], line["completed_steps"]) == (6, 6)
+        assert (line["optimizer_steps"], line["scheduler_steps"]) == (6, P * 6)
+        assert [m[0] for m in line["microsteps"]] == [False, True, False, True, True] * 2
+        assert line["scheduler_wrapped_in"] == "AcceleratedScheduler"
+        assert line["wrapped_in"] == "DistributedDataParallel" and line["epochs_set"] == [0, 1]
 
 
 @pytest.mark.slow

@@ -57,6 +57,21 @@ def test_accelerates_row_says_its_tail_its_scheduler_and_where_its_restart_diffe
     )
 
 
+def test_deepspeeds_row_says_its_tail_never_steps_and_it_steps_at_the_empty_window():
+    words = run_words.cells(RECORDS["run_deepspeed_engine"], say_english)
+    assert words["tail"].startswith("never stepped (`tail_window_dropped`, `gradient_leak`)")
+    assert "Optimizer steps an epoch: 2, 3 (the reference: 3, 3)" in words["tail"]
+    assert "no stepping the check can name" in words["schedule"]
+    assert words["empty"] == say_english("frameworks.runs.empty_stepped")
+
+
+def test_the_clm_loops_row_says_its_tail_and_that_its_rates_are_not_the_intended_ones():
+    words = run_words.cells(RECORDS["run_clm_no_trainer"], say_english)
+    assert "0.5 of what its own count gives" in words["tail"]
+    assert "no stepping the check can name" in words["schedule"]
+    assert "`scheduler_on_skip`" in words["empty"]
+
+
 def test_the_trainers_row_is_right_but_for_the_empty_window():
     words = run_words.cells(RECORDS["run_hf_trainer"], say_english)
     assert words["tail"].startswith("divided by its own count")
@@ -73,6 +88,7 @@ def test_every_kind_of_finding_has_its_words(lang):
     clean = copy.deepcopy(RECORDS["run_hf_trainer"])
     for s in clean["run"]["scenarios"].values():
         s["codes"], s["verdict"] = [], "same_update"
+    clean["run"]["empty_steps"] = 0  # the N = 0 window skipped too
     assert run_words.to_set(clean, say) == i18n.text(lang, "frameworks.runs.nothing_to_set")
     assert run_words.empty(clean["run"], say) == i18n.text(lang, "frameworks.runs.empty_skipped")
     broken = copy.deepcopy(clean)
@@ -80,6 +96,10 @@ def test_every_kind_of_finding_has_its_words(lang):
     broken["run"]["scenarios"]["uneven"]["codes"] += ["schedule_length"]
     broken["run"]["scenarios"]["empty_window"]["codes"] = ["steps_per_window"]
     broken["resume"] = [{"point": "mid_window", "verdict": "different", "codes": []}]
+    stepped = copy.deepcopy(clean)
+    stepped["run"]["empty_steps"] = 1  # a step at N = 0 that no code of its own names
+    assert run_words.empty(stepped["run"], say) == i18n.text(lang, "frameworks.runs.empty_stepped")
+    assert "lr_intended" in run_words.schedule(stepped["run"] | {"schedule": None}, say)
     words = run_words.cells(broken, say)
     assert "`tail_window_dropped`" in words["tail"] and "`gradient_leak`" in words["tail"]
     assert "`schedule_length`" in words["schedule"]
@@ -116,4 +136,4 @@ def test_a_story_reads_what_the_page_shows_of_a_check():
     assert found["scenarios"]["uneven"]["codes"] == ["scheduler_rate", "tail_window_scaled"]
     assert found["scenarios"]["empty_window"] == {"verdict": "same_update", "codes": []}
     assert (found["tail_scale"], found["schedule"], found["scheduler_rate"]) == (0.5, "prepared", 2)
-    assert found["resume"] is None
+    assert found["resume"] is None and found["empty_steps"] == 0

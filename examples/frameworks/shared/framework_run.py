@@ -1,6 +1,6 @@
-"""What the run-mode framework adapters (run_*.py in accelerate/, lightning/, hf_trainer/) share
-besides their model: the intended schedule, and the check's epochs as ONE dataset a framework
-iterates once per epoch itself.
+"""What the run-mode framework adapters (run_*.py in accelerate/, lightning/, hf_trainer/,
+deepspeed/, trl/) share besides their model: the intended schedule, and the check's epochs as
+ONE dataset a framework iterates once per epoch itself.
 
 The run mode hands `train_loop` a list of epochs whose microbatches differ from one epoch to
 the next. A framework loop walks one DataLoader `num_epochs` times, and tells its sampler or

@@ -246,6 +246,24 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
         DIFFERENT,
     ),
     Example(
+        "frameworks/deepspeed/run_deepspeed_engine.py",
+        "DeepSpeed's engine loop: `engine.backward`, `engine.step()` every batch",
+        "tail_window_dropped, gradient_leak",
+        DIFFERENT,
+    ),
+    Example(
+        "frameworks/trl/run_trl_sft.py",
+        "TRL's `SFTTrainer.train()` on text it tokenizes itself",
+        "scheduler_on_skip",
+        DIFFERENT,
+    ),
+    Example(
+        "frameworks/accelerate/run_clm_no_trainer.py",
+        "transformers' `run_clm_no_trainer.py` loop and its step arithmetic",
+        "tail_window_scaled, scheduler_on_skip",
+        DIFFERENT,
+    ),
+    Example(
         "frameworks/accelerate/run_resume_accelerate.py",
         "resumable, Accelerate's checkpointing example: `save_state` every batch",
         "tail_window_scaled, scheduler_rate, scheduler_on_skip, window_gradient_lost",

@@ -9,8 +9,9 @@ ran it to pclab/artifacts/framework_runs.json; "Frameworks, measured" and README
 
 A record keeps each check's `story`: what the row shows of it (each scenario's verdict and
 codes, the uneven scenario's optimizer steps per epoch, the tail's scale, the schedule's
-stepping; each kill point's verdict and codes). tests/runners/test_run_frameworks.py and
-test_resume_frameworks.py, which run the same adapters live, hold each story to its record.
+stepping, the steps taken at the N = 0 windows; each kill point's verdict and codes).
+tests/runners/test_run_frameworks.py and test_resume_frameworks.py, which run the same
+adapters live, hold each story to its record.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ ROWS = (
     RunRow("run_accelerate_accumulate", "Accelerate", "accelerate", "run_resume_accelerate"),
     RunRow("run_lightning_accumulate", "PyTorch Lightning", "lightning"),
     RunRow("run_hf_trainer", "transformers Trainer", "transformers", "run_resume_hf_trainer"),
+    RunRow("run_deepspeed_engine", "DeepSpeed", "deepspeed"),
+    RunRow("run_trl_sft", "TRL SFTTrainer", "trl"),
+    RunRow("run_clm_no_trainer", "transformers' run_clm_no_trainer.py (Accelerate)", "accelerate"),
 )
 
 
@@ -96,6 +100,12 @@ def story(check: dict[str, Any]) -> dict[str, Any]:
         "tail_scale": None if scale is None else round(scale, 9),
         "schedule": (uneven.get("schedule") or {}).get("matches"),
         "scheduler_rate": rate,
+        # the loop's optimizer steps at the N = 0 windows, which the reference skips
+        "empty_steps": sum(
+            u["optimizer_steps"]
+            for u in scenarios.get(EMPTY, {}).get("updates", ())
+            if u["skipped"]
+        ),
         "resume": None,
     }
     if check.get("resume") is not None:

@@ -40,12 +40,15 @@ def tail(run: dict[str, Any], say: Say) -> str:
 
 
 def schedule(run: dict[str, Any], say: Say) -> str:
-    """How the loop stepped the intended schedule in the uneven scenario."""
+    """How the loop stepped the intended schedule in the uneven scenario (`schedule`: the
+    stepping of it that gives the loop's rates; None when none does)."""
     codes = run["scenarios"][UNEVEN]["codes"]
     if "scheduler_rate" in codes:
         return say("frameworks.runs.schedule_rate", rate=run["scheduler_rate"])
     if "schedule_length" in codes:
         return say("frameworks.runs.schedule_length")
+    if run["schedule"] != "intended":  # wrong rates no code names (a dropped tail's shift)
+        return say("frameworks.runs.schedule_unnamed")
     return say("frameworks.runs.schedule_intended")
 
 
@@ -57,6 +60,8 @@ def empty(run: dict[str, Any], say: Say) -> str:
         return say("frameworks.runs.empty_scheduler")
     if added:
         return say("frameworks.runs.empty_other", codes=_code_list(added))
+    if run.get("empty_steps"):  # stepped there, but no code of its own beside the others
+        return say("frameworks.runs.empty_stepped")
     return say("frameworks.runs.empty_skipped")
 
 
