@@ -41,6 +41,7 @@ from pclab.experiments.trainer_check.run_codes import LOOP_CODE_NAMES
 FRAMEWORKS = ROOT / "examples" / "frameworks"
 ADAPTERS = {  # adapter -> (its folder, the packages it needs)
     "run_resume_accelerate": ("accelerate", ("accelerate",)),
+    "run_resume_accelerate_at_updates": ("accelerate", ("accelerate",)),
     "run_resume_hf_trainer": ("hf_trainer", ("transformers", "accelerate")),
 }
 RECORDS = ("PCL_FRAMEWORK_RECORD", "PCL_HF_TRAINER_RECORD")  # framework_lm.py, run_hf_trainer.py
@@ -48,6 +49,14 @@ RUN_CODES = set(LOOP_CODE_NAMES)
 POINTS = ("mid_epoch", "mid_window", "before_tail", "epoch_boundary")
 MEASURED_RUN = {  # adapter -> {scenario: (verdict, its run codes)}
     "run_resume_accelerate": {
+        "uneven": ("different", {"tail_window_scaled", "scheduler_rate"}),
+        "empty_window": (
+            "different",
+            {"tail_window_scaled", "scheduler_rate", "scheduler_on_skip"},
+        ),
+        "equal_counts": ("different", {"tail_window_scaled", "scheduler_rate"}),
+    },
+    "run_resume_accelerate_at_updates": {  # saving changes nothing of how Accelerate steps
         "uneven": ("different", {"tail_window_scaled", "scheduler_rate"}),
         "empty_window": (
             "different",
@@ -65,6 +74,12 @@ MEASURED_RESUME = {  # adapter -> {kill point: (verdict, codes, killed_at, resum
     "run_resume_accelerate": {
         "mid_epoch": ("same_run", set(), 3, 3),
         "mid_window": ("different", {"window_gradient_lost"}, 4, 4),  # went on from the kill
+        "before_tail": ("same_run", set(), 5, 5),
+        "epoch_boundary": ("same_run", set(), 6, 6),
+    },
+    "run_resume_accelerate_at_updates": {  # a checkpoint only where Accelerate stepped
+        "mid_epoch": ("same_run", set(), 3, 3),
+        "mid_window": ("same_run", set(), 4, 3),  # its window again, from the start
         "before_tail": ("same_run", set(), 5, 5),
         "epoch_boundary": ("same_run", set(), 6, 6),
     },
@@ -169,6 +184,21 @@ def test_accelerate_restores_its_window_counter_but_not_the_windows_gradient(res
 
 
 @pytest.mark.slow
+def test_accelerate_saving_at_update_boundaries_runs_a_killed_window_again(resumed):
+    """Saved only where `accelerator.sync_gradients`: every restart loads a window boundary
+    (step_2 for both kills in window 2, step_4 before the tail, step_5 after it), and
+    `accelerator.step` comes back where that boundary left it (0 after the epoch's end)."""
+    _check(resumed, "run_resume_accelerate_at_updates")
+    restarts = [
+        x for x in resumed["lines"]["run_resume_accelerate_at_updates"] if x["resumed_from"]
+    ]
+    on_load = sorted({(x["resumed_from"], x["accumulate_step_on_load"]) for x in restarts})
+    assert on_load == [(2, 2), (4, 4), (5, 0)]
+    check = resumed["checks"]["run_resume_accelerate_at_updates"]
+    assert [e["point"] for e in check["resume"] if run_summary.window_rerun(e)] == ["mid_window"]
+
+
+@pytest.mark.slow
 def test_trainer_resumes_only_from_update_boundaries(resumed):
     _check(resumed, "run_resume_hf_trainer")
     restarts = [x for x in resumed["lines"]["run_resume_hf_trainer"] if x["resumed_from"]]
@@ -188,7 +218,7 @@ def test_no_process_or_folder_is_left_behind_after_the_kills(resumed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("adapter", [r.resume for r in run_table.ROWS if r.resume in ADAPTERS])
 def test_the_table_across_a_run_records_what_the_live_restart_does(resumed, adapter):
     """The table across a run (frameworks.run_table) records each kill point's verdict and
     codes: the live restart of the same loop agrees."""

@@ -270,6 +270,12 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
         DIFFERENT,
     ),
     Example(
+        "frameworks/accelerate/run_resume_accelerate_at_updates.py",
+        "resumable, the same example saving only at update boundaries",
+        "tail_window_scaled, scheduler_rate, scheduler_on_skip",
+        DIFFERENT,
+    ),
+    Example(
         f"{HF}/run_resume_hf_trainer.py",
         "resumable, `Trainer` saving every update, `resume_from_checkpoint`",
         "scheduler_on_skip",
