@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 import pclab.experiments.trainer_check.resume_judge as resume_judge
 import pclab.experiments.trainer_check.run_rank as run_rank
@@ -57,6 +58,12 @@ def killing_observer(trace: Path, kill_at: int) -> type[Observer]:
         def _forward(self, *args: Any) -> None:
             super()._forward(*args)
             if self.forwards == kill_at:
+                # Every rank reaches this forward first: the first rank to die has its peers
+                # ended at once (torchrun's agent, the zygote), and a peer still writing its
+                # checkpoint (rank 0's save_state) would leave a torn one the restart cannot
+                # load, measured once as a false not_resumable.
+                if dist.is_available() and dist.is_initialized():
+                    dist.barrier()
                 os.kill(os.getpid(), signal.SIGKILL)
 
     return Killing

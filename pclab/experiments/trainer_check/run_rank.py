@@ -133,6 +133,10 @@ def shared_folder(rank: int) -> Iterator[str]:
     dist.broadcast_object_list(made, src=0)
     try:
         yield str(made[0])
+        # every rank's loop has ended, its last save written, before the folder goes: a rank
+        # still saving (Accelerate's save_state after the last batch) found it gone (measured:
+        # a false not_resumable, "step_10 does not exist", once in a few runs)
+        dist.barrier()
     finally:
         if rank == 0:
             shutil.rmtree(str(made[0]), ignore_errors=True)
