@@ -34,7 +34,8 @@ torch 2.13.0), pinned here:
 - transformers' run_clm_no_trainer.py loop (on Accelerate): the tail / K (`tail_window_scaled`
   0.5), `scheduler_on_skip`, and a schedule built from the unprepared DataLoader's length
   (ceil(P M / K) an epoch: the P tails counted as one window), stepped P times an update:
-  the rates run out one update early (0 at the last), which no run code names.
+  the rates run out one update early (0 at the last): `schedule_length` (built for 5 updates
+  where the run takes 6; run_schedule's "prepared_global" stepping).
 
     PYTHONPATH=$PWD python -m pytest -n 0 tests/runners/test_run_frameworks.py -q
 """
@@ -95,10 +96,10 @@ MEASURED = {  # adapter -> {scenario: (verdict, its run codes)}; every check is 
         "empty_window": ("different", {"scheduler_on_skip"}),
         "equal_counts": ("same_update", set()),
     },
-    "run_clm_no_trainer": {  # and a schedule 1 update short no code names
-        "uneven": ("different", {"tail_window_scaled"}),
+    "run_clm_no_trainer": {  # and a schedule one update short
+        "uneven": ("different", {"tail_window_scaled", "schedule_length"}),
         "empty_window": ("different", {"tail_window_scaled", "scheduler_on_skip"}),
-        "equal_counts": ("different", {"tail_window_scaled"}),
+        "equal_counts": ("different", {"tail_window_scaled", "schedule_length"}),
     },
 }
 pytestmark = pytest.mark.timeout(1200)  # the six loops: a few minutes beside a busy core
@@ -356,7 +357,9 @@ def test_run_clm_no_trainers_schedule_counts_the_p_tails_as_one_window(run):
     base = uneven["schedule"]["intended"][0]
     closed_form = [base * max(0.0, 1 - P * u / length) for u in range(6)]
     assert uneven["schedule"]["yours"] == pytest.approx(closed_form, rel=1e-12, abs=1e-15)
-    assert uneven["schedule"]["yours"][-1] == 0 and uneven["schedule"]["matches"] is None
+    assert uneven["schedule"]["yours"][-1] == 0
+    assert uneven["schedule"]["matches"] == "prepared_global"
+    assert (uneven["schedule"]["built_for"], uneven["schedule"]["updates"]) == (length // P, 6)
     for u in uneven["updates"]:
         if u["microsteps"] == K:
             assert u["scheme"] == "microbatch_mean"

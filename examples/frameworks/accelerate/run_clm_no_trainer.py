@@ -30,7 +30,8 @@ order, with `--max_train_steps` not given (the script's default: `overrode_max_t
 Measured (accelerate 1.15.0, transformers 5.24.0, torch 2.13.0, P = 2, K = 2, two epochs of 5
 microbatches a rank: windows 2, 2 and a tail of 1): see tests/runners/test_run_frameworks.py,
 which pins it. `tail_window_scaled` 0.5 in every scenario, `scheduler_on_skip` in
-empty_window, and a schedule that reaches 0 one update early, which no run code names:
+empty_window, and a schedule that reaches 0 one update early (`schedule_length`, uneven and
+equal_counts):
 
 - The windows and the tail: Accelerate's, as in run_accelerate_accumulate.py: `accumulate()`
   syncs at every K-th microstep and at the prepared dataloader's end (accelerator.py:1230-1237,
@@ -50,9 +51,10 @@ empty_window, and a schedule that reaches 0 one update early, which no run code 
   P tails into one window. So the rate at update u is the linear schedule's at 2u of 10
   (transformers/optimization.py:101-104: max(0, (10 - 2u) / 10)), that is the intended linear
   schedule built for 5 updates where the run takes 6: 0.1, 0.08, ..., 0.02 and 0 at the last
-  update (epoch 1's tail steps at rate 0: it changes nothing), against 0.1, 0.083, ..., 0.017. The
-  check's `schedule.matches` is None (neither `scheduler_rate` nor `schedule_length` fits
-  this stepping), so no code names it; the rates are in each update's lr_yours.
+  update (epoch 1's tail steps at rate 0: it changes nothing), against 0.1, 0.083, ..., 0.017.
+  The check's `schedule.matches` is "prepared_global" (the file's schedule sized from the
+  global dataloader and stepped P times an update): `schedule_length`, built for 5 updates
+  where the run takes 6.
 - A window with no label (N = 0): `optimizer.step()` and `lr_scheduler.step()` run there as
   at any other window end (the loop has no such case; the optimizer's step changes nothing
   the check can see), and the prepared scheduler advances 2 steps: `scheduler_on_skip`

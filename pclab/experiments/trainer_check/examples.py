@@ -260,7 +260,7 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
     Example(
         "frameworks/accelerate/run_clm_no_trainer.py",
         "transformers' `run_clm_no_trainer.py` loop and its step arithmetic",
-        "tail_window_scaled, scheduler_on_skip",
+        "tail_window_scaled, schedule_length, scheduler_on_skip",
         DIFFERENT,
     ),
     Example(

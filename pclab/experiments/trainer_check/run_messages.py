@@ -78,12 +78,20 @@ def scheduler_rate(scenario: str, how: str, rate: int) -> Diagnosis:
     return _diagnosis("scheduler_rate", message, scenario, how=how, rate=rate)
 
 
-def schedule_length(scenario: str, built: int, updates: int) -> Diagnosis:
-    why = (
-        "len(epoch) // K an epoch: each epoch's tail is an update too"
-        if built < updates
-        else "every window: a window with N = 0 takes no update"
-    )
+def schedule_length(
+    scenario: str, built: int, updates: int, global_sized: bool = False
+) -> Diagnosis:
+    """`global_sized`: the schedule was sized in scheduler steps from the global dataloader
+    and stepped P times an update (transformers' run_clm_no_trainer.py)."""
+    if global_sized:
+        why = (
+            "ceil(P x len(epoch) / K) scheduler steps an epoch, from the global dataloader, "
+            "stepped P times an update: the P ranks' tails are one window, not P"
+        )
+    elif built < updates:
+        why = "len(epoch) // K an epoch: each epoch's tail is an update too"
+    else:
+        why = "every window: a window with N = 0 takes no update"
     message = (
         f"{scenario}: the schedule was built for {built} updates where the run takes "
         f"{updates} ({why}), so it ends {'before' if built < updates else 'after'} the run "

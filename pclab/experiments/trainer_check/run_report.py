@@ -201,8 +201,10 @@ def _schedule(s: dict[str, Any], k: int, world: int) -> list[Diagnosis]:
         return [run_messages.scheduler_rate(name, "per_microstep", k)]
     if how == "prepared":
         return [run_messages.scheduler_rate(name, how, world)]
-    if how in ("short", "every_window"):
-        return [run_messages.schedule_length(name, schedule["built_for"], schedule["updates"])]
+    if how in ("short", "every_window", "prepared_global"):
+        built, updates = schedule["built_for"], schedule["updates"]
+        global_sized = how == "prepared_global"
+        return [run_messages.schedule_length(name, built, updates, global_sized)]
     if how in ("skip_advances", "skip_advances_all"):
         return [run_messages.scheduler_on_skip(name)]
     if how in ("prepared_skip", "prepared_skip_all"):

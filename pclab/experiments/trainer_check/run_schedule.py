@@ -28,7 +28,9 @@ from pclab.experiments.trainer_check.trainer_file import Trainer
 # "update" (once per update), "microstep" (after every backward; "ran": of the windows the loop
 # ran), "prepared" (P times per update), "skip" (at an N = 0 window too) or "prepared_skip"
 # (P times per update and per N = 0 window); the length is
-# "true" (the run's updates), "len_k" (floor(M / K) an epoch) or "windows" (every window).
+# "true" (the run's updates), "len_k" (floor(M / K) an epoch), "windows" (every window) or
+# "global" (ceil(P M / K) scheduler steps an epoch: sized from the global dataloader, as
+# transformers' run_clm_no_trainer.py does before `prepare`, for a scheduler stepped P times).
 MISTAKES = {
     "per_microstep": ("microstep", "true"),
     "per_microstep_ran": ("ran", "true"),
@@ -39,14 +41,19 @@ MISTAKES = {
     "skip_advances_all": ("skip", "windows"),
     "prepared_skip": ("prepared_skip", "true"),
     "prepared_skip_all": ("prepared_skip", "windows"),  # Accelerate's count: every window
+    "prepared_global": ("prepared", "global"),  # right without tails, P tails make one window
 }
 RTOL = 1e-9  # rates are computed, not measured: equal to rounding
 
 
-def length_of(run_windows: list[Window], length: str, k: int) -> int:
-    """The number of updates a schedule of `length` (MISTAKES) was built for."""
+def length_of(run_windows: list[Window], length: str, k: int, world: int = 1) -> int:
+    """The number of scheduler steps a schedule of `length` (MISTAKES) was built for: updates,
+    but for "global" (P steps an update)."""
+    epochs = max(w.epoch for w in run_windows) + 1
+    if length == "global":
+        return epochs * math.ceil(world * run_windows[-1].end / k)
     if length == "len_k":
-        return (max(w.epoch for w in run_windows) + 1) * (run_windows[-1].end // k)
+        return epochs * (run_windows[-1].end // k)
     if length == "windows":
         return len(run_windows)
     return sum(1 for w in run_windows if w.num_valid_labels)
@@ -58,7 +65,7 @@ def _rates(
     """Group 0's rate at each true update when the file's scheduler is stepped `how`."""
     stepping, length = MISTAKES.get(how, ("update", "true"))
     optimizer = make_optimizer(trainer, build(trainer))
-    scheduler = intended_scheduler(trainer, optimizer, length_of(run_windows, length, k))
+    scheduler = intended_scheduler(trainer, optimizer, length_of(run_windows, length, k, world))
     rates: list[float] = []
     for w in run_windows:
         taken = bool(w.num_valid_labels)
@@ -123,6 +130,7 @@ def judged(
     for how in MISTAKES:
         if _same(yours, _rates(trainer, run_windows, how, world, scenario.accum)):
             found["matches"] = how
-            found["built_for"] = length_of(run_windows, MISTAKES[how][1], scenario.accum)
+            built = length_of(run_windows, MISTAKES[how][1], scenario.accum, world)
+            found["built_for"] = built // world if MISTAKES[how][1] == "global" else built
             break
     return found
