@@ -19,9 +19,12 @@ Q_r, D_r are rank r's rows over its microsteps, D_~r every other rank's, sg() de
 
 Rows past len(Q_r) are extra negatives, so `embedding_loss` must accept more documents than
 queries (cross_entropy(Q @ D.T / tau, arange(len(Q))) does; a symmetric CLIP loss does not,
-and then these two candidates are undefined). Without `batch_loss`, L(...) is l of the
-concatenated rows (`embedding_batch_loss`). GradCache at any P, K is global_batch. At
-K > 1 the paths score a rank's queries of every micro step at once (a GradCache whose gather
+and then these two are undefined) unless it says so (`symmetric`, a file's SYMMETRIC): l is
+then ONE direction, L = (l(Q, D) + l(D, Q)) / 2, each rank's term (l(Q_r, pool of D) +
+l(D_r, pool of Q)) / 2, the path in each direction (OpenCLIP local_loss=True,
+gather_with_grad=False: query_path_only). Without `batch_loss`, L(...) is l of the
+concatenated rows (`embedding_batch_loss`). GradCache at any P, K is global_batch. At K > 1
+the paths score a rank's queries of every micro step at once (a GradCache whose gather
 returns no gradient); a gather per micro step with detached remote rows is neither: other.
 
 Design note, for the trainer check's coupled worker (every rank builds every microbatch):
@@ -129,6 +132,7 @@ def path_objective(
     embedding_loss: EmbeddingLoss,
     model: torch.nn.Module,
     microbatches: object,
+    symmetric: bool = False,
 ) -> torch.Tensor:
     """One gradient-path scheme's objective, with its autograd graph:
 
@@ -141,31 +145,43 @@ def path_objective(
         embedding_loss: (model, queries, documents) -> a finite 0-d tensor; the first
             len(queries) documents are the positives, any further rows extra negatives.
         model, microbatches: as for `pool_objective`.
+        symmetric: embedding_loss is one direction: each term the mean of it and the same
+            term with queries and documents swapped (the path in each direction).
     Returns:
         A 0-d tensor. ValueError names a bad scheme, layout, embedding or loss.
     """
     scheme = v.choice(scheme, "scheme", PATH_SCHEMES)
+    symmetric = v.flag(symmetric, "symmetric")
     grid = layout(microbatches)
     rows = [[_embedding(embed(model, b)) for b in row] for row in grid]
     queries = [torch.cat([q for q, _ in row]) for row in rows]
     documents = [torch.cat([d for _, d in row]) for row in rows]
-    parts = []
-    for r, own in enumerate(queries):
-        others = [d.detach() for j, d in enumerate(documents) if j != r]
-        pool = torch.cat([documents[r], *others])
-        if scheme == "query_path_only":
-            pool = pool.detach()
-        parts.append(_scalar(embedding_loss(model, own, pool), "embedding_loss"))
+
+    def term(r: int, own: list[torch.Tensor], other: list[torch.Tensor]) -> torch.Tensor:
+        pool = torch.cat([other[r], *[d.detach() for j, d in enumerate(other) if j != r]])
+        pool = pool.detach() if scheme == "query_path_only" else pool
+        return _scalar(embedding_loss(model, own[r], pool), "embedding_loss")
+
+    parts = [term(r, queries, documents) for r in range(len(grid))]
+    if symmetric:
+        parts = [(t + term(r, documents, queries)) / 2 for r, t in enumerate(parts)]
     return torch.stack(parts).mean()
 
 
-def embedding_batch_loss(embed: Embed, embedding_loss: EmbeddingLoss) -> BatchLoss:
-    """batch_loss for a file without one: embedding_loss of the pool's concatenated rows."""
+def embedding_batch_loss(
+    embed: Embed, embedding_loss: EmbeddingLoss, symmetric: bool = False
+) -> BatchLoss:
+    """batch_loss for a file without one: embedding_loss of the pool's rows (symmetric: both)."""
 
     def batch_loss(model: torch.nn.Module, microbatches: list[Microbatch]) -> torch.Tensor:
         pairs = [_embedding(embed(model, b)) for b in microbatches]
         queries = torch.cat([q for q, _ in pairs])
-        return embedding_loss(model, queries, torch.cat([d for _, d in pairs]))
+        documents = torch.cat([d for _, d in pairs])
+        forward = embedding_loss(model, queries, documents)
+        if not symmetric:
+            return forward
+        back = _scalar(embedding_loss(model, documents, queries), "embedding_loss")
+        return (_scalar(forward, "embedding_loss") + back) / 2
 
     return batch_loss
 
@@ -195,15 +211,17 @@ def candidate_gradient(
     batch_loss: BatchLoss | None = None,
     embed: Embed | None = None,
     embedding_loss: EmbeddingLoss | None = None,
+    symmetric: bool = False,
 ) -> Gradient:
     """The gradient of `scheme`'s objective at the model's weights, per parameter, float64.
 
     A pool needs batch_loss, or embed and embedding_loss (`embedding_batch_loss`); a path
-    needs embed and embedding_loss. Buffers (BatchNorm's running statistics) and the global
-    random stream are restored afterwards: the model leaves as it came. ValueError names
-    the scheme when its callables are missing.
+    needs embed and embedding_loss (symmetric: one direction; a batch_loss is used as given).
+    Buffers (BatchNorm's running statistics) and the global random stream are restored
+    afterwards: the model leaves as it came. ValueError names a scheme its callables lack.
     """
     scheme = v.choice(scheme, "scheme", NAMED_SCHEMES)
+    symmetric = v.flag(symmetric, "symmetric")
     if (embed is None) != (embedding_loss is None):
         missing = "embed" if embed is None else "embedding_loss"
         raise v.InvalidInput(missing, None, "non_empty", "embed and embedding_loss go together")
@@ -213,9 +231,10 @@ def candidate_gradient(
         return _at_start(model, lambda: pool_objective(scheme, batch_loss, model, microbatches))
     if scheme in PATH_SCHEMES:
         return _at_start(
-            model, lambda: path_objective(scheme, embed, embedding_loss, model, microbatches)
+            model,
+            lambda: path_objective(scheme, embed, embedding_loss, model, microbatches, symmetric),
         )
-    loss = batch_loss or embedding_batch_loss(embed, embedding_loss)
+    loss = batch_loss or embedding_batch_loss(embed, embedding_loss, symmetric)
     return _at_start(model, lambda: pool_objective(scheme, loss, model, microbatches))
 
 
@@ -225,12 +244,13 @@ def candidate_gradients(
     batch_loss: BatchLoss | None = None,
     embed: Embed | None = None,
     embedding_loss: EmbeddingLoss | None = None,
+    symmetric: bool = False,
 ) -> dict[str, Gradient]:
     """Every candidate the callables define (NAMED_SCHEMES order), as `candidate_gradient`.
     A callable's own error propagates: the caller decides whether to drop that candidate."""
     names = POOL_SCHEMES if embed is None else NAMED_SCHEMES
     return {
-        s: candidate_gradient(s, model, microbatches, batch_loss, embed, embedding_loss)
+        s: candidate_gradient(s, model, microbatches, batch_loss, embed, embedding_loss, symmetric)
         for s in names
     }
 

@@ -159,6 +159,13 @@ def count(value: object, field: str, *, minimum: int = 0, cell: tuple[int, ...] 
     return n
 
 
+def flag(value: object, field: str) -> bool:
+    """A bool, as it is (1 and "yes" are refused: a flag is True or False)."""
+    if not isinstance(value, bool):
+        raise InvalidInput(field, value, "one_of", "True or False")
+    return value
+
+
 def choice(value: object, field: str, allowed: tuple[str, ...]) -> str:
     try:
         known = value in allowed

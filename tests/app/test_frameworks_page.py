@@ -199,8 +199,8 @@ def test_a_coupled_row_shows_its_objective_factors_and_residual_not_a_grid(lang)
     and the items per microbatch, the objective explained, each scenario's scheme, the factor
     (one per parameter group where they differ: the defaults' towers 1/P beside logit_scale 1,
     the x P compensation's towers 1 beside logit_scale P; 1 on every parameter for a named
-    objective; none fits for local_loss alone) and the residual; a heat map only for the rows
-    with weights per label."""
+    objective, local_loss alone's query_path_only too) and the residual; a heat map only for
+    the rows with weights per label."""
     at = open_section(PAGE, lang=lang)
     assert not at.exception
     records = frameworks.load()["records"]
@@ -238,9 +238,13 @@ def test_a_coupled_row_shows_its_objective_factors_and_residual_not_a_grid(lang)
     assert lines.count(everywhere) == len(
         named
     )  # gather_with_grad with/without local_loss; sbert's
-    (local,) = [r for r in mine if r["scheme"] == "other"]
-    no_factor = i18n.text(lang, "frameworks.no_factor", factor=f"{local['factor']:.6g}")
-    assert no_factor in lines
+    # local_loss without gather_with_grad: named (query_path_only in each direction), no row
+    # left as `other`, so none says that no factor fits
+    local = next(r for r in mine if frameworks.setting_of(r).code == "openclip_local_loss")
+    assert local["scheme"] == "query_path_only" and local in named
+    assert not [r for r in mine if r["scheme"] == "other"]
+    no_factor = i18n.text(lang, "frameworks.no_factor", factor="@").split("@")[0]
+    assert not [line for line in lines if line.startswith(no_factor)]
     scheme = i18n.text(lang, "coupled.scheme.microbatch_pool")
     assert any(line.endswith(scheme) for line in lines if BADGE.match(line))
     with_weights = [r for r in records if r["weights"] is not None]

@@ -178,6 +178,76 @@ def classifier_objective(scheme, model, grid):
     return sum(pool([row[j] for row in grid]) for j in range(k)) / k
 
 
+def _clip(model, a, b, labels=None, keep_a=None, keep_b=None):
+    """A symmetric CLIP loss written out: (CE(s q d^T) + CE(s d q^T)) / 2 over equal rows,
+    s = 1 / tau; `keep_a` / `keep_b` (a bool per row) mark the rows carrying gradient."""
+    q, d = a @ model.wq.T, b @ model.wd.T
+    if keep_a is not None:
+        q = torch.where(keep_a[:, None], q, q.detach())
+    if keep_b is not None:
+        d = torch.where(keep_b[:, None], d, d.detach())
+    labels = torch.arange(len(a)) if labels is None else labels
+    logits = q @ d.T / model.log_tau.exp()
+    ce = torch.nn.functional.cross_entropy
+    return (ce(logits, labels) + ce(logits.T, labels)) / 2
+
+
+def clip_direction(model, queries, documents):
+    """One direction of the CLIP loss, the rows past len(queries) extra negatives."""
+    logits = queries @ documents.T / model.log_tau.exp()
+    return torch.nn.functional.cross_entropy(logits, torch.arange(len(queries)))
+
+
+def clip_objective(scheme, model, grid):
+    """Each scheme's objective for a symmetric CLIP loss, written out by hand; the paths as
+    OpenCLIP's ClipLoss(local_loss=True) computes a rank's loss: its images against every
+    rank's texts (a list gathered by rank, `.detach()` on each piece a gather without
+    gradient returns), labels offset by the rank's first global row, and the same for its
+    texts against every rank's images; the ranks' losses averaged (DDP's mean)."""
+    p, k = len(grid), len(grid[0])
+    cat = torch.cat
+    if scheme == "global_batch":
+        return _clip(model, *(cat([m[x] for row in grid for m in row]) for x in "ab"))
+    if scheme == "rank_pool":
+        return sum(_clip(model, *(cat([m[x] for m in row]) for x in "ab")) for row in grid) / p
+    if scheme == "microbatch_pool":
+        return sum(_clip(model, m["a"], m["b"]) for row in grid for m in row) / (p * k)
+    if scheme == "microstep_pool":
+        per = [_clip(model, *(cat([row[j][x] for row in grid]) for x in "ab")) for j in range(k)]
+        return sum(per) / k
+    images = [cat([m["a"] for m in row]) @ model.wq.T for row in grid]  # rank r's rows
+    texts = [cat([m["b"] for m in row]) @ model.wd.T for row in grid]
+
+    def gathered(pieces, r):  # every rank's rows; remote_detached: rank r's with its graph
+        own = scheme == "remote_detached"
+        return cat([x if (j == r and own) else x.detach() for j, x in enumerate(pieces)])
+
+    total = 0
+    for r in range(p):
+        all_images, all_texts = gathered(images, r), gathered(texts, r)
+        labels = torch.arange(len(images[r])) + sum(len(x) for x in images[:r])
+        scale = 1 / model.log_tau.exp()
+        ce = torch.nn.functional.cross_entropy
+        per_image = ce(scale * images[r] @ all_texts.T, labels)
+        per_text = ce(scale * texts[r] @ all_images.T, labels)
+        total = total + (per_image + per_text) / 2
+    return total / p
+
+
+def clip_whole_loss_local_rows(model, grid):
+    """OpenCLIP's ClipLoss() defaults under DDP (local_loss=False, gather_with_grad=False):
+    every rank the whole batch's symmetric loss, only its own rows carrying gradient."""
+    a_all = torch.cat([mb["a"] for row in grid for mb in row])
+    b_all = torch.cat([mb["b"] for row in grid for mb in row])
+    sizes = [sum(len(mb["a"]) for mb in row) for row in grid]
+    total = 0
+    for r in range(len(grid)):
+        own = torch.zeros(len(a_all), dtype=torch.bool)
+        own[sum(sizes[:r]) : sum(sizes[: r + 1])] = True
+        total = total + _clip(model, a_all, b_all, keep_a=own, keep_b=own)
+    return total / len(grid)
+
+
 def reference_gradient(make_model, objective):
     """{name: d objective / d parameter} on a fresh model, by .backward()."""
     model = make_model()

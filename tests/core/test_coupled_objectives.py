@@ -226,6 +226,62 @@ def test_a_loss_that_needs_as_many_documents_as_queries_raises_its_own_error():
         co.candidate_gradient("remote_detached", ref.Dual(), grid, None, ref.embed, symmetric)
 
 
+CLIP_GRIDS = ([[2, 3], [2, 3]], [[3], [3]], [[2, 1, 3], [2, 1, 3], [2, 1, 3]])
+
+
+@pytest.mark.parametrize("sizes", CLIP_GRIDS)
+@pytest.mark.parametrize("scheme", co.NAMED_SCHEMES)
+def test_symmetric_candidates_match_a_clip_loss_written_out(sizes, scheme):
+    """symmetric=True, embedding_loss one direction: every candidate (the paths in each
+    direction) against the CLIP objective built by hand with explicit detaches."""
+    grid = ref.pairs_grid(sizes)
+    want = ref.reference_gradient(ref.Dual, lambda m: ref.clip_objective(scheme, m, grid))
+    got = co.candidate_gradient(
+        scheme, ref.Dual(), grid, None, ref.embed, ref.clip_direction, symmetric=True
+    )
+    assert_same(got, want)
+
+
+def test_symmetric_batch_loss_is_the_mean_of_both_directions():
+    grid = ref.pairs_grid([[2, 3], [2, 3]])
+    loss = co.embedding_batch_loss(ref.embed, ref.clip_direction, symmetric=True)
+    model = ref.Dual()
+    pool = [m for row in grid for m in row]
+    got = loss(model, pool)
+    want = ref.clip_objective("global_batch", model, grid)
+    assert float(abs(got - want)) <= 1e-14
+    # and one direction alone is not it
+    one = co.embedding_batch_loss(ref.embed, ref.clip_direction)(model, pool)
+    assert float(abs(one - want)) > 1e-3
+
+
+def test_symmetric_paths_differ_from_each_other_and_the_pools():
+    grid = ref.pairs_grid([[3], [3]])
+    grads = co.candidate_gradients(
+        ref.Dual(), grid, None, ref.embed, ref.clip_direction, symmetric=True
+    )
+    assert list(grads) == list(co.NAMED_SCHEMES)
+    for s in ("remote_detached", "query_path_only"):
+        for t in ("global_batch", "rank_pool", "remote_detached"):
+            if s != t:
+                assert apart(grads[s], grads[t]) > 1e-3, (s, t)
+    # both towers train as queries: no tower is left without gradient
+    assert float(grads["query_path_only"]["wd"].abs().max()) > 1e-3
+    # the temperature's gradient is the global batch's (every rank's whole loss reaches it)
+    want = float(grads["global_batch"]["log_tau"])
+    assert float(grads["query_path_only"]["log_tau"]) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("flag", [1, "yes", None])
+def test_symmetric_must_be_a_bool(flag):
+    grid = ref.pairs_grid([[2], [2]])
+    with pytest.raises(InvalidInput) as caught:
+        co.candidate_gradient(
+            "query_path_only", ref.Dual(), grid, None, ref.embed, ref.clip_direction, flag
+        )
+    assert caught.value.field == "symmetric"
+
+
 def test_frozen_and_unreached_parameters_get_zero_gradients():
     model = ref.Dual()
     model.unused = torch.nn.Parameter(torch.ones(2, dtype=torch.float64))

@@ -76,6 +76,53 @@ def test_openclip_whole_loss_with_remote_rows_detached_is_scaled_per_group(sizes
     assert got == [(round(1 / p, 9), ("wq", "wd")), (1.0, ("log_tau",))]
 
 
+def clip_candidates(sizes, symmetric=True):
+    grid = ref.pairs_grid(sizes)
+    grads = co.candidate_gradients(
+        ref.Dual(), grid, None, ref.embed, ref.clip_direction, symmetric=symmetric
+    )
+    return grid, grads
+
+
+@pytest.mark.parametrize("sizes", [[[3], [3]], [[2], [2], [2]], [[2, 3], [2, 3]]])
+@pytest.mark.parametrize("scheme", co.NAMED_SCHEMES)
+def test_a_symmetric_clip_trainer_of_each_scheme_is_named(sizes, scheme):
+    """A symmetric CLIP loss written out (OpenCLIP's local_loss=True, gather_with_grad=False
+    is its query_path_only), stepped at SGD lr 1: named among the symmetric candidates."""
+    grid, grads = clip_candidates(sizes)
+    delta = ref.sgd_change(ref.Dual, lambda m: ref.clip_objective(scheme, m, grid))
+    solved = cs.solve_schemes(delta, grads)
+    # at K = 1 a pool coincides with another (identical_objectives): the group's first
+    assert solved.scheme in (scheme, *[g[0] for g in solved.coinciding if scheme in g])
+    assert scheme in solved.matching_schemes and solved.gaps[scheme] < 1e-12
+    if scheme in co.PATH_SCHEMES:  # a path is never a pool here
+        assert solved.matching_schemes == (scheme,)
+
+
+@pytest.mark.parametrize("sizes", [[[3], [3]], [[2], [2], [2]]])
+def test_clip_whole_loss_with_local_rows_stays_scaled_with_the_paths_given(sizes):
+    """OpenCLIP's defaults: the paths in each direction are no match, so still `scaled`,
+    the towers / P and the temperature x 1."""
+    p = len(sizes)
+    grid, grads = clip_candidates(sizes)
+    delta = ref.sgd_change(ref.Dual, lambda m: ref.clip_whole_loss_local_rows(m, grid))
+    solved = cs.solve_schemes(delta, grads)
+    assert solved.scheme == "scaled" and solved.residual < 1e-12
+    assert min(solved.gaps[s] for s in co.PATH_SCHEMES) > 1e-3
+    assert solved.parameter_scales == pytest.approx({"wq": 1 / p, "wd": 1 / p, "log_tau": 1.0})
+
+
+def test_clip_query_path_only_without_the_symmetric_candidates_is_other():
+    """The old finding: with the pools alone (a symmetric loss refuses the paths) the query
+    side of each direction is no pool and no scaling: `other`."""
+    grid = ref.pairs_grid([[3], [3]])
+    batch_loss = co.embedding_batch_loss(ref.embed, ref.clip_direction, symmetric=True)
+    grads = co.candidate_gradients(ref.Dual(), grid, batch_loss)
+    delta = ref.sgd_change(ref.Dual, lambda m: ref.clip_objective("query_path_only", m, grid))
+    solved = cs.solve_schemes(delta, grads)
+    assert solved.scheme == "other" and solved.residual > 0.1
+
+
 def test_a_loss_times_p_over_detached_remote_documents_is_other_with_its_fit():
     """tevatron #30: each rank's loss x world size, remote documents without gradient. No
     scaling of the global batch's gradient: `other`, and the fits say what it is."""

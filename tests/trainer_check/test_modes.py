@@ -64,3 +64,29 @@ def test_the_first_contract_that_claims_a_file_reads_its_mode():
     assert modes.of_module(fake(train_loop=1, train_step=1)).name == "run"
     assert modes.of_module(fake()).name == "token"  # the token mode claims every other file
     assert modes.MODES[-1].name == "token"
+
+
+@pytest.mark.parametrize(
+    ("flag", "callables", "problem"),
+    [
+        (True, ("embed", "embedding_loss"), None),
+        (False, ("batch_loss",), None),
+        (True, ("batch_loss",), "SYMMETRIC = True without embed() and embedding_loss()"),
+        (1, ("embed", "embedding_loss"), "SYMMETRIC=1 must be True or False"),
+        ("yes", ("embed", "embedding_loss"), "SYMMETRIC='yes' must be True or False"),
+    ],
+)
+def test_the_coupled_contract_reads_symmetric(flag, callables, problem):
+    """SYMMETRIC (coupled_contract): a bool, and only beside embed and embedding_loss, whose
+    one direction it declares; `symmetric` reads it as True only when it is True."""
+    from pclab.experiments.trainer_check import coupled_contract
+
+    module = types.ModuleType("trainer")
+    for name in ("build_model", "train_step", "make_microbatch", *callables):
+        setattr(module, name, lambda *a: None)
+    module.SYMMETRIC = flag
+    found = coupled_contract.problems(module)
+    assert found == ([] if problem is None else [found[0]])
+    if problem is not None:
+        assert found[0].startswith(problem), found
+    assert coupled_contract.symmetric(module) is (flag is True)

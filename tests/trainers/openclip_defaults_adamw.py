@@ -5,9 +5,25 @@ factor cancels in the step up to eps; the moments keep it."""
 
 import _examples  # noqa: F401
 import torch
-from openclip_global_loss import build_model, embed, embedding_loss, make_microbatch, train_step
+from openclip_global_loss import (
+    SYMMETRIC,
+    batch_loss,
+    build_model,
+    embed,
+    embedding_loss,
+    make_microbatch,
+    train_step,
+)
 
-__all__ = ["build_model", "embed", "embedding_loss", "make_microbatch", "train_step"]
+__all__ = [
+    "SYMMETRIC",
+    "batch_loss",
+    "build_model",
+    "embed",
+    "embedding_loss",
+    "make_microbatch",
+    "train_step",
+]
 
 
 def make_optimizer(params):

@@ -13,10 +13,13 @@ without its dependencies (they would bring torchvision, which would replace torc
     pip install --no-deps -r requirements-nodeps.txt     # open-clip-torch==3.3.0
     pclab check examples/frameworks/openclip/openclip_local_gather_grad.py --accum 1 --json
 
-The check's reference is OpenCLIP's single-process objective: ClipLoss at world_size 1 over
-every rank's pairs, the symmetric image-to-text and text-to-image cross-entropy. It takes one
-document per query, so the check cannot name the gradient paths (candidate_left_out); it
-names the pool, or the factor on each parameter group. Meant for K = 1: ClipLoss has no
+The check's reference is OpenCLIP's single-process objective (`batch_loss`): ClipLoss at
+world_size 1 over every rank's pairs, the symmetric image-to-text and text-to-image
+cross-entropy. ClipLoss takes one document per query, so `embedding_loss` is ONE direction of
+it, as ClipLoss computes each (loss.py: get_logits' logits_per_image at world_size 1, the
+labels of get_ground_truth, F.cross_entropy), and SYMMETRIC = True tells the check so: it then
+names the gradient paths in each direction (local_loss=True, gather_with_grad=False is
+query_path_only), the pool, or the factor on each parameter group. Meant for K = 1: ClipLoss has no
 accumulation of its own (open_clip_train's accum_freq lives in its train.py, which imports
 the package and so torchvision), so the rank's microbatches are taken as one batch.
 """
@@ -90,9 +93,24 @@ def embed(model, microbatch):
     return image_features, text_features
 
 
+SYMMETRIC = True  # embedding_loss is one direction; the loss the mean of both (the contract)
+
+
+def batch_loss(model, microbatches):
+    """OpenCLIP's single-process objective over the pool's pairs: ClipLoss() at world_size 1."""
+    images = torch.cat([mb["images"] for mb in microbatches])
+    texts = torch.cat([mb["texts"] for mb in microbatches])
+    image_features, text_features, scale = model(images, texts)
+    return clip_loss_module().ClipLoss()(image_features, text_features, scale)
+
+
 def embedding_loss(model, queries, documents):
-    """OpenCLIP's single-process objective over the rows given: ClipLoss() at world_size 1."""
-    return clip_loss_module().ClipLoss()(queries, documents, model.logit_scale.exp())
+    """One direction of ClipLoss over the rows given, rows past len(queries) extra negatives:
+    its logits_per_image at world_size 1 (scale x queries @ documents.T) against
+    get_ground_truth's labels, the cross-entropy ClipLoss.forward takes of each direction."""
+    loss_fn = clip_loss_module().ClipLoss()
+    logits, _ = loss_fn.get_logits(queries, documents, model.logit_scale.exp())
+    return F.cross_entropy(logits, loss_fn.get_ground_truth(queries.device, len(queries)))
 
 
 def clip_step(model, optimizer, microbatches, adapter, times_world_size=False, **switches):

@@ -2,9 +2,25 @@
 models used, open_clip#894): each rank scores its own rows against every rank's, gathered by
 torch.distributed.nn.all_gather with its backward; DDP averages (openclip_clip_loss.py)."""
 
-from openclip_clip_loss import build_model, clip_step, embed, embedding_loss, make_microbatch
+from openclip_clip_loss import (
+    SYMMETRIC,
+    batch_loss,
+    build_model,
+    clip_step,
+    embed,
+    embedding_loss,
+    make_microbatch,
+)
 
-__all__ = ["build_model", "embed", "embedding_loss", "make_microbatch", "train_step"]
+__all__ = [
+    "SYMMETRIC",
+    "batch_loss",
+    "build_model",
+    "embed",
+    "embedding_loss",
+    "make_microbatch",
+    "train_step",
+]
 
 
 def train_step(model, optimizer, microbatches):

@@ -12,6 +12,10 @@ coupled mode.
                                      row per item, document i the positive of query i
     embedding_loss(model, queries, documents) -> Tensor   optional: a scalar over the rows
                                      given (batch_loss may then be left out)
+    SYMMETRIC: bool = False          optional, with embed and embedding_loss: True and
+                                     embedding_loss is ONE direction of a symmetric loss
+                                     (a CLIP loss): the objective is (l(Q, D) + l(D, Q)) / 2,
+                                     each gradient path named in each direction
     build_model, train_step(model, optimizer, microbatches), make_optimizer, DTYPE,
     MAX_GRAD_NORM, full_parameters   as in the token mode (trainer_file)
 
@@ -41,6 +45,11 @@ def _defines(module: ModuleType, name: str) -> bool:
     return callable(getattr(module, name, None))
 
 
+def symmetric(module: ModuleType) -> bool:
+    """SYMMETRIC as the file sets it (False when it does not; `problems` checks its type)."""
+    return getattr(module, "SYMMETRIC", False) is True
+
+
 def claims(module: ModuleType) -> bool:
     """The file is a coupled trainer: it defines batch_loss, or embedding_loss (or embed)
     and no token_losses."""
@@ -65,4 +74,12 @@ def problems(module: ModuleType) -> list[str]:
         found.append(f"{have}() without {lack}(): give both, or neither")
     elif not embed and not _defines(module, "batch_loss"):
         found.append("missing batch_loss(model, microbatches), or embed() and embedding_loss()")
+    flag = getattr(module, "SYMMETRIC", False)
+    if not isinstance(flag, bool):
+        found.append(f"SYMMETRIC={flag!r} must be True or False")
+    elif flag and not (embed and loss):
+        found.append(
+            "SYMMETRIC = True without embed() and embedding_loss(): it says embedding_loss is "
+            "one direction of a symmetric loss"
+        )
     return found

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+import pclab.experiments.trainer_check.coupled_contract as coupled_contract
 import pclab.experiments.trainer_check.microbatches as microbatches
 from pclab.core import coupled_objectives as co
 from pclab.core.coupled_schemes import solve_schemes
@@ -42,12 +43,15 @@ def objectives(trainer: Trainer) -> dict[str, Any]:
 
 
 def global_loss(trainer: Trainer) -> co.BatchLoss:
-    """batch_loss, or embedding_loss of the concatenated embeddings without one."""
+    """batch_loss, or embedding_loss of the concatenated embeddings without one (SYMMETRIC:
+    the mean of both directions)."""
     given = objectives(trainer)
     if given["batch_loss"] is not None:
         loss: co.BatchLoss = given["batch_loss"]
         return loss
-    return co.embedding_batch_loss(given["embed"], given["embedding_loss"])
+    return co.embedding_batch_loss(
+        given["embed"], given["embedding_loss"], coupled_contract.symmetric(trainer.module)
+    )
 
 
 def scenarios(
@@ -106,12 +110,13 @@ def solve(
     the change over the reference's clip coefficient, and core.coupled_schemes.solve_schemes."""
     grid = [[microbatches.on_device(b, model) for b in row] for row in batches]
     given = objectives(trainer)
+    flag = coupled_contract.symmetric(trainer.module)
     names = co.NAMED_SCHEMES if given["embed"] else co.POOL_SCHEMES
     grads: dict[str, co.Gradient] = {}
     left_out: dict[str, str] = {}
     for scheme in names:
         try:
-            grads[scheme] = co.candidate_gradient(scheme, model, grid, **given)
+            grads[scheme] = co.candidate_gradient(scheme, model, grid, **given, symmetric=flag)
         except (TrainerRaised, ValueError) as exc:  # a CLIP loss given more documents
             left_out[scheme] = str(exc)
     named = dict(model.named_parameters())

@@ -18,7 +18,8 @@ Diagnoses (codes; the token mode's where they apply):
     objective_invalid    batch_loss / embed / embedding_loss returned no finite scalar or no
                          (queries, documents) pair: unusable, exit 2
     candidate_left_out   embedding_loss refused more documents than queries (a symmetric
-                         CLIP loss): remote_detached and query_path_only cannot be named
+                         CLIP loss without SYMMETRIC = True): remote_detached and
+                         query_path_only cannot be named
     no_evidence          P x K = 1, or a wrong scheme gives this scenario's update too
     trainer_error, collective_mismatch, timeout   the scenario failed (failures.py: each
                          scenario runs alone, as in the token mode); its entry has

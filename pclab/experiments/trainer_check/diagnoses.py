@@ -271,7 +271,8 @@ def candidate_left_out(left: dict[str, str]) -> Diagnosis:
         f"{', '.join(left)} left out: {next(iter(left.values())).rstrip('.')}. "
         "embedding_loss must "
         "accept more documents than queries (rows past the queries are extra negatives) "
-        "for the check to name a gradient path"
+        "for the check to name a gradient path; for a symmetric loss (CLIP) make it one "
+        "direction and set SYMMETRIC = True"
     )
     return _diagnosis("candidate_left_out", message, schemes=list(left))
 
