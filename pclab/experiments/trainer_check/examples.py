@@ -10,49 +10,21 @@ disk and to the record).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-from pclab.experiments.trainer_check.frameworks.setting import FOLDERS, SHARED
+from pclab.experiments.trainer_check.example_entry import DIFFERENT, SAME, _t
+from pclab.experiments.trainer_check.example_entry import HF as HF  # the index's names
+from pclab.experiments.trainer_check.example_entry import Example as Example
+from pclab.experiments.trainer_check.example_entry import Module as Module
+from pclab.experiments.trainer_check.examples_run import RUN as RUN
+from pclab.experiments.trainer_check.frameworks.setting import SHARED
 from pclab.experiments.trainer_check.frameworks.table import SETTINGS
 from pclab.paths import EXAMPLES_ROOT
 
 INDEX = EXAMPLES_ROOT / "README.md"
 BLOCK = "examples-index"  # its markers: <!-- examples-index:start/end -->
-HF = f"frameworks/{FOLDERS['transformers']}"  # the real transformers.Trainer's folder
 
 
-@dataclass(frozen=True)
-class Module:
-    """A file other files import, no trainer of its own."""
-
-    path: str  # below examples/
-    shows: str  # what it holds, in one line (Markdown)
-
-    @property
-    def code(self) -> str:
-        return Path(self.path).stem
-
-    @property
-    def file(self) -> Path:
-        return EXAMPLES_ROOT / self.path
-
-
-@dataclass(frozen=True)
-class Example(Module):
-    """A trainer the page can check, with its answer key and its verdict."""
-
-    scheme: str  # what its step applies (token: core.update_weights; coupled_schemes); a run
-    # example (train_loop): the run diagnoses its check names, "—" for none
-    verdict: str  # the check's verdict on it at P = 2 and K = `accum`
-    accum: int = 2
-
-
-def _t(stem: str, shows: str, scheme: str, verdict: str, accum: int = 2) -> Example:
-    return Example(f"trainers/{stem}.py", shows, scheme, verdict, accum)
-
-
-SAME, DIFFERENT = "same_update", "different"
 TOKEN = (  # the page's token examples, in its order (each verdict: tests/runners/)
     _t("correct_manual", "by hand: token-loss sums ÷ the global count N", "global_token", SAME),
     _t("correct_ddp_no_sync", "DDP with `no_sync()`: each sum × P ÷ N", "global_token", SAME),
@@ -143,144 +115,6 @@ COUPLED = (  # the page's coupled examples (batch_loss / embed), in its order
         accum=1,
     ),
     _t("batchnorm_ddp", "BatchNorm under plain DDP: a pool per rank", "rank_pool", DIFFERENT, 1),
-)
-RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones take
-    # checkpoint_dir and are killed and restarted too): tests/trainer_check/test_run_mode.py,
-    # test_resume.py and tests/runners/test_run_frameworks.py hold these verdicts
-    _t("run_correct", "a loop over epochs: each window ÷ its global N, tail included", "—", SAME),
-    _t(
-        "run_ddp_no_sync",
-        "DDP wrapped once, `no_sync()` but at each window's last backward, the sums × P / N",
-        "—",
-        SAME,
-    ),
-    _t(
-        "run_divide_by_k",
-        "nanoGPT's loop: each mean ÷ K, the tail too",
-        "tail_window_scaled",
-        DIFFERENT,
-    ),
-    _t(
-        "run_tail_never_steps",
-        "steps only when (i + 1) % K == 0",
-        "tail_window_dropped, gradient_leak",
-        DIFFERENT,
-    ),
-    _t("run_zero_grad_per_epoch", "`zero_grad` once per epoch", "gradient_leak", DIFFERENT),
-    _t(
-        "run_scheduler_per_microstep",
-        "`scheduler.step()` after every backward",
-        "scheduler_rate",
-        DIFFERENT,
-    ),
-    _t(
-        "run_schedule_len_over_k",
-        "a schedule built for len // K updates an epoch",
-        "schedule_length",
-        DIFFERENT,
-    ),
-    _t(
-        "run_scheduler_on_skip",
-        "the scheduler stepped at an N = 0 window",
-        "scheduler_on_skip",
-        DIFFERENT,
-    ),
-    _t(
-        "run_resume_correct",
-        "resumable: model, optimizer, scheduler and position restored",
-        "—",
-        SAME,
-    ),
-    _t(
-        "run_resume_forgets_scheduler",
-        "resumable, the scheduler not restored",
-        "scheduler_reset",
-        DIFFERENT,
-    ),
-    _t(
-        "run_resume_forgets_position",
-        "resumable, the position in the data not restored",
-        "data_replayed",
-        DIFFERENT,
-    ),
-    _t(
-        "run_resume_loses_step_count",
-        "resumable, AdamW's step count not restored",
-        "optimizer_state_lost",
-        DIFFERENT,
-    ),
-    _t(
-        "run_resume_skips_ahead",
-        "resumable, fast-forwards updates × K windows",
-        "data_skipped",
-        DIFFERENT,
-    ),
-    _t(
-        "run_resume_resets_counter",
-        "resumable, the window counter restarts at 0",
-        "counter_reset",
-        DIFFERENT,
-    ),
-    _t(
-        "run_resume_loses_window_gradient",
-        "resumable, saved mid-window without the accumulated gradient",
-        "window_gradient_lost",
-        DIFFERENT,
-    ),
-    Example(
-        "frameworks/accelerate/run_accelerate_accumulate.py",
-        "Accelerate's own loop: `accumulate`, a prepared scheduler",
-        "tail_window_scaled, scheduler_rate, scheduler_on_skip",
-        DIFFERENT,
-    ),
-    Example(
-        "frameworks/lightning/run_lightning_accumulate.py",
-        "Lightning's own fit loop, `accumulate_grad_batches`",
-        "tail_window_scaled, scheduler_on_skip",
-        DIFFERENT,
-    ),
-    Example(
-        f"{HF}/run_hf_trainer.py",
-        "the real `transformers.Trainer`'s own loop",
-        "scheduler_on_skip",
-        DIFFERENT,
-    ),
-    Example(
-        "frameworks/deepspeed/run_deepspeed_engine.py",
-        "DeepSpeed's engine loop: `engine.backward`, `engine.step()` every batch",
-        "tail_window_dropped, gradient_leak",
-        DIFFERENT,
-    ),
-    Example(
-        "frameworks/trl/run_trl_sft.py",
-        "TRL's `SFTTrainer.train()` on text it tokenizes itself",
-        "scheduler_on_skip",
-        DIFFERENT,
-    ),
-    Example(
-        "frameworks/accelerate/run_clm_no_trainer.py",
-        "transformers' `run_clm_no_trainer.py` loop and its step arithmetic",
-        "tail_window_scaled, schedule_length, scheduler_on_skip",
-        DIFFERENT,
-    ),
-    Example(
-        "frameworks/accelerate/run_resume_accelerate.py",
-        "resumable, Accelerate's checkpointing example: `save_state` every batch",
-        "tail_window_scaled, scheduler_rate, scheduler_on_skip, window_gradient_lost",
-        DIFFERENT,
-    ),
-    Example(
-        "frameworks/accelerate/run_resume_accelerate_at_updates.py",
-        "resumable, the same example saving only at update boundaries",
-        "tail_window_scaled, scheduler_rate, scheduler_on_skip",
-        DIFFERENT,
-    ),
-    Example(
-        f"{HF}/run_resume_hf_trainer.py",
-        "resumable, `Trainer` saving every update, `resume_from_checkpoint`",
-        "scheduler_on_skip",
-        DIFFERENT,
-    ),
 )
 MODULES = (  # examples/trainers/' modules
     Module("trainers/tiny_lm.py", "the tiny causal LM every token example imports"),
