@@ -65,11 +65,17 @@ def test_deepspeeds_row_says_its_tail_never_steps_and_it_steps_at_the_empty_wind
     assert words["empty"] == say_english("frameworks.runs.empty_stepped")
 
 
-def test_the_clm_loops_row_says_its_tail_and_that_its_rates_are_not_the_intended_ones():
+def test_the_clm_loops_row_says_its_tail_and_its_schedules_length():
     words = run_words.cells(RECORDS["run_clm_no_trainer"], say_english)
     assert "0.5 of what its own count gives" in words["tail"]
-    assert "no stepping the check can name" in words["schedule"]
+    assert "`schedule_length`" in words["schedule"]  # sized from the global dataloader
     assert "`scheduler_on_skip`" in words["empty"]
+
+
+def test_deepspeeds_row_says_its_rates_are_not_the_intended_ones_without_naming_one():
+    """Its shifted windows leave no stepping of the schedule the check can name."""
+    words = run_words.cells(RECORDS["run_deepspeed_engine"], say_english)
+    assert "no stepping the check can name" in words["schedule"]
 
 
 def test_the_trainers_row_is_right_but_for_the_empty_window():

@@ -84,7 +84,10 @@ class _Launch:
                 self.held.append(line)
 
     def stop(self) -> None:
-        """Cancel it (its processes end) and wait; nothing it said is printed."""
+        """Cancel it (its processes end) and wait; nothing it says from now on is printed
+        (the command's own line says it stopped: a late "cancelled" would follow it)."""
+        with self.lock:
+            self.held = []
         self.cancel.set()
         self.thread.join()
 
