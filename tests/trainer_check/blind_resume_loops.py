@@ -131,6 +131,28 @@ def accelerate_like_update_boundary(run, k):
     return run
 
 
+def leaves_out_the_optimizer(run, k):
+    """Restores the model, the scheduler (and gives its rate back to the optimizer's groups)
+    and the consumed count; re-creates AdamW: the launch's own, built fresh (count 0)."""
+    scheduler = run.scheduler(k)
+    state = run.load(scheduler)  # no optimizer on the disk: AdamW stays as built
+    if state:
+        for group, lr in zip(run.optimizer.param_groups, scheduler.get_last_lr()):
+            group["lr"] = lr
+    consumed = state["consumed"] if state else 0
+    for e in run.epochs:
+        for start, stop, n in run.windows(e, k):
+            if run.index(e, start) < consumed or not n:
+                continue
+            run.zero_grad()
+            for i in range(start, stop):
+                run.backward(e, i, 1 / n)
+            run.step()
+            scheduler.step()
+            run.save(scheduler, optimizer=False, consumed=run.index(e, stop - 1) + 1)
+    return run
+
+
 REPLAYS = {
     f.__name__: f
     for f in (
@@ -141,5 +163,6 @@ REPLAYS = {
         drops_the_window_gradient,
         restarts_the_epoch,
         forgets_scheduler,
+        leaves_out_the_optimizer,
     )
 }

@@ -148,8 +148,10 @@ class Launch:
         count = int(state["step"]) if "step" in state else None
         self.steps.append(Step(self.ran[-1], lr, count, dict(self.coef), self.flat()))
 
-    def save(self, scheduler, grad: bool = False, **position) -> None:
-        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+    def save(self, scheduler, grad: bool = False, optimizer: bool = True, **position) -> None:
+        state = {"model": self.model.state_dict()}
+        if optimizer:
+            state["optimizer"] = self.optimizer.state_dict()
         if scheduler is not None:
             state["scheduler"] = scheduler.state_dict()
         if grad:
@@ -159,11 +161,13 @@ class Launch:
         self.disk.update(copy.deepcopy(state | position))
 
     def load(self, scheduler) -> dict | None:
+        """What the disk holds into the model, the optimizer (if saved) and `scheduler`."""
         if not self.disk:
             return None
         state = copy.deepcopy(self.disk)
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        if "optimizer" in state:
+            self.optimizer.load_state_dict(state["optimizer"])
         if scheduler is not None:
             scheduler.load_state_dict(state["scheduler"])
         if "grad" in state:
