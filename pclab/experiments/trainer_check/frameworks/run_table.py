@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pclab.experiments.trainer_check.frameworks.loader import load
 from pclab.experiments.trainer_check.frameworks.setting import (
     ACCUM,
     FOLDERS,
@@ -169,8 +170,6 @@ def record_runs(path: Path = RUNS_RECORDED) -> dict[str, Any]:
 
 
 def load_runs(path: Path = RUNS_RECORDED) -> dict[str, Any]:
-    """{"about", "records": [...]} as recorded, or no records when there is no file."""
-    if not path.is_file():
-        return {"records": []}
-    recorded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return recorded
+    """{"about", "records": [...]} as recorded, or no records when there is no file (read as
+    the one-update table is: loader.load)."""
+    return load(path)
