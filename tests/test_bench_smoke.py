@@ -251,3 +251,31 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _room_round(lags, answered=3, shown=3, writes=(0.01, 0.02, 0.03)):
+    return {
+        "participants": 3,
+        "answered": answered,
+        "shown": shown,
+        "lag_s": lags,
+        "write_s": list(writes),
+    }
+
+
+def test_the_room_check_asks_what_holds_on_a_busy_box_and_the_goals_ask_the_timing():
+    from bench.room import lost, missed
+
+    slow = _room_round([0.1, 0.2, 2.8], writes=(0.01, 0.02, 1.4))
+    assert lost(slow) == []  # all answers recorded and shown: the suite passes however busy
+    assert any("lag p95 is 2.8" in p for p in missed(slow))
+    assert any("slowest write took 1.400" in p for p in missed(slow))
+    assert missed(_room_round([0.1, 0.2, 0.3])) == []
+    unseen = _room_round([0.1, None, None], shown=1)
+    assert lost(unseen) == [
+        "the presenter's view ended at 1 answered; 2 recorded answers never appeared in it"
+    ]
+    dropped = _room_round([0.1, 0.2], answered=2, shown=2)
+    assert lost(dropped) == ["2 of 3 answers recorded"]
+    assert missed(dropped) == lost(dropped)
+    assert lost({"error": "no browser"}) == ["no browser"]
