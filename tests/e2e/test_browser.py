@@ -143,6 +143,8 @@ def _processes_with(needle: bytes) -> list[int]:
 def test_a_real_run_through_the_warm_pool_leaves_nothing_after_the_server(browser):
     """PCL_WARM_POOL=1 on a real server: app.py starts the zygote, Run answers from forked
     ranks, and stopping the server (SIGTERM) takes the zygote along."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     from tests.e2e.conftest import streamlit_server
 
     needle = f"PCL_E2E_POOL={uuid.uuid4().hex}".encode()
@@ -157,9 +159,13 @@ def test_a_real_run_through_the_warm_pool_leaves_nothing_after_the_server(browse
                 time.sleep(0.2)  # the server and its zygote
             assert len(_processes_with(needle)) >= 2, "app.py did not start the warm pool"
             tab.get_by_role("button", name=re.compile("Run the check on 2 processes")).click()
-            tab.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(
-                timeout=180_000
-            )
+            try:
+                tab.get_by_text(re.compile("The real run agrees with the prediction")).wait_for(
+                    timeout=180_000
+                )
+            except PlaywrightTimeout:  # say what the visitor saw instead (a lost click, an error)
+                shown = tab.locator('[data-testid="stMain"]').inner_text()
+                pytest.fail(f"no verdict in 180 s; the page showed:\n{shown[-3000:]}")
         finally:
             tab.close()
     deadline = time.monotonic() + 10
