@@ -213,10 +213,15 @@ def run(quick: bool = False, repeats: int | None = None) -> Section:
     return section
 
 
-def _unrecorded(result: dict) -> str:
-    """What went wrong with the answers themselves ("" when all were recorded in time)."""
+def _dropped(result: dict) -> str:
+    """Answers sent but not recorded, in words ("" when every one was)."""
     if result["answered"] < result["participants"]:
         return f"{result['answered']} of {result['participants']} answers recorded"
+    return ""
+
+
+def _slow_write(result: dict) -> str:
+    """The slowest write past its goal, in words ("" when every write met it)."""
     slowest = max(result["write_s"], default=0.0)
     return (
         f"the slowest write took {slowest:.3f} s (goal <= {WRITE_GOAL_S} s)"
@@ -225,14 +230,17 @@ def _unrecorded(result: dict) -> str:
     )
 
 
+def _unrecorded(result: dict) -> str:
+    """What went wrong with the answers themselves ("" when all were recorded in time)."""
+    return _dropped(result) or _slow_write(result)
+
+
 def lost(result: dict) -> list[str]:
     """What went wrong whatever the box's load, in words (empty: nothing): an answer not
     recorded, or the presenter's view never showing one."""
     if "error" in result:
         return [result["error"]]
-    problems = []
-    if result["answered"] < result["participants"]:
-        problems.append(f"{result['answered']} of {result['participants']} answers recorded")
+    problems = [_dropped(result)] if _dropped(result) else []
     if (unseen := sum(x is None for x in result["lag_s"])) or result["shown"] < result["answered"]:
         problems.append(
             f"the presenter's view ended at {result['shown']} answered; "
@@ -245,7 +253,7 @@ def missed(result: dict) -> list[str]:
     """`lost`, then the timing goals one round missed, in words (empty: all met)."""
     if problems := lost(result):
         return problems
-    problems = [_unrecorded(result)] if _unrecorded(result) else []
+    problems = [_slow_write(result)] if _slow_write(result) else []
     p95 = percentile(result["lag_s"], 95)
     if p95 is None or p95 > LAG_GOAL_S:
         problems.append(f"the presenter's view lag p95 is {p95} s (goal <= {LAG_GOAL_S} s)")
