@@ -124,3 +124,54 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         function = item.nodeid.split("[")[0]
         if path in QUICK_ENTRIES or function in QUICK_ENTRIES:
             item.add_marker(pytest.mark.quick)
+
+
+# DeepSpeed compiles its CPU shared-memory op (g++, about 90 s on a quiet 2-core box, more
+# beside the other worker) the first time a process on a fresh machine starts its
+# distributed backend, and the framework table's tests are the first to: their module's
+# set-up then waited for the compiler. Started as collection ends, by one test process of
+# the session, the build runs beside the tests that come before; the ranks that need the op
+# wait on torch's build lock and load what it built. The op serves DeepSpeed's inference
+# all-reduce, not the training path the table measures, so nothing measured depends on when
+# it is built. A session that collects none of these files starts nothing.
+NEEDS_DEEPSPEED_OP = frozenset(
+    {
+        "tests/runners/test_frameworks.py",
+        "tests/runners/test_run_frameworks.py",
+        "tests/trainer_check/test_framework_runs.py",
+    }
+)
+BUILD_DEEPSPEED_OP = (
+    "from deepspeed.comm.torch import build_shm_op; build_shm_op()"  # DeepSpeed's own build
+)
+_op_build: list = []
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    import importlib.util
+    import os
+    import subprocess
+
+    from pclab.ui import first_run
+
+    worker = getattr(session.config, "workerinput", {}).get("workerid", "gw0")
+    files = {item.nodeid.split("::")[0] for item in session.items}
+    if worker != "gw0" or not files & NEEDS_DEEPSPEED_OP:
+        return
+    if importlib.util.find_spec("deepspeed") is None or not first_run.to_compile("deepspeed"):
+        return
+    _op_build.append(
+        subprocess.Popen(
+            [sys.executable, "-c", BUILD_DEEPSPEED_OP],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "DS_ACCELERATOR": "cpu"},
+        )
+    )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The build is waited for, never killed: a build stopped midway leaves torch's lock file
+    behind, and every later build would wait on it for good."""
+    for build in _op_build:
+        build.wait(timeout=900)
