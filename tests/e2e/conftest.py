@@ -135,9 +135,11 @@ def wait_for_app(tab) -> None:
     """Wait until Streamlit has finished the script run and drawn every element: no
     running indicator and no element skeletons (lazy widgets paint a frame later)."""
     tab.wait_for_selector('[data-testid="stAppViewContainer"] h1')
-    for _ in range(2):  # settled twice in a row, 250 ms apart: not just between two reruns
-        tab.wait_for_function(SETTLED, timeout=60_000)
-        tab.wait_for_timeout(250)
+    # Settled twice, 250 ms apart: not just between two reruns. (A second pause, after the
+    # second look, waited for nothing: 250 ms at each of the browser tests' calls.)
+    tab.wait_for_function(SETTLED, timeout=60_000)
+    tab.wait_for_timeout(250)
+    tab.wait_for_function(SETTLED, timeout=60_000)
 
 
 def screenshot(tab, name: str) -> None:
