@@ -126,14 +126,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.quick)
 
 
-# DeepSpeed compiles its CPU shared-memory op (g++, about 90 s on a quiet 2-core box, more
-# beside the other worker) the first time a process on a fresh machine starts its
-# distributed backend, and the framework table's tests are the first to: their module's
-# set-up then waited for the compiler. Started as collection ends, by one test process of
-# the session, the build runs beside the tests that come before; the ranks that need the op
-# wait on torch's build lock and load what it built. The op serves DeepSpeed's inference
-# all-reduce, not the training path the table measures, so nothing measured depends on when
-# it is built. A session that collects none of these files starts nothing.
+# DeepSpeed compiles its CPU shared-memory op (g++: 52 s and 88 CPU-seconds alone on a quiet
+# 2-core box, two minutes beside the other worker) the first time a process on a fresh
+# machine starts its distributed backend, and the framework table's tests are the first to:
+# their module's set-up then waited for the compiler. Started as collection ends, by one
+# test process of the session, the build runs beside the tests that come before; the ranks
+# that need the op wait on torch's build lock and load what it built. The op serves
+# DeepSpeed's inference all-reduce, not the training path the table measures, so nothing
+# measured depends on when it is built. A session that collects none of these files starts
+# nothing.
 NEEDS_DEEPSPEED_OP = frozenset(
     {
         "tests/runners/test_frameworks.py",

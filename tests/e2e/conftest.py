@@ -21,10 +21,10 @@ from bench.cold_start import CHROMIUM, SETTLED, free_port, start_server, wait_he
 ROOT = Path(__file__).resolve().parents[2]
 # Screenshots are for a person to look at, so they are taken only when PCL_SCREENSHOTS names
 # the folder to keep them in (no test reads one back): a full-page screenshot lays the page
-# out again at its whole height and encodes a PNG, about a CPU-second each in Chromium, and
-# the suite took 47 of them. Outside the checkout: a test on the other xdist worker that
-# compares the source tree before and after its run (test_hf_trainer's nothing-left-behind)
-# must never see them appear.
+# out again at its whole height and encodes a PNG (the two page walks' 28 shots cost 28 s of
+# their 85), and the suite took about fifty. Outside the checkout: a test on the other xdist
+# worker that compares the source tree before and after its run (test_hf_trainer's
+# nothing-left-behind) must never see them appear.
 ARTIFACTS = Path(os.environ["PCL_SCREENSHOTS"]) if os.environ.get("PCL_SCREENSHOTS") else None
 ENABLE_HINT = (
     "browser tests need Debian's Chromium and Playwright for Python: "
