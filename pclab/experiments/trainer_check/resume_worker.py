@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 import pclab.experiments.trainer_check.resume_judge as resume_judge
+import pclab.experiments.trainer_check.run_loop as run_loop
 import pclab.experiments.trainer_check.run_rank as run_rank
 import pclab.experiments.trainer_check.run_reference as run_reference
 from pclab.experiments.trainer_check.run_observe import Observer, Step
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     trace = _trace(args.trace_dir, rank)
     if args.phase == "killed":
         observer = killing_observer(trace, args.kill_at)
-        run_rank.watched_run(
+        run_loop.watched_run(
             trainer, epochs, rank, args.accum, "cpu", False, args.checkpoint_dir, observer
         )
         write_rank_output(args.out_dir, rank, {"rank": rank, "killed": False})
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     terms = run_rank.run_terms(trainer, epochs, "cpu")
     windows = run_reference.windows(epochs, args.accum, terms)
     initial, updates = run_reference.run(trainer, epochs, windows, "cpu")
-    straight, _, _ = run_rank.user_run(trainer, epochs, rank, args.accum, "cpu")
+    straight, _, _ = run_loop.user_run(trainer, epochs, rank, args.accum, "cpu")
     seen: list[Observer] = []
 
     class Recording(Observer):
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
             seen.append(self)
             return super().__enter__()
 
-    resumed, _, _ = run_rank.watched_run(
+    resumed, _, _ = run_loop.watched_run(
         trainer, epochs, rank, args.accum, "cpu", False, args.checkpoint_dir, Recording
     )
     judged = resume_judge.judge(

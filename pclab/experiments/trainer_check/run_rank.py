@@ -3,42 +3,34 @@
 
 Per scenario every rank builds every rank's microbatches of every epoch, runs the reference
 (and once more summed in reverse, for its floor), then the file's train_loop on a fresh model
-and optimizer while run_observe.Observer records each optimizer step (the rate it used, the
-parameters before and after) and the model's forwards; each step is compared with the
+and optimizer (run_loop.py) while run_observe.Observer records each optimizer step (the rate it
+used, the parameters before and after) and the model's forwards; each step is compared with the
 reference's update of the same index and placed in the window it closes. The loop runs again
 with SGD at learning rate 1 and rank 0 solves each of those steps, its observed rate divided
 out, for the weight of every microbatch consumed in its epoch so far and the previous epoch's
 last window (run_solve.py): the window's own scheme, and any gradient leaked from an earlier
-window. The schedule is judged against the file's make_scheduler stepped as each mistake
-steps it (run_schedule.py).
+window (from more starting points where one replay cannot tell them apart). The schedule is
+judged against the file's make_scheduler stepped as each mistake steps it (run_schedule.py).
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import functools
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 import pclab.experiments.trainer_check.microbatches as microbatches
-import pclab.experiments.trainer_check.run_contract as run_contract
 import pclab.experiments.trainer_check.run_reference as run_reference
 import pclab.experiments.trainer_check.run_schedule as run_schedule
 import pclab.experiments.trainer_check.run_solve as run_solve
 import pclab.experiments.trainer_check.token_rank as token_rank
+from pclab.experiments.trainer_check.judging import SOLVE_RTOL
 from pclab.experiments.trainer_check.mode_protocols import Grid
-from pclab.experiments.trainer_check.pipeline import (
-    Scenario,
-    build,
-    make_optimizer,
-    model_parameters,
-    scenario_tolerance,
-    snapshot,
-)
-from pclab.experiments.trainer_check.run_observe import Observer, Step, fingerprint
+from pclab.experiments.trainer_check.pipeline import Scenario, build, scenario_tolerance
+from pclab.experiments.trainer_check.run_loop import user_run
+from pclab.experiments.trainer_check.run_observe import Step
 from pclab.experiments.trainer_check.run_reference import Epochs, Update, Window
 from pclab.experiments.trainer_check.run_scenarios import (
     EPOCHS,
@@ -98,88 +90,6 @@ def run_terms(trainer: Trainer, epochs: Epochs, device: str) -> list[list[list[i
         [[len(token_rank.terms(trainer, model, b)) for b in epoch[r]] for epoch in epochs]
         for r in range(world)
     ]
-
-
-def _loop_input(trainer: Trainer, epochs: Epochs, rank: int, model: torch.nn.Module) -> Any:
-    """What train_loop is handed: this rank's epochs (or, GLOBAL_BATCH, every rank's)."""
-    on = microbatches.on_device
-    if trainer.global_batch:
-        return [[[on(b, model) for b in rows] for rows in epoch] for epoch in epochs]
-    return [[on(b, model) for b in epoch[rank]] for epoch in epochs]
-
-
-def _positions(trainer: Trainer, epochs: Epochs, model: torch.nn.Module) -> dict[bytes, int]:
-    """Every microbatch's input fingerprint -> its index in the run (from 1), the same index
-    on every rank (the observer tells which one the loop just ran)."""
-    m = len(epochs[0][0])
-    found: dict[bytes, int] = {}
-    for e, epoch in enumerate(epochs):
-        for rows in epoch:
-            for j, batch in enumerate(rows):
-                tensors = [t for t in batch.values() if isinstance(t, torch.Tensor)]
-                key = fingerprint((tensors[0],), {}) if tensors else None
-                if key is not None:
-                    found.setdefault(key, e * m + j + 1)
-    return found
-
-
-@contextmanager
-def shared_folder(rank: int) -> Iterator[str]:
-    """A fresh, empty folder every rank sees (made by rank 0 on this host, its name
-    broadcast), removed afterwards: a resumable loop's checkpoint_dir for one run."""
-    import torch.distributed as dist
-
-    made = [tempfile.mkdtemp(prefix="pcl_checkpoint_") if rank == 0 else None]
-    dist.broadcast_object_list(made, src=0)
-    try:
-        yield str(made[0])
-        # every rank's loop has ended, its last save written, before the folder goes: a rank
-        # still saving (Accelerate's save_state after the last batch) found it gone (measured:
-        # a false not_resumable, "step_10 does not exist", once in a few runs)
-        dist.barrier()
-    finally:
-        if rank == 0:
-            shutil.rmtree(str(made[0]), ignore_errors=True)
-
-
-def user_run(
-    trainer: Trainer, epochs: Epochs, rank: int, accum: int, device: str, sgd: bool = False
-) -> tuple[list[Step], State, State]:
-    """The file's train_loop on a fresh model, watched: (its steps, its final state, its
-    parameters as the loop left them); `sgd`: SGD at learning rate 1 for the file's optimizer.
-    A resumable loop gets an empty checkpoint_dir of its own: a run from the start."""
-    if run_contract.resumable(trainer.module):
-        with shared_folder(rank) as folder:
-            return watched_run(trainer, epochs, rank, accum, device, sgd, folder)
-    return watched_run(trainer, epochs, rank, accum, device, sgd)
-
-
-def watched_run(
-    trainer: Trainer,
-    epochs: Epochs,
-    rank: int,
-    accum: int,
-    device: str,
-    sgd: bool = False,
-    checkpoint_dir: str | None = None,
-    observer: type[Observer] = Observer,
-) -> tuple[list[Step], State, State]:
-    """user_run's run: `checkpoint_dir` the resumable loop's folder; `observer` the
-    Observer (a resume launch's records each step as it goes, and may kill the rank)."""
-    model = build(trainer, device)
-    if sgd:
-        optimizer: Any = torch.optim.SGD(model.parameters(), lr=1.0)
-    else:
-        optimizer = make_optimizer(trainer, model)
-    if trainer.has("fresh_start"):
-        trainer.call("fresh_start")
-    given = _loop_input(trainer, epochs, rank, model)
-    folder = () if checkpoint_dir is None else (checkpoint_dir,)
-    with observer(trainer, model, _positions(trainer, epochs, model)) as seen:
-        trainer.call("train_loop", model, optimizer, given, accum, *folder)
-    named = model_parameters(trainer, model, stepped_by_user=True)
-    final = snapshot(model, optimizer, named, with_optimizer=bool(seen.steps))
-    return seen.steps, final, named
 
 
 def _placed(steps: list[Step], run_windows: list[Window]) -> list[int | None]:
@@ -285,7 +195,38 @@ def check_scenario(
         "non_finite": first_non_finite(final),
         "schedule": run_schedule.judged(trainer, steps, updates, run_windows, scenario),
     }
-    sgd_steps, _, _ = user_run(trainer, epochs, rank, accum, device, sgd=True)
-    if rank == 0:  # one rank solves; every rank took part in the collectives above
-        evidence["solved"] = run_solve.solve(trainer, epochs, terms, run_windows, sgd_steps, device)
+    solved = _solved(trainer, epochs, terms, run_windows, (rank, accum, device))
+    if solved is not None:  # rank 0
+        evidence["solved"] = solved
     return evidence
+
+
+def _solved(
+    trainer: Trainer,
+    epochs: Epochs,
+    terms: list[list[list[int]]],
+    run_windows: list[Window],
+    at: tuple[int, int, str],
+) -> list[dict[str, Any]] | None:
+    """Rank 0's solve of the loop's SGD replay (None on the other ranks, which take part in
+    its collectives). Where one replay cannot tell a step's weights apart (fewer parameters
+    than candidate microbatches), rank 0 says so and every rank replays from
+    run_solve.STARTS - 1 other starting points; their steps, placed alike, are solved
+    together. A loop that places them differently keeps the first solve."""
+    import torch.distributed as dist
+
+    rank, accum, device = at
+    runs = [user_run(trainer, epochs, rank, accum, device, sgd=True)[0]]
+    solve = functools.partial(run_solve.solve, trainer, epochs, terms, run_windows)
+    found = solve(runs, device) if rank == 0 else None
+    again = [run_solve.underdetermined(found)]
+    dist.broadcast_object_list(again, src=0)
+    if not again[0]:
+        return found
+    runs += [
+        user_run(trainer, epochs, rank, accum, device, sgd=True, start=s)[0]
+        for s in range(1, run_solve.STARTS)
+    ]
+    if rank == 0 and run_solve.same_placement(runs, run_windows):
+        found = solve(runs, device, SOLVE_RTOL[trainer.dtype])
+    return found
