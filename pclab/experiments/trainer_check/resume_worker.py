@@ -48,13 +48,11 @@ def killing_observer(trace: Path, kill_at: int) -> type[Observer]:
     the forward of microbatch `kill_at`."""
 
     class Killing(Observer):
-        def _post(self, optimizer: torch.optim.Optimizer, *rest: object) -> None:
-            taken = len(self.steps)
-            super()._post(optimizer, *rest)
-            if len(self.steps) > taken:  # a new step (not a wrapper's around the last one)
-                path = trace / f"step{taken}.pt"
-                torch.save(self.steps[-1].__dict__, path.with_suffix(".part"))
-                os.replace(path.with_suffix(".part"), path)
+        def _record(self, step: Step) -> None:
+            path = trace / f"step{len(self.steps)}.pt"
+            super()._record(step)
+            torch.save(step.__dict__, path.with_suffix(".part"))
+            os.replace(path.with_suffix(".part"), path)
 
         def _forward(self, *args: Any) -> None:
             super()._forward(*args)

@@ -54,12 +54,14 @@ class Observer:
     seen: list[int] = field(default_factory=list)  # every forward's run index, in order
     _handles: list[Any] = field(default_factory=list)
     _pending: list[tuple[int, tuple[float, ...], State]] = field(default_factory=list)
+    _deferred: tuple[int, tuple[float, ...], State, torch.optim.Optimizer] | None = None
 
     def _named(self) -> State:
         named = model_parameters(self.trainer, self.model, stepped_by_user=True)
         return {f"parameter {n}": t.detach().double().clone() for n, t in named.items()}
 
     def _forward(self, _: object, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        self._settle()
         given = fingerprint(args, kwargs)
         # an input the check did not hand out (a copy, a framework's own batch): in order
         self.forwards = self.positions.get(given, self.forwards + 1) if given else self.forwards + 1
@@ -76,11 +78,45 @@ class Observer:
         # placed by the last forward before the step ENDED: a closure (Lightning's automatic
         # optimisation, LBFGS) runs the window's last forward inside optimizer.step()
         forwards = self.forwards
+        if self._foreign(optimizer):
+            self._defer((forwards, lrs, before, optimizer))
+            return
+        self._settle()
         last = self.steps[-1] if self.steps else None
         if last is not None and last.forwards == forwards and same_state(last.before, before):
             return  # a wrapper's step around the step just recorded (one update, not two)
         named = model_parameters(self.trainer, self.model, stepped_by_user=True)
-        self.steps.append(Step(forwards, lrs, before, snapshot(self.model, optimizer, named)))
+        self._record(Step(forwards, lrs, before, snapshot(self.model, optimizer, named)))
+
+    def _record(self, step: Step) -> None:
+        """Every step is recorded here, once complete (a subclass may save it as it goes)."""
+        self.steps.append(step)
+
+    def _foreign(self, optimizer: torch.optim.Optimizer) -> bool:
+        """An optimizer that holds none of the model's parameters: a wrapper's inner one on
+        flat copies of them (DeepSpeed ZeRO steps one per parameter group on its fp32
+        partitions, then copies them back and gathers them: stage_1_and_2.py `step`). Read
+        now, as a loop may replace the model's parameters (FSDP2's fully_shard)."""
+        own = {id(p) for p in self.model.parameters()}
+        return not any(id(p) in own for g in optimizer.param_groups for p in g["params"])
+
+    def _defer(self, step: tuple[int, tuple[float, ...], State, torch.optim.Optimizer]) -> None:
+        """A foreign optimizer's step: the model's parameters change only once its wrapper
+        has copied them back, so the step is recorded at the next forward (or the end).
+        Its next steps with no forward between are the same update's other groups."""
+        if self._deferred is not None and self._deferred[0] == step[0]:
+            return
+        self._settle()
+        self._deferred = step
+
+    def _settle(self) -> None:
+        """Record the deferred step, the model's parameters as they are now its after."""
+        if self._deferred is None:
+            return
+        forwards, lrs, before, optimizer = self._deferred
+        self._deferred = None
+        named = model_parameters(self.trainer, self.model, stepped_by_user=True)
+        self._record(Step(forwards, lrs, before, snapshot(self.model, optimizer, named)))
 
     def __enter__(self) -> Observer:
         from torch.optim.optimizer import (
@@ -101,6 +137,7 @@ class Observer:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
+        self._settle()  # the loop's last step, if deferred
         for handle in self._handles:
             handle.remove()  # always: a scenario that raised must not watch the next one
         self._handles = []
