@@ -75,6 +75,12 @@ RUN_ISSUES = {
     # the tail at an epoch's end: "DS will not automatically handle incomplete gradient
     # accumulation steps" (a maintainer, #7439); #8183: managed_gradient_accumulation=false
     "run_deepspeed_engine": (("deepspeedai/DeepSpeed", 7439), ("deepspeedai/DeepSpeed", 8183)),
+    # the engine's own division by K turned off under Trainer (scale_wrt_gas=False); #45305
+    # (open): a model that takes the loss kwargs but ignores num_items_in_batch is summed
+    "run_hf_trainer_deepspeed_zero2": (
+        ("huggingface/transformers", 35808),
+        ("huggingface/transformers", 45305),
+    ),
     "run_clm_no_trainer": (
         ("huggingface/accelerate", 2926),
         ("Lightning-AI/pytorch-lightning", 19987),

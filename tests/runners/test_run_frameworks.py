@@ -1,7 +1,7 @@
 """The run mode on real framework loops: Accelerate (`accumulate` + a prepared DataLoader and a
 prepared scheduler), PyTorch Lightning (`Trainer.fit`, accumulate_grad_batches, max_epochs),
-transformers' `Trainer.train()`, DeepSpeed's engine, TRL's SFTTrainer and transformers'
-run_clm_no_trainer.py loop, each its own loop over the check's two epochs of 5
+transformers' `Trainer.train()` (alone and with DeepSpeed ZeRO-2), DeepSpeed's engine, TRL's
+SFTTrainer and transformers' run_clm_no_trainer.py loop, each its own loop over the check's two epochs of 5
 microbatches at K = 2 (a tail of 1 per epoch), P = 2, through the check once (one warm launch
 for the module), against what each framework's source says it does and the evidence every
 rank writes ($PCL_FRAMEWORK_RECORD, $PCL_HF_TRAINER_RECORD). The adapters'
@@ -29,6 +29,10 @@ torch 2.13.0), pinned here:
   counter ((micro_steps + 1) % K == 0, never reset at an epoch): epoch 0's tail does not step
   and is stepped with epoch 1's first microbatch, every later window shifted by one:
   `tail_window_dropped` and `gradient_leak` in every scenario, 5 steps for 6.
+- Trainer + DeepSpeed ZeRO-2 (float32): Trainer's row. Accelerate's DeepSpeed wrapper sets
+  the engine's boundary from its own sync (the tail steps as its own window), Trainer passes
+  scale_wrt_gas=False (no second / K); ZeRO-2 steps Trainer's own SGD once per parameter
+  group, observed as one update per window.
 - TRL's SFTTrainer (trl 1.16.0, float32): Trainer's loop underneath, the same findings as
   Trainer's: same update in uneven and equal_counts, `scheduler_on_skip` in empty_window.
 - transformers' run_clm_no_trainer.py loop (on Accelerate): the tail / K (`tail_window_scaled`
@@ -62,6 +66,9 @@ ADAPTERS = {  # adapter -> (its file, the packages it needs)
     "run_lightning_accumulate": ("lightning", ("lightning",)),
     "run_hf_trainer": ("hf_trainer", ("transformers", "accelerate")),
     "run_deepspeed_engine": ("deepspeed", ("deepspeed",)),
+    # before TRL's and run_clm_no_trainer's on purpose: in the same launch they hold it to leaving
+    # no DeepSpeed state behind (hf_trainer_deepspeed_zero2.no_deepspeed_left)
+    "run_hf_trainer_deepspeed_zero2": ("deepspeed", ("deepspeed", "transformers", "accelerate")),
     "run_trl_sft": ("trl", ("trl", "transformers", "accelerate")),
     "run_clm_no_trainer": ("accelerate", ("accelerate", "transformers")),
 }
@@ -91,6 +98,11 @@ MEASURED = {  # adapter -> {scenario: (verdict, its run codes)}; every check is 
     "run_deepspeed_engine": {  # the engine's micro_steps runs on across epochs
         name: ("different", {"tail_window_dropped", "gradient_leak"}) for name in SCENARIOS
     },
+    "run_hf_trainer_deepspeed_zero2": {  # Trainer's row: Accelerate ends the engine's windows
+        "uneven": ("same_update", set()),
+        "empty_window": ("different", {"scheduler_on_skip"}),
+        "equal_counts": ("same_update", set()),
+    },
     "run_trl_sft": {  # Trainer's loop underneath
         "uneven": ("same_update", set()),
         "empty_window": ("different", {"scheduler_on_skip"}),
@@ -102,7 +114,7 @@ MEASURED = {  # adapter -> {scenario: (verdict, its run codes)}; every check is 
         "equal_counts": ("different", {"tail_window_scaled", "schedule_length"}),
     },
 }
-pytestmark = pytest.mark.timeout(1200)  # the six loops: a few minutes beside a busy core
+pytestmark = pytest.mark.timeout(1200)  # the seven loops: a few minutes beside a busy core
 
 
 def _missing(adapter: str) -> list[str]:
@@ -271,6 +283,30 @@ def test_the_trainer_steps_the_optimizer_and_its_schedule_at_an_empty_window(run
     assert s["schedule"]["matches"] == "skip_advances_all"  # built for 6, stepped at the skip
     assert s["first_divergence"]["update"] == 2  # the first update after it: its rate
     assert s["updates"][1]["max_abs_diff"] <= 1e-10  # SGD at zero gradients changed nothing
+
+
+@pytest.mark.slow
+def test_zero2_under_the_trainer_is_the_trainer_s_row_one_update_per_window(run):
+    """ZeRO-2 steps Trainer's own SGD once per parameter group on its fp32 partitions (the one
+    passed in never steps); the check sees one update per window, the tail its own, each the
+    global token mean to float32's floor, as the plain Trainer's."""
+    check = _check(run, "run_hf_trainer_deepspeed_zero2")
+    for name in ("uneven", "equal_counts"):
+        s = _scenario(check, name)
+        assert s["schedule"]["matches"] == "intended" and s["max_abs_diff"] <= s["tolerance"]
+        assert s["tolerance"] < 1e-5  # float32's, not a loose one
+        for u in s["updates"]:
+            assert u["scheme"] == "global_token" and u["optimizer_steps"] == 1, u
+    lines = run["lines"]["run_hf_trainer_deepspeed_zero2"]
+    assert lines and {x["rank"] for x in lines} == {0, 1}
+    for line in lines:
+        assert (line["wrapped_in"], line["zero_stage"]) == ("DeepSpeedEngine", 2)
+        assert line["optimizer_wrapped_in"] == "DeepSpeedZeroOptimizer"
+        assert line["optimizer_class"] == "SGD" and not line["optimizer_is_the_one_passed"]
+        assert line["passed_optimizer_steps"] == 0 and line["max_steps"] == 6
+    uneven = _scenario(check, "uneven")
+    counted = [u["num_valid_labels"] for u in uneven["updates"] for _ in range(u["microsteps"])]
+    assert lines[0]["num_items_in_batch"] == counted and lines[0]["global_step"] == 6
 
 
 @pytest.mark.slow

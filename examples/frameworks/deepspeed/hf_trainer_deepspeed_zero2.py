@@ -20,6 +20,8 @@ and its ZeRO stage, the optimizer that stepped and how often, and that the one p
 never did.
 """
 
+import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -48,6 +50,36 @@ ZERO_2 = {  # the config Trainer's DeepSpeed docs start from: "auto" filled from
 }
 
 
+USE_DEEPSPEED = "ACCELERATE_USE_DEEPSPEED"  # what Accelerate leaves set: no_deepspeed_left
+
+
+@contextlib.contextmanager
+def no_deepspeed_left():
+    """Leave the process as the Trainer found it. An Accelerator made with a DeepSpeed plugin
+    sets ACCELERATE_USE_DEEPSPEED=true in the environment and leaves it (accelerate/
+    accelerator.py:368), and Accelerate's state is one per process (accelerate/state.py):
+    every later Trainer of the process then makes a DeepSpeed plugin of its own (transformers/
+    training_args.py:1716) and every later Accelerator a DeepSpeed engine (state.py:974).
+    Measured: the files checked after run_hf_trainer_deepspeed_zero2.py in the same launch,
+    TRL's SFTTrainer and transformers' run_clm_no_trainer.py loop, no longer got their own
+    verdicts (one trained under DeepSpeed with Trainer's default optimizer, the other raised).
+    Cleared as Accelerate's and transformers' own tests clear them between cases
+    (`_reset_state`, private; `unset_hf_deepspeed_config`); torch's process group stays."""
+    from accelerate.state import AcceleratorState
+    from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+    before = os.environ.get(USE_DEEPSPEED)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(USE_DEEPSPEED, None)
+        else:
+            os.environ[USE_DEEPSPEED] = before
+        AcceleratorState._reset_state(reset_partial_state=True)
+        unset_hf_deepspeed_config()
+
+
 def build_model() -> torch.nn.Module:
     return hf_trainer.build_model().float()
 
@@ -72,32 +104,33 @@ def observing():
 
 def train_step(model, optimizer, microbatches):
     """One optimizer update by Trainer + DeepSpeed ZeRO-2 over this rank's K microbatches."""
-    passed = StepCounter(optimizer)
-    (group,) = optimizer.param_groups
-    trainer = hf_trainer.run_trainer(
-        model,
-        optimizer,
-        microbatches,
-        trainer_class=observing(),
-        deepspeed=dict(ZERO_2),
-        optim="sgd",  # the passed optimizer's rule, for the one Trainer builds instead
-        learning_rate=group["lr"],
-    )
-    engine = trainer.model_wrapped
-    built = engine.basic_optimizer
-    record(
-        ADAPTER,
-        global_step=trainer.state.global_step,
-        gradient_accumulation_steps=trainer.args.gradient_accumulation_steps,
-        distributed_type=trainer.accelerator.distributed_type.name,  # DEEPSPEED
-        wrapped_in=type(engine).__name__,  # DeepSpeedEngine
-        zero_stage=engine.zero_optimization_stage(),
-        optimizer_wrapped_in=type(engine.optimizer).__name__,  # DeepSpeedZeroOptimizer
-        optimizer_class=type(built).__name__,
-        optimizer_lr=built.param_groups[0]["lr"],
-        optimizer_is_the_one_passed=built is optimizer,
-        optimizer_param_groups=len(built.param_groups),  # Trainer's: with and without decay
-        optimizer_steps=trainer.own_steps.close(),  # ZeRO steps it once per parameter group
-        passed_optimizer_steps=passed.close(),
-        num_items_in_batch=trainer.counted,
-    )
+    with no_deepspeed_left():
+        passed = StepCounter(optimizer)
+        (group,) = optimizer.param_groups
+        trainer = hf_trainer.run_trainer(
+            model,
+            optimizer,
+            microbatches,
+            trainer_class=observing(),
+            deepspeed=dict(ZERO_2),
+            optim="sgd",  # the passed optimizer's rule, for the one Trainer builds instead
+            learning_rate=group["lr"],
+        )
+        engine = trainer.model_wrapped
+        built = engine.basic_optimizer
+        record(
+            ADAPTER,
+            global_step=trainer.state.global_step,
+            gradient_accumulation_steps=trainer.args.gradient_accumulation_steps,
+            distributed_type=trainer.accelerator.distributed_type.name,  # DEEPSPEED
+            wrapped_in=type(engine).__name__,  # DeepSpeedEngine
+            zero_stage=engine.zero_optimization_stage(),
+            optimizer_wrapped_in=type(engine.optimizer).__name__,  # DeepSpeedZeroOptimizer
+            optimizer_class=type(built).__name__,
+            optimizer_lr=built.param_groups[0]["lr"],
+            optimizer_is_the_one_passed=built is optimizer,
+            optimizer_param_groups=len(built.param_groups),  # Trainer's: with and without decay
+            optimizer_steps=trainer.own_steps.close(),  # ZeRO steps it once per parameter group
+            passed_optimizer_steps=passed.close(),
+            num_items_in_batch=trainer.counted,
+        )

@@ -115,6 +115,12 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
         DIFFERENT,
     ),
     Example(
+        "frameworks/deepspeed/run_hf_trainer_deepspeed_zero2.py",
+        "the real `transformers.Trainer`'s own loop with DeepSpeed ZeRO-2",
+        "scheduler_on_skip",
+        DIFFERENT,
+    ),
+    Example(
         "frameworks/trl/run_trl_sft.py",
         "TRL's `SFTTrainer.train()` on text it tokenizes itself",
         "scheduler_on_skip",

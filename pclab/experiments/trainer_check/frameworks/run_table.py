@@ -66,6 +66,9 @@ ROWS = (
     RunRow("run_lightning_accumulate", "PyTorch Lightning", "lightning"),
     RunRow("run_hf_trainer", "transformers Trainer", "transformers", "run_resume_hf_trainer"),
     RunRow("run_deepspeed_engine", "DeepSpeed", "deepspeed"),
+    RunRow(
+        "run_hf_trainer_deepspeed_zero2", "transformers Trainer + DeepSpeed ZeRO-2", "deepspeed"
+    ),
     RunRow("run_trl_sft", "TRL SFTTrainer", "trl"),
     RunRow("run_clm_no_trainer", "transformers' run_clm_no_trainer.py (Accelerate)", "accelerate"),
 )
