@@ -1,15 +1,16 @@
-"""Resume on real framework loops (issue 42): Accelerate's checkpointing example
-(`save_state` after every batch, `load_state` + `skip_first_batches` on restart) and
+"""Resume on real framework loops (issues 42, 43): Accelerate's checkpointing example
+(`save_state` after every batch, `load_state` + `skip_first_batches` on restart),
 transformers' `Trainer` (`save_strategy="steps"`, `save_steps=1`,
-`train(resume_from_checkpoint=get_last_checkpoint(dir))`), each SIGKILLed on every rank at the
-four kill points and restarted in fresh processes, through the check once (one warm launch of
-this module's own pool: it sets TMPDIR first, as tests/trainer_check/test_resume.py does, to
-see that nothing is left behind), against what the framework's source says it saves and each
-rank's evidence ($PCL_FRAMEWORK_RECORD, $PCL_HF_TRAINER_RECORD). The adapters' docstrings
-cite the framework lines behind each finding.
+`train(resume_from_checkpoint=get_last_checkpoint(dir))`) and Lightning's `Trainer.fit`
+(`ModelCheckpoint(every_n_train_steps=1, save_last=True)`, `fit(ckpt_path="last")`), each
+SIGKILLed on every rank at the four kill points and restarted in fresh processes, through the
+check once (one warm launch of this module's own pool: it sets TMPDIR first, as
+tests/trainer_check/test_resume.py does, to see that nothing is left behind), against what the
+framework's source says it saves and each rank's evidence ($PCL_FRAMEWORK_RECORD,
+$PCL_HF_TRAINER_RECORD). The adapters' docstrings cite the framework lines behind each finding.
 
-Measured (accelerate 1.15.0, transformers 5.24.0, torch 2.13.0, P = 2, K = 2, two epochs of 5
-microbatches a rank), pinned here:
+Measured (accelerate 1.15.0, transformers 5.24.0, lightning 2.6.6, torch 2.13.0, P = 2, K = 2,
+two epochs of 5 microbatches a rank), pinned here:
 
 - Accelerate: `same_run` at mid_epoch, before_tail and epoch_boundary; `window_gradient_lost`
   at mid_window: save_state keeps `accelerator.step` (the window counter) but not `.grad`,
@@ -18,6 +19,12 @@ microbatches a rank), pinned here:
   `scheduler_on_skip` in empty_window).
 - Trainer: `same_run` at every point: it saves only after an update, so a kill inside a window
   re-runs that window from its start (resumed from checkpoint-1 at mid_window).
+- Lightning: `same_run` at epoch_boundary only. It saves only after an optimizer step and
+  restores the weights, AdamW, the scheduler and its batch counter, but its plain DataLoader
+  starts the epoch again from the first microbatch under the restored count (it warns: "your
+  dataloader is not resumable"): `data_replayed`, `data_skipped` and `counter_reset` at
+  mid_epoch, mid_window and before_tail. The run itself keeps run_lightning_accumulate.py's
+  codes (`tail_window_scaled`, and `scheduler_on_skip` in empty_window).
 
     PYTHONPATH=$PWD python -m pytest -n 0 tests/runners/test_resume_frameworks.py -q
 """
@@ -43,6 +50,7 @@ ADAPTERS = {  # adapter -> (its folder, the packages it needs)
     "run_resume_accelerate": ("accelerate", ("accelerate",)),
     "run_resume_accelerate_at_updates": ("accelerate", ("accelerate",)),
     "run_resume_hf_trainer": ("hf_trainer", ("transformers", "accelerate")),
+    "run_resume_lightning_accumulate": ("lightning", ("lightning",)),
 }
 RECORDS = ("PCL_FRAMEWORK_RECORD", "PCL_HF_TRAINER_RECORD")  # framework_lm.py, run_hf_trainer.py
 RUN_CODES = set(LOOP_CODE_NAMES)
@@ -69,7 +77,13 @@ MEASURED_RUN = {  # adapter -> {scenario: (verdict, its run codes)}
         "empty_window": ("different", {"scheduler_on_skip"}),
         "equal_counts": ("same_update", set()),
     },
+    "run_resume_lightning_accumulate": {  # run_lightning_accumulate.py's codes
+        "uneven": ("different", {"tail_window_scaled"}),
+        "empty_window": ("different", {"tail_window_scaled", "scheduler_on_skip"}),
+        "equal_counts": ("different", {"tail_window_scaled"}),
+    },
 }
+LIGHTNING_REPLAYED = {"data_replayed", "data_skipped", "counter_reset"}
 MEASURED_RESUME = {  # adapter -> {kill point: (verdict, codes, killed_at, resumed_from)}
     "run_resume_accelerate": {
         "mid_epoch": ("same_run", set(), 3, 3),
@@ -89,8 +103,14 @@ MEASURED_RESUME = {  # adapter -> {kill point: (verdict, codes, killed_at, resum
         "before_tail": ("same_run", set(), 5, 5),
         "epoch_boundary": ("same_run", set(), 6, 6),
     },
+    "run_resume_lightning_accumulate": {  # the data starts over under the restored count
+        "mid_epoch": ("different", LIGHTNING_REPLAYED, 3, 1),
+        "mid_window": ("different", LIGHTNING_REPLAYED, 4, 1),
+        "before_tail": ("different", LIGHTNING_REPLAYED, 5, 1),
+        "epoch_boundary": ("same_run", set(), 6, 6),
+    },
 }
-pytestmark = pytest.mark.timeout(900)  # two adapters x (1 run + 8 resume launches), warm
+pytestmark = pytest.mark.timeout(900)  # four adapters x (1 run + 8 resume launches), warm
 
 
 def _missing(adapter: str) -> list[str]:
@@ -111,7 +131,7 @@ def resumed(tmp_path_factory) -> dict:
     "folders", "processes": what was left behind}."""
     names = [a for a in ADAPTERS if not _missing(a)]
     if not names:
-        pytest.skip("neither accelerate nor transformers is installed")
+        pytest.skip("none of accelerate, transformers, lightning is installed")
     tmp, records = tmp_path_factory.mktemp("resume_tmp"), tmp_path_factory.mktemp("records")
     mark = uuid.uuid4().hex
     envs = {"TMPDIR": str(tmp), MARK_ENV: mark}
@@ -210,6 +230,29 @@ def test_trainer_resumes_only_from_update_boundaries(resumed):
     said = [ln for ln in run_summary.lines(check) if "ran again from its start" in ln]
     assert len(said) == 1 and "mid_window" in said[0] and "same run" in said[0], said
     assert [e["point"] for e in check["resume"] if run_summary.window_rerun(e)] == ["mid_window"]
+
+
+@pytest.mark.slow
+def test_lightning_restores_its_counts_but_not_the_position_in_the_data(resumed):
+    """Every checkpoint is at an update (global_step 1 for both kills in window 2, 2 before
+    the tail, 3 after it), saved inside on_train_batch_end (completed one behind ready);
+    every restart ends at global_step 6 with the schedule stepped 6 times, as uninterrupted,
+    yet a mid-epoch restart sets epoch 0 again and serves it from its first microbatch."""
+    _check(resumed, "run_resume_lightning_accumulate")
+    lines = resumed["lines"]["run_resume_lightning_accumulate"]
+    restarts = [x for x in lines if x["resumed_from"]]
+    loaded = sorted(
+        {
+            (x["resumed_from"]["global_step"], x["resumed_from"]["batch_progress_current"]["ready"])
+            for x in restarts
+        }
+    )
+    assert loaded == [(1, 2), (2, 4), (3, 5)]
+    assert {x["ckpt_path"] for x in restarts} == {"last.ckpt"}
+    assert all(x["global_step"] == 6 and x["scheduler_steps"] == 6 for x in restarts)
+    by_step = {x["resumed_from"]["global_step"]: x for x in restarts}
+    assert by_step[1]["epochs_set"] == [0, 1] and by_step[3]["epochs_set"] == [1]
+    assert [by_step[n]["optimizer_steps"] for n in (1, 2, 3)] == [5, 4, 3]
 
 
 @pytest.mark.slow

@@ -145,6 +145,12 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
         DIFFERENT,
     ),
     Example(
+        "frameworks/lightning/run_resume_lightning_accumulate.py",
+        'resumable, Lightning\'s `ModelCheckpoint` every step, `fit(ckpt_path="last")`',
+        "tail_window_scaled, scheduler_on_skip, counter_reset, data_replayed, data_skipped",
+        DIFFERENT,
+    ),
+    Example(
         f"{HF}/run_resume_hf_trainer.py",
         "resumable, `Trainer` saving every update, `resume_from_checkpoint`",
         "scheduler_on_skip",

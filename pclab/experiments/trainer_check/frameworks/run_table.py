@@ -63,7 +63,12 @@ class RunRow:
 
 ROWS = (
     RunRow("run_accelerate_accumulate", "Accelerate", "accelerate", "run_resume_accelerate"),
-    RunRow("run_lightning_accumulate", "PyTorch Lightning", "lightning"),
+    RunRow(
+        "run_lightning_accumulate",
+        "PyTorch Lightning",
+        "lightning",
+        "run_resume_lightning_accumulate",
+    ),
     RunRow("run_hf_trainer", "transformers Trainer", "transformers", "run_resume_hf_trainer"),
     RunRow("run_deepspeed_engine", "DeepSpeed", "deepspeed"),
     RunRow(
