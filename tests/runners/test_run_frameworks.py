@@ -1,11 +1,11 @@
 """The run mode on real framework loops: Accelerate (`accumulate` + a prepared DataLoader and a
 prepared scheduler), PyTorch Lightning (`Trainer.fit`, accumulate_grad_batches, max_epochs),
 transformers' `Trainer.train()` (alone and with DeepSpeed ZeRO-2), DeepSpeed's engine, TRL's
-SFTTrainer and transformers' run_clm_no_trainer.py loop, each its own loop over the check's
-two epochs of 5 microbatches at K = 2 (a tail of 1 per epoch), P = 2, through the check once
-(one warm launch for the module), against what each framework's source says it does and the evidence every
-rank writes ($PCL_FRAMEWORK_RECORD, $PCL_HF_TRAINER_RECORD). The adapters'
-docstrings cite the framework lines behind each finding.
+SFTTrainer and transformers' run_clm_no_trainer.py loop, each its own loop over the check's two
+epochs of 5 microbatches at K = 2 (a tail of 1 per epoch), P = 2, through the check once (one
+warm launch for the module), against what each framework's source says it does and the evidence
+every rank writes ($PCL_FRAMEWORK_RECORD, $PCL_HF_TRAINER_RECORD). The adapters' docstrings
+cite the framework lines behind each finding.
 
 Measured (accelerate 1.15.0, lightning 2.6.6, transformers 5.24.0, deepspeed 0.19.8, trl 1.16.0,
 torch 2.13.0), pinned here:
