@@ -32,9 +32,10 @@ windows 2, 2 and a tail of 1; tests/runners/test_resume_frameworks.py pins it):
 - before_tail (killed at the forward of microbatch 5, the tail): from global_step 2 (ready
   4): counted batch 5, the epoch's last, is microbatch 1, stepped alone, and the tail is
   never run: the same three codes.
-- `counter_reset` ("the windows are cut at other places") is the check's reading of a step
-  after microbatch 3 (mid_epoch) or 1 (before_tail), where no window ends. Lightning's
-  counter was restored, not reset: it is the data that started over under it. The fix (not
+- `counter_reset` is a step after microbatch 3 (mid_epoch) or 1 (before_tail), where no
+  window ends. Lightning's counter was restored, not reset: it is the data that started over
+  under it, the case the check's message names beside `data_replayed` ("a restored counter
+  ran over data served again from an earlier point"). The fix (not
   measured here) is the one Lightning's warning names: a resumable DataLoader
   (`state_dict`/`load_state_dict`, e.g. torchdata's StatefulDataLoader), whose state
   Lightning saves and loads (fit_loop.py:521-525, 552-556), or checkpoints only at epoch

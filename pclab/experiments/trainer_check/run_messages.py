@@ -144,9 +144,11 @@ RESUME = {  # code -> (what the restarted run did, what to change)
         "save and restore the optimizer's whole state_dict, step counts included",
     ),
     "counter_reset": (
-        "the restarted run stepped where no window ends: its window counter restarted, so the "
-        "windows are cut at other places (transformers #22143)",
-        "restore the microstep counter, or restart the window from its start",
+        "the restarted run stepped where no window ends, so its windows are cut at other "
+        "places: its window counter restarted (transformers #22143), or, where it also replayed "
+        "data, a restored counter ran over data served again from an earlier point",
+        "restore the microstep counter and the position in the data together, or restart the "
+        "window from its start",
     ),
     "window_gradient_lost": (
         "killed in the middle of a window, the restarted run went on from the kill, so that "
