@@ -83,34 +83,47 @@ def scheduled_module_class():
     return Scheduled
 
 
-def train_loop(model, optimizer, epochs, accum_steps):
-    """Lightning's fit over the run: max_epochs = len(epochs) over one DataLoader."""
-    import lightning.pytorch as pl
-    import torch.distributed as dist
-
+def fit_parts(module_class, model, optimizer, epochs):
+    """What both run adapters of Lightning set up before the fit (this one and
+    run_resume_lightning_accumulate.py): quiet loggers, the module, a step counter, and the
+    rank's epochs behind one DataLoader. (module, counter, data, loader)."""
     for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
         logging.getLogger(name).setLevel(logging.ERROR)
     os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
-    module = scheduled_module_class()(model, optimizer, model_mean_loss)
-    counter = StepCounter(optimizer)
+    module = module_class(model, optimizer, model_mean_loss)
     data = EpochData(epochs)
     loader = torch.utils.data.DataLoader(data, batch_size=None, sampler=EpochSampler(data))
+    return module, StepCounter(optimizer), data, loader
+
+
+def lightning_trainer(epochs, accum_steps, root_dir, **settings):
+    """The pl.Trainer both run adapters fit with: DDP on CPU over every rank,
+    accumulate_grad_batches = K, max_epochs = len(epochs), quiet; `settings` add to it."""
+    import lightning.pytorch as pl
+    import torch.distributed as dist
+
+    return pl.Trainer(
+        accelerator="cpu",
+        strategy="ddp",
+        devices=dist.get_world_size(),  # one node: every rank is a local process
+        num_nodes=1,
+        accumulate_grad_batches=accum_steps,
+        max_epochs=len(epochs),
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        use_distributed_sampler=False,  # the rank's own microbatches, no second split
+        num_sanity_val_steps=0,
+        default_root_dir=root_dir,
+        **settings,
+    )
+
+
+def train_loop(model, optimizer, epochs, accum_steps):
+    """Lightning's fit over the run: max_epochs = len(epochs) over one DataLoader."""
+    module, counter, data, loader = fit_parts(scheduled_module_class(), model, optimizer, epochs)
     with tempfile.TemporaryDirectory(prefix="pcl-lightning-") as out:
-        trainer = pl.Trainer(
-            accelerator="cpu",
-            strategy="ddp",
-            devices=dist.get_world_size(),  # one node: every rank is a local process
-            num_nodes=1,
-            accumulate_grad_batches=accum_steps,
-            max_epochs=len(epochs),
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            use_distributed_sampler=False,  # the rank's own microbatches, no second split
-            num_sanity_val_steps=0,
-            default_root_dir=out,
-        )
+        trainer = lightning_trainer(epochs, accum_steps, out, enable_checkpointing=False)
         trainer.fit(module, train_dataloaders=loader)
     record(
         ADAPTER,

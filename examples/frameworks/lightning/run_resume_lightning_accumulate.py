@@ -80,14 +80,12 @@ What Lightning saves and restores, in site-packages/lightning/pytorch/ (2.6.6):
 lightning is imported inside the functions: only the ranks pay for the import.
 """
 
-import logging
 import os
 import sys
 from pathlib import Path
 
 import torch
-from lightning_accumulate import model_mean_loss
-from run_lightning_accumulate import scheduled_module_class
+from run_lightning_accumulate import fit_parts, lightning_trainer, scheduled_module_class
 
 # framework_lm.py and framework_run.py (what most adapters share) are in ../shared/
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
@@ -96,12 +94,11 @@ from framework_lm import (  # noqa: E402
     BATCH_SIZE,
     SEQ_LEN,
     VOCAB_SIZE,
-    StepCounter,
     build_model,
     record,
     token_losses,
 )
-from framework_run import EpochData, EpochSampler, make_scheduler  # noqa: E402
+from framework_run import make_scheduler  # noqa: E402
 
 __all__ = ["BATCH_SIZE", "SEQ_LEN", "VOCAB_SIZE", "build_model", "make_optimizer"]
 __all__ += ["make_scheduler", "token_losses", "train_loop"]
@@ -134,33 +131,11 @@ def resumable_module_class():
 def train_loop(model, optimizer, epochs, accum_steps, checkpoint_dir):
     """Lightning's fit over the run, a checkpoint after every optimizer step, resumed from
     the last (`ckpt_path="last"`)."""
-    import lightning.pytorch as pl
-    import torch.distributed as dist
     from lightning.pytorch.callbacks import ModelCheckpoint
 
-    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
-    module = resumable_module_class()(model, optimizer, model_mean_loss)
-    counter = StepCounter(optimizer)
-    data = EpochData(epochs)
-    loader = torch.utils.data.DataLoader(data, batch_size=None, sampler=EpochSampler(data))
+    module, counter, data, loader = fit_parts(resumable_module_class(), model, optimizer, epochs)
     checkpoint = ModelCheckpoint(dirpath=checkpoint_dir, every_n_train_steps=1, save_last=True)
-    trainer = pl.Trainer(
-        accelerator="cpu",
-        strategy="ddp",
-        devices=dist.get_world_size(),  # one node: every rank is a local process
-        num_nodes=1,
-        accumulate_grad_batches=accum_steps,
-        max_epochs=len(epochs),
-        logger=False,
-        callbacks=[checkpoint],
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        use_distributed_sampler=False,  # the rank's own microbatches, no second split
-        num_sanity_val_steps=0,
-        default_root_dir=checkpoint_dir,
-    )
+    trainer = lightning_trainer(epochs, accum_steps, checkpoint_dir, callbacks=[checkpoint])
     trainer.fit(module, train_dataloaders=loader, ckpt_path="last")
     record(
         ADAPTER,
