@@ -67,32 +67,43 @@ def module_class():
     return Module
 
 
-def fit_one_step(model, optimizer, microbatches, loss, adapter: str) -> None:
-    """Fit a Lightning Trainer for exactly one optimizer step over the rank's microbatches."""
-    import lightning.pytorch as pl
-    import torch.distributed as dist
-
+def quiet() -> None:
+    """Lightning's loggers to errors only, and torch's thread count kept (once a process)."""
     for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
         logging.getLogger(name).setLevel(logging.ERROR)
     os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+
+
+def lightning_trainer(accum_steps: int, root_dir: str, **settings):
+    """The pl.Trainer every Lightning adapter fits with (this one, run_lightning_accumulate.py
+    and its resume adapter): DDP on CPU over every rank, accumulate_grad_batches = K, quiet;
+    `settings` say how long it runs and what it saves."""
+    import lightning.pytorch as pl
+    import torch.distributed as dist
+
+    return pl.Trainer(
+        accelerator="cpu",
+        strategy="ddp",
+        devices=dist.get_world_size(),  # one node: every rank is a local process
+        num_nodes=1,
+        accumulate_grad_batches=accum_steps,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        use_distributed_sampler=False,  # the rank's own microbatches, no second split
+        num_sanity_val_steps=0,
+        default_root_dir=root_dir,
+        **settings,
+    )
+
+
+def fit_one_step(model, optimizer, microbatches, loss, adapter: str) -> None:
+    """Fit a Lightning Trainer for exactly one optimizer step over the rank's microbatches."""
+    quiet()
     module = module_class()(model, optimizer, loss)
     counter = StepCounter(optimizer)
     with tempfile.TemporaryDirectory(prefix="pcl-lightning-") as out:
-        trainer = pl.Trainer(
-            accelerator="cpu",
-            strategy="ddp",
-            devices=dist.get_world_size(),  # one node: every rank is a local process
-            num_nodes=1,
-            accumulate_grad_batches=len(microbatches),
-            max_steps=1,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            use_distributed_sampler=False,  # the rank's own microbatches, no second split
-            num_sanity_val_steps=0,
-            default_root_dir=out,
-        )
+        trainer = lightning_trainer(len(microbatches), out, max_steps=1, enable_checkpointing=False)
         data = torch.utils.data.DataLoader(microbatches, batch_size=None, shuffle=False)
         trainer.fit(module, train_dataloaders=data)
     record(

@@ -38,14 +38,12 @@ microbatches across the processes a second time.
 lightning is imported inside the functions: only the ranks pay for the import.
 """
 
-import logging
-import os
 import sys
 import tempfile
 from pathlib import Path
 
 import torch
-from lightning_accumulate import model_mean_loss, module_class
+from lightning_accumulate import lightning_trainer, model_mean_loss, module_class, quiet
 
 # framework_lm.py and framework_run.py (what most adapters share) are in ../shared/
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
@@ -87,43 +85,23 @@ def fit_parts(module_class, model, optimizer, epochs):
     """What both run adapters of Lightning set up before the fit (this one and
     run_resume_lightning_accumulate.py): quiet loggers, the module, a step counter, and the
     rank's epochs behind one DataLoader. (module, counter, data, loader)."""
-    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+    quiet()
     module = module_class(model, optimizer, model_mean_loss)
     data = EpochData(epochs)
     loader = torch.utils.data.DataLoader(data, batch_size=None, sampler=EpochSampler(data))
     return module, StepCounter(optimizer), data, loader
 
 
-def lightning_trainer(epochs, accum_steps, root_dir, **settings):
-    """The pl.Trainer both run adapters fit with: DDP on CPU over every rank,
-    accumulate_grad_batches = K, max_epochs = len(epochs), quiet; `settings` add to it."""
-    import lightning.pytorch as pl
-    import torch.distributed as dist
-
-    return pl.Trainer(
-        accelerator="cpu",
-        strategy="ddp",
-        devices=dist.get_world_size(),  # one node: every rank is a local process
-        num_nodes=1,
-        accumulate_grad_batches=accum_steps,
-        max_epochs=len(epochs),
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        use_distributed_sampler=False,  # the rank's own microbatches, no second split
-        num_sanity_val_steps=0,
-        default_root_dir=root_dir,
-        **settings,
-    )
+def run_trainer(epochs, accum_steps, root_dir, **settings):
+    """lightning_accumulate's pl.Trainer over the whole run: max_epochs = len(epochs)."""
+    return lightning_trainer(accum_steps, root_dir, max_epochs=len(epochs), **settings)
 
 
 def train_loop(model, optimizer, epochs, accum_steps):
     """Lightning's fit over the run: max_epochs = len(epochs) over one DataLoader."""
     module, counter, data, loader = fit_parts(scheduled_module_class(), model, optimizer, epochs)
     with tempfile.TemporaryDirectory(prefix="pcl-lightning-") as out:
-        trainer = lightning_trainer(epochs, accum_steps, out, enable_checkpointing=False)
+        trainer = run_trainer(epochs, accum_steps, out, enable_checkpointing=False)
         trainer.fit(module, train_dataloaders=loader)
     record(
         ADAPTER,

@@ -85,7 +85,7 @@ import sys
 from pathlib import Path
 
 import torch
-from run_lightning_accumulate import fit_parts, lightning_trainer, scheduled_module_class
+from run_lightning_accumulate import fit_parts, run_trainer, scheduled_module_class
 
 # framework_lm.py and framework_run.py (what most adapters share) are in ../shared/
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
@@ -135,7 +135,7 @@ def train_loop(model, optimizer, epochs, accum_steps, checkpoint_dir):
 
     module, counter, data, loader = fit_parts(resumable_module_class(), model, optimizer, epochs)
     checkpoint = ModelCheckpoint(dirpath=checkpoint_dir, every_n_train_steps=1, save_last=True)
-    trainer = lightning_trainer(epochs, accum_steps, checkpoint_dir, callbacks=[checkpoint])
+    trainer = run_trainer(epochs, accum_steps, checkpoint_dir, callbacks=[checkpoint])
     trainer.fit(module, train_dataloaders=loader, ckpt_path="last")
     record(
         ADAPTER,
