@@ -9,8 +9,9 @@ the check's ranks run under it too.
     python -m bench.framework_env litgpt --dry-run            # print the commands only
     python -m bench.framework_env torchtune                   # venv: $TMPDIR/pcl-torchtune
 
-The last step is `python -m pclab.experiments.trainer_check.frameworks --only litgpt`: it
-rewrites that package's rows of pclab/artifacts/framework_checks.json and keeps the others. An
+The last steps are `python -m pclab.experiments.trainer_check.frameworks --only litgpt`: it
+rewrites that package's rows of pclab/artifacts/framework_checks.json and keeps the others; and,
+for a package with a row across a run, the same with `--runs` (framework_runs.json). An
 existing environment is reused (pip only adds what is missing). The tests find it at the same
 default path (tests/runners/test_litgpt.py, test_torchtune.py), or where $PCL_LITGPT_PYTHON
 ($PCL_TORCHTUNE_PYTHON) points.
@@ -80,15 +81,23 @@ def python_for(package: str) -> Path | None:
 
 
 def commands(package: str, venv: Path, checkout: Path = ROOT) -> list[list[str]]:
-    """The steps, in order: create, torch first, the framework and the lab, record its rows."""
+    """The steps, in order: create, torch first, the framework and the lab, record its rows
+    (the one-update rows, then its rows across a run where the table has one)."""
+    from pclab.experiments.trainer_check.frameworks.run_table import ROWS
+
     python = str(venv_python(venv))
+    record = [python, "-m", "pclab.experiments.trainer_check.frameworks"]
+    across_a_run = (
+        [record + ["--runs", "--only", package]] if package in {r.package for r in ROWS} else []
+    )
     pin = torch_pin(checkout / "requirements.txt")
     pip = [python, "-m", "pip", "install", "--disable-pip-version-check"]
     steps = [] if venv_python(venv).is_file() else [[sys.executable, "-m", "venv", str(venv)]]
     return steps + [
         pip + [pin],
         pip + [pin, *OWN_ENVIRONMENT[package], "-e", str(checkout)],  # torch stays the lab's
-        [python, "-m", "pclab.experiments.trainer_check.frameworks", "--only", package],
+        record + ["--only", package],
+        *across_a_run,
     ]
 
 

@@ -10,12 +10,20 @@ the counts alone: each microbatch's mean loss (chunked_cross_entropy) / K, DDP's
 so weight x N = N / (P K n_rk); a microbatch without labels adds nothing (its loss is
 0 / max(n, 1)), so no_labels changes nothing.
 
+Across a run (examples/frameworks/litgpt/run_litgpt_finetune.py: fit() over two epochs of 5
+microbatches a rank, K = 2): litgpt's windows run on across the epoch boundary (one
+`iter_num` over the run, `CycleIterator`), so epoch 0's tail is stepped with epoch 1's first
+microbatch (`tail_window_dropped`, `gradient_leak`: 5 steps for 6), and its cosine schedule is
+built for epochs x floor(5 / K) = 4 updates: its rates 0, 0.1, 0.075, 0.025, 0 (the last
+update at rate 0).
+
     python -m pytest tests/runners/test_litgpt.py -q
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import pytest
@@ -23,9 +31,13 @@ from runner_support import ROOT, assert_measures_its_record, run_in_own_environm
 
 from bench import framework_env
 from pclab.experiments.trainer_check import frameworks
+from pclab.experiments.trainer_check.frameworks import run_table
 
 ADAPTER = "litgpt_finetune"
 TRAINER = frameworks.BY_CODE[ADAPTER].path
+RUN_ADAPTER = "run_litgpt_finetune"
+RUN_TRAINER = next(r for r in run_table.ROWS if r.code == RUN_ADAPTER).path(RUN_ADAPTER)
+EPOCHS, M, K = 2, 5, 2  # the run mode's epochs, microbatches an epoch a rank, microsteps
 STEPS_PER_SCENARIO = 2  # the check's train_step calls: its optimizer, then SGD at lr 1
 
 
@@ -113,3 +125,70 @@ def test_the_environment_keeps_the_labs_torch_and_stays_outside_the_checkout(tmp
     with pytest.raises(SystemExit) as refused:
         framework_env.main(["litgpt", "--venv", str(ROOT / "venv"), "--dry-run"])
     assert refused.value.code == 2
+
+
+@pytest.fixture(scope="module")
+def run_across_epochs(tmp_path_factory):
+    """One `pclab check run_litgpt_finetune.py --json` under litgpt's Python, with every
+    rank's evidence."""
+    folder = tmp_path_factory.mktemp("litgpt-run")
+    args = ("-m", "pclab", "check", str(RUN_TRAINER), "--json")
+    done = run_in_own_environment("litgpt", folder, *args)
+    assert done.returncode == 1, done.stderr[-3000:]  # a different run, as recorded
+    lines = [json.loads(x) for x in (folder / "record.jsonl").read_text().splitlines()]
+    return json.loads(done.stdout), lines
+
+
+def _litgpt_rates(base_lr: float, built_for: int, steps: int) -> list[float]:
+    """litgpt's get_lr_scheduler in closed form: one warm-up step (rate step / 1, so 0 at the
+    first update), then cosine annealing to 0 over built_for - 1 steps."""
+    t_max = built_for - 1
+    rates = [0.0]
+    rates += [base_lr * (1 + math.cos(math.pi * (s - 1) / t_max)) / 2 for s in range(1, steps)]
+    return rates
+
+
+@pytest.mark.slow
+def test_litgpts_windows_run_across_the_epoch_boundary(run_across_epochs):
+    """Blind ground truth from litgpt's source: one microstep counter over the run, a step
+    every K-th microstep. Over 2 x 5 microsteps that is 5 steps, after microsteps 2, 4, 6, 8,
+    10: the third holds epoch 0's tail and epoch 1's first microbatch."""
+    check, _ = run_across_epochs
+    assert check["mode"] == "run" and check["status"] == "different"
+    steps_at = [i for i in range(1, EPOCHS * M + 1) if i % K == 0]
+    per_epoch = [sum(1 for i in steps_at if (i - 1) // M == e) for e in range(EPOCHS)]
+    for s in check["scenarios"]:
+        codes = {d["code"] for d in check["diagnoses"] if d.get("scenario") == s["name"]}
+        assert codes == {"tail_window_dropped", "gradient_leak"}, s["name"]
+        empty = s["name"] == "empty_window"  # one window with N = 0: the reference skips it
+        windows = EPOCHS * math.ceil(M / K) - empty
+        assert (s["steps"], s["reference_steps"]) == (len(steps_at), windows), s["name"]
+        stepped = [u["optimizer_steps"] for u in s["updates"] if u["epoch"] == 0]
+        assert stepped[-1] == 0, s["name"]  # epoch 0's tail: no step of its own
+        got = [sum(u["optimizer_steps"] for u in s["updates"] if u["epoch"] == e) for e in (0, 1)]
+        assert got == per_epoch == [2, 3], s["name"]
+
+
+@pytest.mark.slow
+def test_litgpts_schedule_is_built_for_the_floored_count(run_across_epochs):
+    """Its rates are litgpt's schedule built for epochs x floor(M / K) = 4 updates, against
+    the intended one built for the run's 6: the last of its 5 updates at rate 0."""
+    check, lines = run_across_epochs
+    uneven = next(s for s in check["scenarios"] if s["name"] == "uneven")
+    built_for = EPOCHS * (M // K)
+    yours = uneven["schedule"]["yours"]
+    assert yours == pytest.approx(_litgpt_rates(0.1, built_for, len(yours)), abs=1e-15)
+    assert len(yours) == 5 and yours[-1] == pytest.approx(0.0, abs=1e-15)
+    intended = uneven["schedule"]["intended"]
+    assert intended == pytest.approx(_litgpt_rates(0.1, 6, 6), abs=1e-15)
+    for line in (x for x in lines if x["iter_num"] == EPOCHS * M + 1):  # the optimizer's runs
+        assert line["lr_max_steps"] == built_for and line["step_count"] == 5
+        assert line["epochs_set"] == [0, 1, 1]  # a third pass started, its first batch dropped
+    assert any(x["iter_num"] == EPOCHS * M + 1 for x in lines)
+
+
+@pytest.mark.slow
+def test_the_table_across_a_run_records_what_litgpts_loop_does(run_across_epochs):
+    recorded = {r["code"]: r for r in run_table.load_runs()["records"]}[RUN_ADAPTER]
+    assert run_table.story(run_across_epochs[0]) == recorded["run"], "re-record: --runs"
+    assert recorded["package"] == "litgpt" and recorded["resume"] is None

@@ -17,6 +17,7 @@ from pclab.experiments.trainer_check.example_entry import HF as HF  # the index'
 from pclab.experiments.trainer_check.example_entry import Example as Example
 from pclab.experiments.trainer_check.example_entry import Module as Module
 from pclab.experiments.trainer_check.examples_run import RUN as RUN
+from pclab.experiments.trainer_check.frameworks.run_table import ROWS as RUN_ROWS
 from pclab.experiments.trainer_check.frameworks.setting import SHARED
 from pclab.experiments.trainer_check.frameworks.table import SETTINGS
 from pclab.paths import EXAMPLES_ROOT
@@ -128,7 +129,21 @@ def files() -> dict[str, Path]:
     found = {e.code: e.file for e in (*TOKEN, *COUPLED, *RUN, *MODULES)}
     found |= {s.code: s.path for s in SHARED}
     found |= {s.code: s.path for s in SETTINGS if s.adapter}
+    found |= {stem: row.path(stem) for row in RUN_ROWS for stem in row.adapters()}
     return found
+
+
+def run_rows_not_offered() -> list[tuple[str, Path, str]]:
+    """The run table's adapters the page does not offer (their framework has an environment of
+    its own, bench/framework_env.py): (code, file, framework), in the table's order. The index
+    lists them with their recorded story."""
+    offered = {e.code for e in RUN}
+    return [
+        (stem, row.path(stem), row.framework)
+        for row in RUN_ROWS
+        for stem in row.adapters()
+        if stem not in offered
+    ]
 
 
 def path_of(code: str) -> Path:

@@ -3,7 +3,7 @@ the examples' index from the records (`--readme`: only that, nothing run; `--run
 across a run, frameworks.run_table, instead of the one-update rows).
 
     python -m pclab.experiments.trainer_check.frameworks --only CODE[,CODE...]
-    python -m pclab.experiments.trainer_check.frameworks --runs
+    python -m pclab.experiments.trainer_check.frameworks --runs [--only CODE[,CODE...]]
 """
 
 from __future__ import annotations
@@ -13,7 +13,11 @@ import argparse
 from pclab.experiments.trainer_check.frameworks import readme_table
 from pclab.experiments.trainer_check.frameworks.loader import RECORDED
 from pclab.experiments.trainer_check.frameworks.recorder import chosen, record
-from pclab.experiments.trainer_check.frameworks.run_table import RUNS_RECORDED, record_runs
+from pclab.experiments.trainer_check.frameworks.run_table import (
+    RUNS_RECORDED,
+    chosen_runs,
+    record_runs,
+)
 from pclab.paths import shown
 
 
@@ -24,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         metavar="CODE[,CODE...]",
         help="record only these settings: their codes (frameworks.CODES) or a package's name "
-        "for all its rows, e.g. fsdp2_local_mean or lightning; the other records stay",
+        "for all its rows, e.g. fsdp2_local_mean or lightning (with --runs: the run rows' "
+        "codes or packages); the other records stay",
     )
     parser.add_argument(
         "--readme",
@@ -38,16 +43,18 @@ def main(argv: list[str] | None = None) -> int:
         "and its restart where it has a resume adapter): pclab/artifacts/framework_runs.json",
     )
     args = parser.parse_args(argv)
-    if args.runs and (args.only or args.readme):
-        parser.error("--runs records every run row: it takes neither --only nor --readme")
+    if args.runs and args.readme:
+        parser.error("--runs records run rows: --readme runs nothing")
     only = [n for item in args.only for n in item.split(",") if n] if args.only else None
     try:
-        picked = {s.code for s in chosen(only)}
+        rows = chosen_runs(only) if args.runs else chosen(only)
+        picked = {row.code for row in rows}
     except ValueError as exc:
         parser.error(str(exc))
     if args.runs:
-        for r in record_runs()["records"]:
-            print(f"{r['code']}: {r['framework']} {r['version']}: {r['run']['status']}")
+        for r in record_runs(only=only)["records"]:
+            if r["code"] in picked:
+                print(f"{r['code']}: {r['framework']} {r['version']}: {r['run']['status']}")
         print(f"wrote {shown(RUNS_RECORDED)}")
     elif not args.readme:
         payload = record(only)

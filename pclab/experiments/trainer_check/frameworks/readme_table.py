@@ -190,6 +190,7 @@ def _folder(folder: str, records: dict[str, Record], words: Words, verdicts: Wor
         verdict = "not run" if r["status"] is None else verdicts[r["status"]] + at
         shows = _cell(f"{s.framework}: {words['setting'][s.code]}")
         lines.append(f"| {_file(s.path)} | {shows} | `{r['scheme']}` | {verdict} |")
+    lines += _run_rows(folder, verdicts)
     codes = {s.code for s in adapters}
     others = [
         e
@@ -197,6 +198,23 @@ def _folder(folder: str, records: dict[str, Record], words: Words, verdicts: Wor
         if e.path.startswith("frameworks/") and e.file.parent.name == folder and e.code not in codes
     ]
     return lines + _trainers(others, verdicts)
+
+
+def _run_rows(folder: str, verdicts: Words) -> list[str]:
+    """The run adapters of `folder` the page does not offer, each with the diagnoses and the
+    verdict its run record holds (examples.run_rows_not_offered)."""
+    recorded = {r["code"]: r["run"] for r in load_runs()["records"]}
+    lines = []
+    for code, path, framework in examples.run_rows_not_offered():
+        if path.parent.name != folder:
+            continue
+        run = recorded.get(code)
+        found = sorted({c for s in run["scenarios"].values() for c in s["codes"]}) if run else []
+        scheme = ", ".join(f"`{c}`" for c in found) or "—"
+        verdict = verdicts[run["status"]] if run else "not run"
+        shows = _cell(f"{framework}: its own loop across a run (an environment of its own)")
+        lines.append(f"| {_file(path)} | {shows} | {scheme} | {verdict} |")
+    return lines
 
 
 def index() -> str:

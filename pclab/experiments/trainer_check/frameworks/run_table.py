@@ -6,6 +6,7 @@ ran it to pclab/artifacts/framework_runs.json; "Frameworks, measured" and README
 "across a run" table read it (`run_words`).
 
     python -m pclab.experiments.trainer_check.frameworks --runs      # record every row again
+    python -m pclab.experiments.trainer_check.frameworks --runs --only litgpt   # just these
 
 A record keeps each check's `story`: what the row shows of it (each scenario's verdict and
 codes, the uneven scenario's optimizer steps per epoch, the tail's scale, the schedule's
@@ -76,6 +77,7 @@ ROWS = (
     ),
     RunRow("run_trl_sft", "TRL SFTTrainer", "trl"),
     RunRow("run_clm_no_trainer", "transformers' run_clm_no_trainer.py (Accelerate)", "accelerate"),
+    RunRow("run_litgpt_finetune", "litgpt", "litgpt"),  # its own environment (framework_env)
 )
 
 
@@ -146,12 +148,26 @@ def check_rows(
     return {stem: c for (_, stem), c in zip(stems, result.report["checks"], strict=True)}
 
 
-def record_runs(path: Path = RUNS_RECORDED) -> dict[str, Any]:
-    """Run every row whose package is installed here and rewrite the file; a row whose
-    package is missing keeps its record as it was."""
+def chosen_runs(only: list[str] | None) -> tuple[RunRow, ...]:
+    """The rows `--runs --only` names, in the table's order: each name a row's code or a
+    package (all of its rows); None: every row. ValueError for any other name."""
+    if only is None:
+        return ROWS
+    unknown = [n for n in only if n not in {r.code for r in ROWS} | {r.package for r in ROWS}]
+    if unknown:
+        codes = ", ".join(r.code for r in ROWS)
+        names = ",".join(unknown)
+        raise ValueError(f"--runs --only {names}: not a run row's code ({codes}) or package")
+    return tuple(r for r in ROWS if r.code in only or r.package in only)
+
+
+def record_runs(path: Path = RUNS_RECORDED, only: list[str] | None = None) -> dict[str, Any]:
+    """Run every row `only` names (all: None) whose package is installed here and rewrite the
+    file; every other row keeps its record as it was (a framework with an environment of its
+    own records its rows from there: bench/framework_env.py)."""
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     before = {r["code"]: r for r in load_runs(path)["records"]}
-    runnable = tuple(row for row in ROWS if installed_version(row.package))
+    runnable = tuple(row for row in chosen_runs(only) if installed_version(row.package))
     checks = check_rows(runnable) if runnable else {}
     records = []
     for row in ROWS:
