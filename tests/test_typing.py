@@ -53,3 +53,22 @@ def test_the_strict_list_is_the_configured_one():
     for path in STRICT:
         module = path.removesuffix(".py").replace("/", ".")
         assert f'"{module}.*"' in config or f'"{module}"' in config, module
+
+
+def test_streamlits_and_altairs_own_types_are_still_read(cache, tmp_path):
+    """pyproject.toml skips the packages the lab never imports that Streamlit and Altair pull in
+    (IPython, narwhals, ...): a page's misuse of Streamlit or Altair is still an error (both
+    found with and without those skipped)."""
+    planted = tmp_path / "planted_page.py"
+    planted.write_text(
+        "import altair as alt\nimport streamlit as st\n\n"
+        "st.columns(2, gap=5, nope=1)\n"  # no such keyword
+        "st.metric(label=3, value=1)\n"  # a label is a str
+        "alt.Chart(width='wide')\n",  # a width is a number or "container"
+        encoding="utf-8",
+    )
+    done = mypy(cache, "--config-file", str(ROOT / "pyproject.toml"), str(planted))
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert 'Unexpected keyword argument "nope"' in done.stdout, done.stdout[-3000:]
+    assert 'planted_page.py:5: error: Argument "label" has incompatible type' in done.stdout
+    assert 'planted_page.py:6: error: Argument "width" to "Chart"' in done.stdout
