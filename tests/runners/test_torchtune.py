@@ -13,12 +13,21 @@ So weight x N = (labels_rk / n_rk) x (N / labels): with position 0 counted, not 
 token mean; with position 0 masked, labels = terms and the weights are 1. With no label at all
 the scale is P / 0 and the parameters turn non-finite.
 
+Across a run (examples/frameworks/torchtune/run_torchtune_full_finetune.py: the recipe's own
+train() over two epochs of 5 microbatches a rank, K = 2, position 0 masked): its windows restart
+each epoch at `(idx + 1) % K`, and its label count and gradients are zeroed only after a step, so
+epoch 0's tail is carried into epoch 1's first window (normalised by the three microbatches'
+global count) and epoch 1's is never stepped (`tail_window_dropped`, `gradient_leak`: 2, 2 steps
+for 3, 3); its cosine is built for epochs x floor(5 / K) = 4 updates; at a window with N = 0 it
+scales the gradients by P / 0 (`non_finite`).
+
     python -m pytest tests/runners/test_torchtune.py -q
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import pytest
@@ -26,6 +35,7 @@ from runner_support import assert_measures_its_record, run_in_own_environment
 
 from bench import framework_env
 from pclab.experiments.trainer_check import frameworks
+from pclab.experiments.trainer_check.frameworks import run_table
 
 ADAPTERS = ("torchtune_full_finetune", "torchtune_full_finetune_masked")
 STEPS_PER_SCENARIO = 2  # the check's train_step calls: its optimizer, then SGD at lr 1
@@ -126,3 +136,84 @@ def test_the_environment_pins_torchao_beside_the_labs_torch(tmp_path):
     assert steps[1][-1] == "torch==2.13.0"  # the lab's pin first: the CPU build
     assert {"torch==2.13.0", "torchtune==0.6.1", "torchao==0.15.0", "-e"} <= set(framework)
     assert recorded[-2:] == ["--only", "torchtune"]
+
+
+RUN_ADAPTER = "run_torchtune_full_finetune"
+EPOCHS, M, K = 2, 5, 2  # the run mode's epochs, microbatches an epoch a rank, microsteps
+
+
+@pytest.fixture(scope="module")
+def run_across_epochs(tmp_path_factory):
+    """One `pclab check run_torchtune_full_finetune.py --json` under torchtune's Python, with
+    every rank's evidence."""
+    folder = tmp_path_factory.mktemp("torchtune-run")
+    row = next(r for r in run_table.ROWS if r.code == RUN_ADAPTER)
+    args = ("-m", "pclab", "check", str(row.path(RUN_ADAPTER)), "--json")
+    done = run_in_own_environment("torchtune", folder, *args)
+    assert done.returncode == 1, done.stderr[-3000:]  # a different run, as recorded
+    lines = [json.loads(x) for x in (folder / "record.jsonl").read_text().splitlines()]
+    return json.loads(done.stdout), lines
+
+
+def _scenario(check: dict, name: str) -> dict:
+    return next(s for s in check["scenarios"] if s["name"] == name)
+
+
+def _update(s: dict, epoch: int, window: int) -> dict:
+    return next(u for u in s["updates"] if (u["epoch"], u["window"]) == (epoch, window))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["uneven", "equal_counts"])
+def test_the_recipe_carries_each_epochs_tail_into_the_next_epochs_first_window(
+    run_across_epochs, name
+):
+    """Blind ground truth from the recipe's source: a step at every K-th batch of an epoch
+    (2 an epoch), the tail's gradient and label count kept for the next window. That window's
+    update is the global token mean over its own 2 microbatches and the tail: weight x N =
+    N / (N + N_tail) on every term, the tail's included (the check's `leak`)."""
+    check, _ = run_across_epochs
+    s = _scenario(check, name)
+    codes = {d["code"] for d in check["diagnoses"] if d.get("scenario") == name}
+    assert codes == {"tail_window_dropped", "gradient_leak"}
+    stepped = [sum(u["optimizer_steps"] for u in s["updates"] if u["epoch"] == e) for e in (0, 1)]
+    assert stepped == [M // K] * EPOCHS and s["reference_steps"] == EPOCHS * math.ceil(M / K)
+    assert _update(s, 0, 2)["optimizer_steps"] == _update(s, 1, 2)["optimizer_steps"] == 0
+    n, tail = _update(s, 1, 0)["num_valid_labels"], _update(s, 0, 2)["num_valid_labels"]
+    assert _update(s, 1, 0)["leak"] == pytest.approx(n / (n + tail), rel=REL)
+    for epoch, window in ((0, 0), (0, 1), (1, 1)):  # the windows nothing was carried into
+        assert _update(s, epoch, window)["scheme"] == "global_token", (epoch, window)
+        assert _update(s, epoch, window)["leak"] < 1e-5
+
+
+@pytest.mark.slow
+def test_the_recipes_schedule_is_built_for_the_floored_count(run_across_epochs):
+    """Its rates are torchtune's cosine without warm-up built for epochs x floor(M / K) = 4
+    updates, in closed form: 0.1 x (1 + cos(pi k / 4)) / 2."""
+    check, lines = run_across_epochs
+    built_for = EPOCHS * (M // K)
+    want = [0.1 * (1 + math.cos(math.pi * k / built_for)) / 2 for k in range(built_for)]
+    assert _scenario(check, "uneven")["schedule"]["yours"] == pytest.approx(want, abs=1e-12)
+    assert lines
+    for line in lines:
+        assert line["steps_per_epoch"] == M // K and line["global_step"] == built_for
+        assert line["scheduler_steps"] == line["optimizer_steps"] == built_for
+        assert line["epochs_set"] == [0, 1] and line["model_is_the_checks"] is True
+        assert line["parameter_type"] == "DTensor"  # the recipe's FSDP2, on the check's model
+
+
+@pytest.mark.slow
+def test_the_recipe_turns_a_window_with_no_labels_non_finite(run_across_epochs):
+    """At the N = 0 window the recipe still steps, with its gradients scaled by P / 0."""
+    check, _ = run_across_epochs
+    s = _scenario(check, "empty_window")
+    assert _update(s, 0, 1)["skipped"] and _update(s, 0, 1)["optimizer_steps"] == 1
+    found = [d for d in check["diagnoses"] if d["code"] == "non_finite"]
+    assert [d["scenario"] for d in found] == ["empty_window"]
+
+
+@pytest.mark.slow
+def test_the_table_across_a_run_records_what_the_recipes_loop_does(run_across_epochs):
+    recorded = {r["code"]: r for r in run_table.load_runs()["records"]}[RUN_ADAPTER]
+    assert run_table.story(run_across_epochs[0]) == recorded["run"], "re-record: --runs"
+    assert recorded["package"] == "torchtune" and recorded["resume"] is None

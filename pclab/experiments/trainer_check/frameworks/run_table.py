@@ -78,6 +78,7 @@ ROWS = (
     RunRow("run_trl_sft", "TRL SFTTrainer", "trl"),
     RunRow("run_clm_no_trainer", "transformers' run_clm_no_trainer.py (Accelerate)", "accelerate"),
     RunRow("run_litgpt_finetune", "litgpt", "litgpt"),  # its own environment (framework_env)
+    RunRow("run_torchtune_full_finetune", "torchtune", "torchtune"),  # the same
 )
 
 
