@@ -327,7 +327,15 @@ def test_deepspeeds_tail_never_steps_and_leaks_into_the_next_epochs_first_update
         s = _scenario(check, name)
         assert [u["optimizer_steps"] for u in s["updates"]] == [1, 1, 0, 1, 1, 1], name
         assert s["steps"] == 5 and s["updates"][3]["leak"] > 0.3  # the tail, stepped late
-        assert s["schedule"]["matches"] is None
+        # read step by step (its steps are not the windows): the intended schedule, one rate
+        # per step of its own; in empty_window it steps at the N = 0 window too, 5 steps for 5
+        # updates, and no stepping is claimed
+        schedule = s["schedule"]
+        if name == "empty_window":
+            assert schedule["matches"] is None
+        else:
+            assert (schedule["matches"], schedule["built_for"]) == ("own_steps", 6), name
+    assert "schedule_length" not in {d["code"] for d in check["diagnoses"]}
     dropped = next(d for d in check["diagnoses"] if d["code"] == "tail_window_dropped")
     assert dropped["epochs"] == [0]
     leak = next(d for d in check["diagnoses"] if d["code"] == "gradient_leak")

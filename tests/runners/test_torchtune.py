@@ -18,8 +18,8 @@ train() over two epochs of 5 microbatches a rank, K = 2, position 0 masked): its
 each epoch at `(idx + 1) % K`, and its label count and gradients are zeroed only after a step, so
 epoch 0's tail is carried into epoch 1's first window (normalised by the three microbatches'
 global count) and epoch 1's is never stepped (`tail_window_dropped`, `gradient_leak`: 2, 2 steps
-for 3, 3); its cosine is built for epochs x floor(5 / K) = 4 updates; at a window with N = 0 it
-scales the gradients by P / 0 (`non_finite`).
+for 3, 3); its cosine is built for epochs x floor(5 / K) = 4 updates (`schedule_length`); at a
+window with N = 0 it scales the gradients by P / 0 (`non_finite`).
 
     python -m pytest tests/runners/test_torchtune.py -q
 """
@@ -175,7 +175,7 @@ def test_the_recipe_carries_each_epochs_tail_into_the_next_epochs_first_window(
     check, _ = run_across_epochs
     s = _scenario(check, name)
     codes = {d["code"] for d in check["diagnoses"] if d.get("scenario") == name}
-    assert codes == {"tail_window_dropped", "gradient_leak"}
+    assert codes == {"tail_window_dropped", "gradient_leak", "schedule_length"}
     stepped = [sum(u["optimizer_steps"] for u in s["updates"] if u["epoch"] == e) for e in (0, 1)]
     assert stepped == [M // K] * EPOCHS and s["reference_steps"] == EPOCHS * math.ceil(M / K)
     assert _update(s, 0, 2)["optimizer_steps"] == _update(s, 1, 2)["optimizer_steps"] == 0
@@ -193,7 +193,9 @@ def test_the_recipes_schedule_is_built_for_the_floored_count(run_across_epochs):
     check, lines = run_across_epochs
     built_for = EPOCHS * (M // K)
     want = [0.1 * (1 + math.cos(math.pi * k / built_for)) / 2 for k in range(built_for)]
-    assert _scenario(check, "uneven")["schedule"]["yours"] == pytest.approx(want, abs=1e-12)
+    schedule = _scenario(check, "uneven")["schedule"]
+    assert schedule["yours"] == pytest.approx(want, abs=1e-12)
+    assert (schedule["matches"], schedule["built_for"], schedule["updates"]) == ("own_steps", 4, 6)
     assert lines
     for line in lines:
         assert line["steps_per_epoch"] == M // K and line["global_step"] == built_for

@@ -70,6 +70,22 @@ def tail_never_steps(run, k):
     return run
 
 
+def tail_never_steps_short_schedule(run, k):
+    run.build_schedule(len(run.data[0][0]) // k * len(run.data[0]))
+    for e in _epochs(run):
+        windows = _windows(run, e, k)
+        for i in range(len(run.data[0][e])):
+            n = windows[i // k][2]
+            if n:
+                for r in range(run.world):
+                    run.backward(r, e, i, 1 / n)
+            if (i + 1) % k == 0 and n:
+                run.step()
+                run.zero_grad()
+                run.schedule_step()
+    return run
+
+
 def zero_grad_per_epoch(run, k):
     for e in _epochs(run):
         run.zero_grad()
@@ -151,6 +167,7 @@ REPLAYS = {
         correct_hand_window,
         nanogpt_divide_by_k,
         tail_never_steps,
+        tail_never_steps_short_schedule,
         zero_grad_per_epoch,
         zero_grad_per_epoch_linear,
         step_every_microstep,

@@ -218,6 +218,8 @@ def account(name: str, counts: list, k: int) -> dict:
         yours = [placed[windows[i][:2]][0].lr for i in live]
         sizes = [windows[i][2] for i in live]
         codes |= schedule_codes(trainer, mine.lr0, yours, live, len(windows), sizes, k)
+    elif hasattr(trainer, "make_scheduler") and mine.steps:  # steps that are not the windows
+        codes |= own_step_codes(trainer, mine.lr0, [s.lr for s in mine.steps], len(live))
     return {"passed": passed, "codes": codes, "weights": weights}
 
 
@@ -266,6 +268,19 @@ def schedule_codes(trainer, lr0, yours, index, windows, sizes, k) -> dict[str, d
         if length != u_count and fits(length, per_update):
             return {"schedule_length": {"built_for": length, "updates": u_count}}
     return {"schedule_other": {"yours": yours}}
+
+
+def own_step_codes(trainer, lr0, yours, updates: int) -> dict[str, dict]:
+    """A loop whose steps are not the reference's windows (a tail dropped or carried), read
+    step by step: the file's own schedule built for some length L gives the rate of each of
+    its steps in order; L = the run's updates is the intended schedule (the windows' codes
+    say the rest), any other L a schedule_length; none: no schedule code."""
+    for length in (updates, *range(1, 4 * updates + 1)):
+        table = rates(trainer, lr0, length, len(yours))
+        if all(abs(t - y) <= 1e-12 * abs(y) for t, y in zip(table, yours)):
+            found = {"built": length, "updates": updates}
+            return {} if length == updates else {"schedule_length": found}
+    return {}
 
 
 if __name__ == "__main__":

@@ -36,6 +36,11 @@ WRITTEN_FOR = {
     "correct_hand_window": {},
     "nanogpt_divide_by_k": {"tail_window_scaled": EVERY},
     "tail_never_steps": {"tail_window_dropped": EVERY, "gradient_leak": EVERY},
+    "tail_never_steps_short_schedule": {
+        "tail_window_dropped": EVERY,
+        "gradient_leak": EVERY,
+        "schedule_length": EVERY,
+    },
     "zero_grad_per_epoch": {"gradient_leak": EVERY},
     "zero_grad_per_epoch_linear": {"gradient_leak": EVERY},
     "step_every_microstep": {"steps_per_window": EVERY},

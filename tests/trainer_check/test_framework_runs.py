@@ -61,7 +61,7 @@ def test_deepspeeds_row_says_its_tail_never_steps_and_it_steps_at_the_empty_wind
     words = run_words.cells(RECORDS["run_deepspeed_engine"], say_english)
     assert words["tail"].startswith("never stepped (`tail_window_dropped`, `gradient_leak`)")
     assert "Optimizer steps an epoch: 2, 3 (the reference: 3, 3)" in words["tail"]
-    assert "no stepping the check can name" in words["schedule"]
+    assert words["schedule"] == say_english("frameworks.runs.schedule_own_steps")
     assert words["empty"] == say_english("frameworks.runs.empty_stepped")
 
 
@@ -72,10 +72,14 @@ def test_the_clm_loops_row_says_its_tail_and_its_schedules_length():
     assert "`scheduler_on_skip`" in words["empty"]
 
 
-def test_deepspeeds_row_says_its_rates_are_not_the_intended_ones_without_naming_one():
-    """Its shifted windows leave no stepping of the schedule the check can name."""
+def test_deepspeeds_row_says_its_schedule_is_stepped_once_per_step_of_its_own():
+    """Its shifted windows are read step by step: the intended schedule, one rate per step of
+    its own, so no schedule code; litgpt's and torchtune's, read the same way, are built for
+    the floored count (`schedule_length`)."""
     words = run_words.cells(RECORDS["run_deepspeed_engine"], say_english)
-    assert "no stepping the check can name" in words["schedule"]
+    assert "once per optimizer step of its own" in words["schedule"]
+    for code in ("run_litgpt_finetune", "run_torchtune_full_finetune"):
+        assert "`schedule_length`" in run_words.cells(RECORDS[code], say_english)["schedule"]
 
 
 def test_the_trainers_row_is_right_but_for_the_empty_window():

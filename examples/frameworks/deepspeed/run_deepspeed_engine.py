@@ -34,8 +34,9 @@ where the reference takes 6. What the engine does, in site-packages/deepspeed/ru
   is kept as is (`_configure_lr_scheduler`, :1883-1890) and stepped in `_take_model_step`
   (:3543-3545) right after `optimizer.step()` (:3516) and the engine's `zero_grad()`
   (:3532): once per engine update, 5 in all on a schedule built for 6; its rates are the
-  intended ones at the engine's own updates, so from epoch 1 on each update's rate is one step
-  ahead of the reference's (the tail took no step).
+  intended ones at the engine's own updates, so from epoch 1 on each update takes the rate
+  meant for the one before it (the tail took no step): the check, reading a loop whose steps
+  are not the windows step by step, says `own_steps` built for the run's 6 (no schedule code).
 - A window with no label (N = 0, empty_window): the engine still steps there (its gradients
   are exactly zero, SGD changes nothing) and so does the client scheduler; the check names
   what the dropped tail does (`tail_window_dropped`, `gradient_leak`) and no schedule code

@@ -201,7 +201,9 @@ def _schedule(s: dict[str, Any], k: int, world: int) -> list[Diagnosis]:
         return [run_messages.scheduler_rate(name, "per_microstep", k)]
     if how == "prepared":
         return [run_messages.scheduler_rate(name, how, world)]
-    if how in ("short", "every_window", "prepared_global"):
+    if how == "own_steps" and schedule["built_for"] == schedule["updates"]:
+        return []  # the intended schedule, stepped per own step: the windows' codes say it
+    if how in ("short", "every_window", "prepared_global", "own_steps"):
         built, updates = schedule["built_for"], schedule["updates"]
         global_sized = how == "prepared_global"
         return [run_messages.schedule_length(name, built, updates, global_sized)]

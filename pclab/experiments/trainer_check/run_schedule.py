@@ -8,6 +8,10 @@ updates) and as each known mistake steps it (core.schedules names them):
     skip_advances   stepped at a skipped N = 0 window too
     prepared_skip   both: P times per call, and called at a skipped window too (Accelerate's
                     prepared scheduler in a loop that runs every window)
+    own_steps       once per optimizer step of the loop's own, whose windows are not the
+                    reference's (a tail dropped or carried into the next epoch, litgpt's and
+                    torchtune's loops): built for the run's updates, for len // K, or for
+                    every window (`built_for` says which)
 
 Each candidate runs the file's own make_scheduler on a fresh optimizer from make_optimizer, so
 the comparison holds for any schedule the file defines. Without make_scheduler the intended
@@ -43,6 +47,7 @@ MISTAKES = {
     "prepared_skip_all": ("prepared_skip", "windows"),  # Accelerate's count: every window
     "prepared_global": ("prepared", "global"),  # right without tails, P tails make one window
 }
+OWN_STEP_LENGTHS = ("true", "len_k", "windows")  # tried in this order for "own_steps"
 RTOL = 1e-9  # rates are computed, not measured: equal to rounding
 
 
@@ -85,6 +90,27 @@ def _rates(
             for _ in range(times):
                 scheduler.step()
     return rates
+
+
+def _per_own_step(
+    trainer: Trainer, steps: list[Step], run_windows: list[Window], k: int, world: int
+) -> int | None:
+    """The length a schedule was built for that, stepped once after each of the loop's own
+    optimizer steps, gives the rate of every one of them; None when none of OWN_STEP_LENGTHS
+    does. Only asked when no stepping over the reference's windows matched."""
+    yours = [s.lrs[0] for s in steps]
+    for length in OWN_STEP_LENGTHS:
+        built = length_of(run_windows, length, k, world)
+        optimizer = make_optimizer(trainer, build(trainer))
+        scheduler = intended_scheduler(trainer, optimizer, built)
+        rates: list[float] = []
+        for _ in steps:
+            rates.append(float(optimizer.param_groups[0]["lr"]))
+            optimizer.step()
+            scheduler.step()
+        if _same(yours, rates):
+            return built
+    return None
 
 
 def _same(a: list[float], b: list[float]) -> bool:
@@ -132,5 +158,9 @@ def judged(
             found["matches"] = how
             built = length_of(run_windows, MISTAKES[how][1], scenario.accum, world)
             found["built_for"] = built // world if MISTAKES[how][1] == "global" else built
-            break
+            return found
+    if steps and len(steps) != len(intended):  # the loop's windows are not the reference's
+        own = _per_own_step(trainer, steps, run_windows, scenario.accum, world)
+        if own is not None:
+            found["matches"], found["built_for"] = "own_steps", own
     return found

@@ -47,7 +47,9 @@ def schedule(run: dict[str, Any], say: Say) -> str:
         return say("frameworks.runs.schedule_rate", rate=run["scheduler_rate"])
     if "schedule_length" in codes:
         return say("frameworks.runs.schedule_length")
-    if run["schedule"] != "intended":  # wrong rates no code names (a dropped tail's shift)
+    if run["schedule"] == "own_steps":  # the intended schedule, once per update of its own
+        return say("frameworks.runs.schedule_own_steps")
+    if run["schedule"] != "intended":  # wrong rates no code names
         return say("frameworks.runs.schedule_unnamed")
     return say("frameworks.runs.schedule_intended")
 
