@@ -56,7 +56,11 @@ def nanogpt_divide_by_k(run, k):
     return run
 
 
-def tail_never_steps(run, k):
+def tail_never_steps(run, k, schedule_length: int | None = None):
+    """A step every K-th microbatch of an epoch; with a schedule (built for schedule_length),
+    one schedule step after each optimizer step."""
+    if schedule_length is not None:
+        run.build_schedule(schedule_length)
     for e in _epochs(run):
         windows = _windows(run, e, k)
         for i in range(len(run.data[0][e])):
@@ -67,23 +71,13 @@ def tail_never_steps(run, k):
             if (i + 1) % k == 0 and n:
                 run.step()
                 run.zero_grad()
+                if schedule_length is not None:
+                    run.schedule_step()
     return run
 
 
 def tail_never_steps_short_schedule(run, k):
-    run.build_schedule(len(run.data[0][0]) // k * len(run.data[0]))
-    for e in _epochs(run):
-        windows = _windows(run, e, k)
-        for i in range(len(run.data[0][e])):
-            n = windows[i // k][2]
-            if n:
-                for r in range(run.world):
-                    run.backward(r, e, i, 1 / n)
-            if (i + 1) % k == 0 and n:
-                run.step()
-                run.zero_grad()
-                run.schedule_step()
-    return run
+    return tail_never_steps(run, k, len(run.data[0][0]) // k * len(run.data[0]))
 
 
 def zero_grad_per_epoch(run, k):

@@ -141,12 +141,34 @@ def _optimizer_spec(optimizer) -> dict:
     return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": settings}
 
 
+def fit_quietly(fabric, state, loaders, train) -> None:
+    """litgpt's own `fit()` over `loaders` (train, then the validation its sanity check runs),
+    as both litgpt adapters call it: no resume, no evaluation, its printed progress dropped."""
+    from litgpt.args import EvalArgs
+    from litgpt.finetune import full
+
+    eval_args = EvalArgs(interval=10**9, max_iters=1, initial_validation=False)
+    with tempfile.TemporaryDirectory(prefix="pcl-litgpt-") as folder:
+        with contextlib.redirect_stdout(io.StringIO()):  # fabric.print's progress lines
+            full.fit(
+                fabric,
+                state,
+                *loaders,
+                devices=fabric.world_size,
+                resume=False,
+                checkpoint_dir=_checkpoint_dir(folder),
+                out_dir=Path(folder),
+                train=train,
+                eval=eval_args,
+                data=None,
+            )
+
+
 def train_step(model, optimizer, microbatches):
     """One optimizer update by litgpt's finetune/full.py fit() over this rank's K microbatches."""
     import torch.distributed as dist
-    from litgpt.args import EvalArgs, TrainArgs
+    from litgpt.args import TrainArgs
     from litgpt.data.base import get_sft_collate_fn
-    from litgpt.finetune import full
     from litgpt.utils import instantiate_torch_optimizer
 
     world, accum = dist.get_world_size(), len(microbatches)
@@ -176,7 +198,6 @@ def train_step(model, optimizer, microbatches):
         epochs=1,
         max_steps=1,
     )
-    eval_args = EvalArgs(interval=10**9, max_iters=1, initial_validation=False)
     rows = _rows(microbatches)
     loaders = [
         torch.utils.data.DataLoader(
@@ -185,20 +206,7 @@ def train_step(model, optimizer, microbatches):
         for _ in range(2)  # train, and the sanity-check validation fit() runs first
     ]
     loaders = fabric.setup_dataloaders(*loaders, use_distributed_sampler=False)
-    with tempfile.TemporaryDirectory(prefix="pcl-litgpt-") as folder:
-        with contextlib.redirect_stdout(io.StringIO()):  # fabric.print's progress lines
-            full.fit(
-                fabric,
-                state,
-                *loaders,
-                devices=world,
-                resume=False,
-                checkpoint_dir=_checkpoint_dir(folder),
-                out_dir=Path(folder),
-                train=train,
-                eval=eval_args,
-                data=None,
-            )
+    fit_quietly(fabric, state, loaders, train)
     record(
         ADAPTER,
         iter_num=state["iter_num"],  # microsteps litgpt's loop ran

@@ -38,10 +38,7 @@ record are litgpt_finetune.py's.
 litgpt is imported inside the functions: only the ranks pay for it.
 """
 
-import contextlib
-import io
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -49,11 +46,11 @@ from litgpt_finetune import (
     BATCH_SIZE,
     SEQ_LEN,
     VOCAB_SIZE,
-    _checkpoint_dir,
     _fabric,
     _optimizer_spec,
     _rows,
     build_model,
+    fit_quietly,
     token_losses,
 )
 
@@ -94,7 +91,7 @@ class PassSampler(torch.utils.data.SequentialSampler):
 def train_loop(model, optimizer, epochs, accum_steps):
     """litgpt's fit() over len(epochs) passes of this rank's microbatches."""
     import torch.distributed as dist
-    from litgpt.args import EvalArgs, TrainArgs
+    from litgpt.args import TrainArgs
     from litgpt.data.base import get_sft_collate_fn
     from litgpt.finetune import full
     from litgpt.utils import instantiate_torch_optimizer
@@ -129,21 +126,7 @@ def train_loop(model, optimizer, epochs, accum_steps):
     scheduler = full.get_lr_scheduler(owned, warmup_steps=WARMUP_STEPS, max_steps=lr_max_steps)
     state = {"model": module, "optimizer": owned, "scheduler": scheduler}
     state |= {"iter_num": 0, "step_count": 0}
-    eval_args = EvalArgs(interval=10**9, max_iters=1, initial_validation=False)
-    with tempfile.TemporaryDirectory(prefix="pcl-litgpt-") as folder:
-        with contextlib.redirect_stdout(io.StringIO()):  # fabric.print's progress lines
-            full.fit(
-                fabric,
-                state,
-                *loaders,
-                devices=world,
-                resume=False,
-                checkpoint_dir=_checkpoint_dir(folder),
-                out_dir=Path(folder),
-                train=train,
-                eval=eval_args,
-                data=None,
-            )
+    fit_quietly(fabric, state, loaders, train)
     record(
         ADAPTER,
         iter_num=state["iter_num"],  # microsteps fit() counted (the last read past the data)
