@@ -11,10 +11,13 @@ test_resume_frameworks.py.
 from __future__ import annotations
 
 import copy
+import json
+import shutil
 
 import pytest
 
 from pclab.experiments.trainer_check import codes
+from pclab.experiments.trainer_check.frameworks import __main__ as command
 from pclab.experiments.trainer_check.frameworks import run_table, run_words
 from pclab.experiments.trainer_check.frameworks.readme_table import say_english
 from pclab.ui import i18n
@@ -147,3 +150,50 @@ def test_a_story_reads_what_the_page_shows_of_a_check():
     assert found["scenarios"]["empty_window"] == {"verdict": "same_update", "codes": []}
     assert (found["tail_scale"], found["schedule"], found["scheduler_rate"]) == (0.5, "prepared", 2)
     assert found["resume"] is None and found["empty_steps"] == 0
+
+
+def test_runs_only_names_run_rows_or_their_packages():
+    assert [r.code for r in run_table.chosen_runs(["torchtune", "run_hf_trainer"])] == [
+        "run_hf_trainer",  # the table's order
+        "run_torchtune_full_finetune",
+    ]
+    assert run_table.chosen_runs(None) == run_table.ROWS
+    with pytest.raises(ValueError, match="nope"):
+        run_table.chosen_runs(["litgpt", "nope"])
+    with pytest.raises(SystemExit):  # argparse: exit 2, the reason on stderr
+        command.main(["--runs", "--only", "litgpt,nope"])
+
+
+def test_runs_only_records_just_those_rows(tmp_path, monkeypatch):
+    """`--runs --only a` launches only a's adapters and rewrites only its record; every other
+    record stays byte for byte (the check is a stand-in: no process starts)."""
+    path = tmp_path / "framework_runs.json"
+    shutil.copy(run_table.RUNS_RECORDED, path)
+    launched = []
+
+    def check_rows(rows, runtime=None):
+        launched.append([r.code for r in rows])
+        return {stem: {"stand-in": stem} for r in rows for stem in r.adapters()}
+
+    monkeypatch.setattr(run_table, "check_rows", check_rows)
+    monkeypatch.setattr(run_table, "installed_version", lambda package: "0.0")
+    monkeypatch.setattr(run_table, "story", lambda check: {"resume": None, **check})
+    payload = run_table.record_runs(path, only=["litgpt"])
+    assert launched == [["run_litgpt_finetune"]]
+    after = json.loads(path.read_text())["records"]
+    assert after == payload["records"] and len(after) == len(RECORDS)
+    for old, new in zip(RECORDS.values(), after, strict=True):
+        if old["code"] == "run_litgpt_finetune":
+            assert new["run"] == {"stand-in": "run_litgpt_finetune", "resume": None}
+        else:
+            assert json.dumps(new, indent=1) == json.dumps(old, indent=1)
+
+
+def test_an_environment_of_its_own_records_its_run_rows_too(tmp_path):
+    from bench import framework_env
+
+    steps = framework_env.commands("torchtune", tmp_path / "venv")
+    assert steps[-2][-2:] == ["--only", "torchtune"]  # the one-update rows, then the run row
+    assert steps[-1][-3:] == ["--runs", "--only", "torchtune"]
+    olmo = framework_env.commands("ai2-olmo-core", tmp_path / "venv")
+    assert not any("--runs" in step for step in olmo)  # no run row yet
