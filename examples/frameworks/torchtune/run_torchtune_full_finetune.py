@@ -49,7 +49,6 @@ import io
 import os
 import sys
 import tempfile
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -59,16 +58,18 @@ from torchtune_full_finetune import (
     SEQ_LEN,
     VOCAB_SIZE,
     build_model,
+    in_order_loader,
     on_the_checks_cpu_group,
     recipe_config,
     recipe_module,
+    sft_rows,
     token_losses,
 )
 
 # framework_lm.py and framework_run.py (what most adapters share) are in ../shared/
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
 
-from framework_lm import IGNORE, StepCounter, record  # noqa: E402
+from framework_lm import StepCounter, record  # noqa: E402
 from framework_run import EpochData  # noqa: E402
 
 __all__ = ["BATCH_SIZE", "DTYPE", "FIRST_POSITION_LABELLED", "SEQ_LEN", "VOCAB_SIZE"]
@@ -97,20 +98,10 @@ def full_parameters(model):
     }
 
 
-def _rows(microbatches) -> list[dict]:
-    return [
-        {"tokens": mb["input_ids"][i].tolist(), "labels": mb["labels"][i].tolist()}
-        for mb in microbatches
-        for i in range(len(mb["labels"]))
-    ]
-
-
 def _recipe_class(model, data: EpochData):
     """The shipped recipe, training `model` and serving `data` by the recipe's own epoch."""
-    from torchdata.stateful_dataloader import StatefulDataLoader
     from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
     from torchtune import config
-    from torchtune.data import padded_collate_sft
 
     class EpochSampler(StatefulDistributedSampler):
         def set_epoch(self, epoch: int) -> None:
@@ -131,11 +122,7 @@ def _recipe_class(model, data: EpochData):
                 config.instantiate = real
 
         def _setup_data(self, cfg_dataset, shuffle, batch_size, collate_fn, **_):
-            sampler = EpochSampler(data, num_replicas=1, rank=0, shuffle=False)
-            collate = partial(padded_collate_sft, padding_idx=0, ignore_idx=IGNORE)
-            return StatefulDataLoader(
-                data, batch_size=batch_size, sampler=sampler, collate_fn=collate, drop_last=True
-            )
+            return in_order_loader(data, batch_size, EpochSampler)
 
     return ChecksModelAndEpochs
 
@@ -145,7 +132,7 @@ def train_loop(model, optimizer, epochs, accum_steps):
     from omegaconf import OmegaConf
 
     os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
-    data = EpochData([_rows(epoch) for epoch in epochs])
+    data = EpochData([sft_rows(epoch) for epoch in epochs])
     with tempfile.TemporaryDirectory(prefix="pcl-torchtune-") as tmp:
         folder = Path(tmp)
         (folder / "base").mkdir()

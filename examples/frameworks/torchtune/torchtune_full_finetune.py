@@ -153,25 +153,38 @@ def recipe_module():
     return sys.modules[RECIPE]
 
 
-def recipe_class(microbatches):
-    """The shipped recipe with `_setup_data` serving these microbatches' rows, in order."""
-    from torchdata.stateful_dataloader import StatefulDataLoader
-    from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
-    from torchtune.data import padded_collate_sft
-
-    rows = [
+def sft_rows(microbatches) -> list[dict]:
+    """One SFT sample per sequence, as torchtune's datasets yield them (tokens, labels)."""
+    return [
         {"tokens": mb["input_ids"][i].tolist(), "labels": mb["labels"][i].tolist()}
         for mb in microbatches
         for i in range(len(mb["labels"]))
     ]
 
+
+def in_order_loader(rows, batch_size: int, sampler_class=None):
+    """The recipe's own kind of loader over `rows`, in order, on this rank alone: torchtune's
+    `StatefulDistributedSampler` (or a subclass of it) and `padded_collate_sft`."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+    from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
+    from torchtune.data import padded_collate_sft
+
+    sampler = (sampler_class or StatefulDistributedSampler)(
+        rows, num_replicas=1, rank=0, shuffle=False
+    )
+    collate = partial(padded_collate_sft, padding_idx=0, ignore_idx=IGNORE)
+    return StatefulDataLoader(
+        rows, batch_size=batch_size, sampler=sampler, collate_fn=collate, drop_last=True
+    )
+
+
+def recipe_class(microbatches):
+    """The shipped recipe with `_setup_data` serving these microbatches' rows, in order."""
+    rows = sft_rows(microbatches)
+
     class OwnMicrobatches(recipe_module().FullFinetuneRecipeDistributed):
         def _setup_data(self, cfg_dataset, shuffle, batch_size, collate_fn, **_):
-            sampler = StatefulDistributedSampler(rows, num_replicas=1, rank=0, shuffle=False)
-            collate = partial(padded_collate_sft, padding_idx=0, ignore_idx=IGNORE)
-            return StatefulDataLoader(
-                rows, batch_size=batch_size, sampler=sampler, collate_fn=collate, drop_last=True
-            )
+            return in_order_loader(rows, batch_size)
 
     return OwnMicrobatches
 
