@@ -138,6 +138,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 NEEDS_DEEPSPEED_OP = frozenset(
     {
         "tests/runners/test_frameworks.py",
+        "tests/runners/test_resume_frameworks.py",
         "tests/runners/test_run_frameworks.py",
         "tests/trainer_check/test_framework_runs.py",
     }

@@ -1,16 +1,17 @@
 """Resume on real framework loops (issues 42, 43): Accelerate's checkpointing example
 (`save_state` after every batch, `load_state` + `skip_first_batches` on restart),
 transformers' `Trainer` (`save_strategy="steps"`, `save_steps=1`,
-`train(resume_from_checkpoint=get_last_checkpoint(dir))`) and Lightning's `Trainer.fit`
-(`ModelCheckpoint(every_n_train_steps=1, save_last=True)`, `fit(ckpt_path="last")`), each
+`train(resume_from_checkpoint=get_last_checkpoint(dir))`), Lightning's `Trainer.fit`
+(`ModelCheckpoint(every_n_train_steps=1, save_last=True)`, `fit(ckpt_path="last")`) and
+DeepSpeed's engine (`save_checkpoint` / `load_checkpoint`), each
 SIGKILLed on every rank at the four kill points and restarted in fresh processes, through the
 check once (one warm launch of this module's own pool: it sets TMPDIR first, as
 tests/trainer_check/test_resume.py does, to see that nothing is left behind), against what the
 framework's source says it saves and each rank's evidence ($PCL_FRAMEWORK_RECORD,
 $PCL_HF_TRAINER_RECORD). The adapters' docstrings cite the framework lines behind each finding.
 
-Measured (accelerate 1.15.0, transformers 5.24.0, lightning 2.6.6, torch 2.13.0, P = 2, K = 2,
-two epochs of 5 microbatches a rank), pinned here:
+Measured (accelerate 1.15.0, transformers 5.24.0, lightning 2.6.6, deepspeed 0.19.8,
+torch 2.13.0, P = 2, K = 2, two epochs of 5 microbatches a rank), pinned here:
 
 - Accelerate: `same_run` at mid_epoch, before_tail and epoch_boundary; `window_gradient_lost`
   at mid_window: save_state keeps `accelerator.step` (the window counter) but not `.grad`,
@@ -25,6 +26,12 @@ two epochs of 5 microbatches a rank), pinned here:
   dataloader is not resumable"): `data_replayed`, `data_skipped` and `counter_reset` at
   mid_epoch, mid_window and before_tail. The run itself keeps run_lightning_accumulate.py's
   codes (`tail_window_scaled`, and `scheduler_on_skip` in empty_window).
+- DeepSpeed's engine (the getting-started guide's `save_checkpoint` after every batch,
+  `load_checkpoint` + a skip to the saved step): `same_run` at mid_epoch and before_tail
+  only. The checkpoint keeps `global_steps` but not `micro_steps`, which a fresh engine
+  counts from 0: `counter_reset` and `window_gradient_lost` at mid_window, `counter_reset`
+  at epoch_boundary (after the tail it never stepped). The run keeps run_deepspeed_engine.py's
+  codes (`tail_window_dropped`, `gradient_leak`).
 
     PYTHONPATH=$PWD python -m pytest -n 0 tests/runners/test_resume_frameworks.py -q
 """
@@ -51,6 +58,7 @@ ADAPTERS = {  # adapter -> (its folder, the packages it needs)
     "run_resume_accelerate_at_updates": ("accelerate", ("accelerate",)),
     "run_resume_hf_trainer": ("hf_trainer", ("transformers", "accelerate")),
     "run_resume_lightning_accumulate": ("lightning", ("lightning",)),
+    "run_resume_deepspeed_engine": ("deepspeed", ("deepspeed",)),
 }
 RECORDS = ("PCL_FRAMEWORK_RECORD", "PCL_HF_TRAINER_RECORD")  # framework_lm.py, run_hf_trainer.py
 RUN_CODES = set(LOOP_CODE_NAMES)
@@ -82,6 +90,10 @@ MEASURED_RUN = {  # adapter -> {scenario: (verdict, its run codes)}
         "empty_window": ("different", {"tail_window_scaled", "scheduler_on_skip"}),
         "equal_counts": ("different", {"tail_window_scaled"}),
     },
+    "run_resume_deepspeed_engine": {  # run_deepspeed_engine.py's codes: the run's windows
+        name: ("different", {"tail_window_dropped", "gradient_leak"})
+        for name in ("uneven", "empty_window", "equal_counts")
+    },
 }
 LIGHTNING_REPLAYED = {"data_replayed", "data_skipped", "counter_reset"}
 MEASURED_RESUME = {  # adapter -> {kill point: (verdict, codes, killed_at, resumed_from)}
@@ -109,8 +121,14 @@ MEASURED_RESUME = {  # adapter -> {kill point: (verdict, codes, killed_at, resum
         "before_tail": ("different", LIGHTNING_REPLAYED, 5, 1),
         "epoch_boundary": ("same_run", set(), 6, 6),
     },
+    "run_resume_deepspeed_engine": {  # right only where micro_steps was a multiple of K
+        "mid_epoch": ("same_run", set(), 3, 3),
+        "mid_window": ("different", {"counter_reset", "window_gradient_lost"}, 4, 4),
+        "before_tail": ("same_run", set(), 5, 5),
+        "epoch_boundary": ("different", {"counter_reset"}, 6, 6),
+    },
 }
-pytestmark = pytest.mark.timeout(900)  # four adapters x (1 run + 8 resume launches), warm
+pytestmark = pytest.mark.timeout(900)  # five adapters x (1 run + 8 resume launches), warm
 
 
 def _missing(adapter: str) -> list[str]:
@@ -131,7 +149,7 @@ def resumed(tmp_path_factory) -> dict:
     "folders", "processes": what was left behind}."""
     names = [a for a in ADAPTERS if not _missing(a)]
     if not names:
-        pytest.skip("none of accelerate, transformers, lightning is installed")
+        pytest.skip("none of accelerate, transformers, lightning, deepspeed is installed")
     tmp, records = tmp_path_factory.mktemp("resume_tmp"), tmp_path_factory.mktemp("records")
     mark = uuid.uuid4().hex
     envs = {"TMPDIR": str(tmp), MARK_ENV: mark}
@@ -253,6 +271,21 @@ def test_lightning_restores_its_counts_but_not_the_position_in_the_data(resumed)
     by_step = {x["resumed_from"]["global_step"]: x for x in restarts}
     assert by_step[1]["epochs_set"] == [0, 1] and by_step[3]["epochs_set"] == [1]
     assert [by_step[n]["optimizer_steps"] for n in (1, 2, 3)] == [5, 4, 3]
+
+
+@pytest.mark.slow
+def test_deepspeed_restores_its_step_count_but_not_its_microstep_counter(resumed):
+    """load_checkpoint gives back global_steps (engine.py:4711-4713) but a fresh engine's
+    micro_steps is 0 (:538), checkpoint or not: every restart counts its windows from the
+    microbatch it came back to. Uninterrupted, the engine takes 5 steps over the 10
+    microbatches (every second one, across the epoch's end); restarted after 2 or 4 (a
+    multiple of K) it still does, after 3 (mid-window) or 5 (the unstepped tail) it takes 4."""
+    _check(resumed, "run_resume_deepspeed_engine")
+    restarts = [x for x in resumed["lines"]["run_resume_deepspeed_engine"] if x["resumed_from"]]
+    assert {x["micro_steps_on_load"] for x in restarts} == {0}
+    got = sorted({(x["resumed_from"], x["global_steps"], x["micro_steps"]) for x in restarts})
+    assert got == [(2, 5, 8), (3, 4, 7), (4, 5, 6), (5, 4, 5)]  # batches done: steps, micro
+    assert {x["scheduler_steps"] - x["global_steps"] for x in restarts} == {0}
 
 
 @pytest.mark.slow

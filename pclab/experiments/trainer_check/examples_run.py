@@ -151,6 +151,12 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
         DIFFERENT,
     ),
     Example(
+        "frameworks/deepspeed/run_resume_deepspeed_engine.py",
+        "resumable, DeepSpeed's `save_checkpoint` every batch, `load_checkpoint` + skip",
+        "tail_window_dropped, gradient_leak, counter_reset, window_gradient_lost",
+        DIFFERENT,
+    ),
+    Example(
         f"{HF}/run_resume_hf_trainer.py",
         "resumable, `Trainer` saving every update, `resume_from_checkpoint`",
         "scheduler_on_skip",

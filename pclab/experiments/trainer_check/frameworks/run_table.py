@@ -71,7 +71,7 @@ ROWS = (
         "run_resume_lightning_accumulate",
     ),
     RunRow("run_hf_trainer", "transformers Trainer", "transformers", "run_resume_hf_trainer"),
-    RunRow("run_deepspeed_engine", "DeepSpeed", "deepspeed"),
+    RunRow("run_deepspeed_engine", "DeepSpeed", "deepspeed", "run_resume_deepspeed_engine"),
     RunRow(
         "run_hf_trainer_deepspeed_zero2", "transformers Trainer + DeepSpeed ZeRO-2", "deepspeed"
     ),
