@@ -59,6 +59,7 @@ ADAPTERS = {  # adapter -> (its folder, the packages it needs)
     "run_resume_hf_trainer": ("hf_trainer", ("transformers", "accelerate")),
     "run_resume_lightning_accumulate": ("lightning", ("lightning",)),
     "run_resume_deepspeed_engine": ("deepspeed", ("deepspeed",)),
+    "run_resume_clm_no_trainer": ("accelerate", ("accelerate", "transformers")),
 }
 RECORDS = ("PCL_FRAMEWORK_RECORD", "PCL_HF_TRAINER_RECORD")  # framework_lm.py, run_hf_trainer.py
 RUN_CODES = set(LOOP_CODE_NAMES)
@@ -94,6 +95,11 @@ MEASURED_RUN = {  # adapter -> {scenario: (verdict, its run codes)}
         name: ("different", {"tail_window_dropped", "gradient_leak"})
         for name in ("uneven", "empty_window", "equal_counts")
     },
+    "run_resume_clm_no_trainer": {  # run_clm_no_trainer.py's codes
+        "uneven": ("different", {"tail_window_scaled", "schedule_length"}),
+        "empty_window": ("different", {"tail_window_scaled", "scheduler_on_skip"}),
+        "equal_counts": ("different", {"tail_window_scaled", "schedule_length"}),
+    },
 }
 LIGHTNING_REPLAYED = {"data_replayed", "data_skipped", "counter_reset"}
 MEASURED_RESUME = {  # adapter -> {kill point: (verdict, codes, killed_at, resumed_from)}
@@ -127,8 +133,14 @@ MEASURED_RESUME = {  # adapter -> {kill point: (verdict, codes, killed_at, resum
         "before_tail": ("same_run", set(), 5, 5),
         "epoch_boundary": ("different", {"counter_reset"}, 6, 6),
     },
+    "run_resume_clm_no_trainer": {  # epoch 1 served as epoch 0 after any restart
+        "mid_epoch": ("different", {"data_skipped"}, 3, 3),
+        "mid_window": ("different", {"data_skipped", "counter_reset"}, 4, 3),
+        "before_tail": ("different", {"data_skipped"}, 5, 5),
+        "epoch_boundary": ("different", {"data_replayed", "data_skipped", "counter_reset"}, 6, 2),
+    },
 }
-pytestmark = pytest.mark.timeout(900)  # five adapters x (1 run + 8 resume launches), warm
+pytestmark = pytest.mark.timeout(900)  # six adapters x (1 run + 8 resume launches), warm
 
 
 def _missing(adapter: str) -> list[str]:
@@ -286,6 +298,31 @@ def test_deepspeed_restores_its_step_count_but_not_its_microstep_counter(resumed
     got = sorted({(x["resumed_from"], x["global_steps"], x["micro_steps"]) for x in restarts})
     assert got == [(2, 5, 8), (3, 4, 7), (4, 5, 6), (5, 4, 5)]  # batches done: steps, micro
     assert {x["scheduler_steps"] - x["global_steps"] for x in restarts} == {0}
+
+
+@pytest.mark.slow
+def test_run_clm_no_trainer_resumes_from_the_folder_name_and_serves_epoch_0_again(resumed):
+    """The script saves after every batch into step_<updates> (step_1 again after microbatch
+    3, mid-window: accelerator.step 3 on load), resumes at updates x K batches (step_3 after
+    the tail: batch 6, one past epoch 0's 5) and never sets the prepared DataLoader's epoch,
+    which a fresh process starts at 0 and skip_first_batches advances only on its copy:
+    every restart serves epoch 1 as epoch 0."""
+    _check(resumed, "run_resume_clm_no_trainer")
+    restarts = [x for x in resumed["lines"]["run_resume_clm_no_trainer"] if x["resumed_from"]]
+    got = sorted(
+        {
+            (x["resumed_from"], x["accumulate_step_on_load"], x["completed_steps"])
+            + (tuple(x["epochs_set"]),)
+            for x in restarts
+        }
+    )
+    assert got == [
+        ("step_1", 2, 6, (0, 0)),
+        ("step_1", 3, 6, (0, 0)),
+        ("step_2", 4, 6, (0, 0)),
+        ("step_3", 0, 5, (0,)),
+    ]
+    assert {x["iteration_on_load"] for x in restarts} == {0}
 
 
 @pytest.mark.slow

@@ -75,6 +75,17 @@ def test_the_clm_loops_row_says_its_tail_and_its_schedules_length():
     assert "`scheduler_on_skip`" in words["empty"]
 
 
+def test_a_resume_that_differs_at_every_kill_point_says_so_and_counts_no_same_run():
+    """run_clm_no_trainer.py's restart parts from the straight run at all four points: its
+    cell lists each, and says no "same run at the other 0"."""
+    words = run_words.cells(RECORDS["run_clm_no_trainer"], say_english)
+    assert words["resume"].endswith(": a different run at every kill point.")
+    assert "the other" not in words["resume"]
+    assert "`data_replayed`, `data_skipped` (epoch_boundary)" in words["resume"]
+    deepspeed = run_words.cells(RECORDS["run_deepspeed_engine"], say_english)["resume"]
+    assert deepspeed.endswith("; the same run at the other 2.")
+
+
 def test_deepspeeds_row_says_its_schedule_is_stepped_once_per_step_of_its_own():
     """Its shifted windows are read step by step: the intended schedule, one rate per step of
     its own, so no schedule code; litgpt's and torchtune's, read the same way, are built for

@@ -72,6 +72,8 @@ transformers and accelerate are imported inside the functions: only the ranks pa
 """
 
 import math
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -97,6 +99,8 @@ __all__ = ["BATCH_SIZE", "SEQ_LEN", "VOCAB_SIZE", "FIRST_POSITION_LABELLED", "GL
 __all__ += ["build_model", "make_microbatch", "make_scheduler", "token_losses", "train_loop"]
 ADAPTER = Path(__file__).stem  # names this setting in the record
 GLOBAL_BATCH = True  # every rank's epochs: the prepared DataLoader shards them
+CHECKPOINTING_STEPS = 1  # --checkpointing_steps 1: checked after every batch, as the script does
+STEP_DIR = re.compile(r"^step_(\d+)$")  # the script's checkpoint folders, f"step_{completed_steps}"
 
 
 def make_scheduler(optimizer, num_updates):
@@ -111,6 +115,22 @@ def make_scheduler(optimizer, num_updates):
 
 def train_loop(model, optimizer, epochs, accum_steps):
     """run_clm_no_trainer.py's step arithmetic and loop over the run."""
+    script_loop(model, optimizer, epochs, accum_steps, None, ADAPTER)
+
+
+def latest_checkpoint(checkpoint_dir: str) -> str | None:
+    """The `step_<n>` folder with the highest n (None: none yet): what a user restarting from
+    the newest checkpoint passes as --resume_from_checkpoint. The script's own search for the
+    most recent folder (by ctime) sits under a condition that is always true for a value
+    (`is not None or != ""`), so it never runs: the path is the user's to give."""
+    steps = [int(m[1]) for f in os.listdir(checkpoint_dir) if (m := STEP_DIR.match(f))]
+    return None if not steps else os.path.join(checkpoint_dir, f"step_{max(steps)}")
+
+
+def script_loop(model, optimizer, epochs, accum_steps, checkpoint_dir, adapter):
+    """The script's loop; with a `checkpoint_dir`, also its `--checkpointing_steps 1
+    --output_dir checkpoint_dir --resume_from_checkpoint <the latest step_<n>>` blocks, in its
+    order (run_resume_clm_no_trainer.py). `adapter` names the evidence it records."""
     from transformers import default_data_collator, get_scheduler
 
     num_train_epochs, num_warmup_steps = len(epochs), 0  # --num_train_epochs, its default warm-up
@@ -137,10 +157,25 @@ def train_loop(model, optimizer, epochs, accum_steps):
     num_update_steps_per_epoch = math.ceil(len(train_dataloader) / accum_steps)
     max_train_steps = num_train_epochs * num_update_steps_per_epoch
     num_train_epochs = math.ceil(max_train_steps / num_update_steps_per_epoch)
-    completed_steps, microsteps = 0, []  # per microstep: (DDP all-reduced, sync_gradients)
-    for _epoch in range(num_train_epochs):
+    completed_steps, starting_epoch, resume_step, resumed_from = 0, 0, None, None
+    if checkpoint_dir is not None:
+        resumed_from = latest_checkpoint(checkpoint_dir)
+        accelerator.wait_for_everyone()  # decided on every rank before any rank saves
+    if resumed_from is not None:  # the script's resume block, as it reads
+        accelerator.load_state(resumed_from)
+        training_difference = os.path.splitext(os.path.basename(resumed_from))[0]
+        resume_step = int(training_difference.replace("step_", "")) * accum_steps
+        starting_epoch = resume_step // len(train_dataloader)
+        completed_steps = resume_step // accum_steps
+        resume_step -= starting_epoch * len(train_dataloader)
+    step_on_load, iteration_on_load = accelerator.step, train_dataloader.iteration
+    microsteps = []  # per microstep: (DDP all-reduced, sync_gradients)
+    for epoch in range(starting_epoch, num_train_epochs):
         model.train()
-        for _step, batch in enumerate(train_dataloader):
+        active_dataloader = train_dataloader
+        if resumed_from is not None and epoch == starting_epoch and resume_step is not None:
+            active_dataloader = accelerator.skip_first_batches(train_dataloader, resume_step)
+        for _step, batch in enumerate(active_dataloader):
             with accelerator.accumulate(model):
                 outputs = model(**batch)
                 loss = outputs.loss
@@ -151,10 +186,21 @@ def train_loop(model, optimizer, epochs, accum_steps):
                 optimizer.zero_grad()
             if accelerator.sync_gradients:
                 completed_steps += 1
+            if checkpoint_dir is not None and completed_steps % CHECKPOINTING_STEPS == 0:
+                accelerator.save_state(os.path.join(checkpoint_dir, f"step_{completed_steps}"))
             if completed_steps >= max_train_steps:
                 break
+    resumed = (
+        {}
+        if checkpoint_dir is None
+        else {
+            "resumed_from": resumed_from and os.path.basename(resumed_from),
+            "accumulate_step_on_load": step_on_load,  # accelerator.step restored by load_state
+            "iteration_on_load": iteration_on_load,  # the prepared DataLoader's epoch: not saved
+        }
+    )
     record(
-        ADAPTER,
+        adapter,
         distributed_type=accelerator.distributed_type.name,  # MULTI_CPU: Gloo
         wrapped_in=type(model).__name__,  # DistributedDataParallel
         scheduler_wrapped_in=type(lr_scheduler).__name__,  # AcceleratedScheduler
@@ -166,4 +212,5 @@ def train_loop(model, optimizer, epochs, accum_steps):
         microsteps=microsteps,
         optimizer_steps=counter.close(),
         scheduler_steps=lr_scheduler.scheduler.last_epoch,
+        **resumed,
     )

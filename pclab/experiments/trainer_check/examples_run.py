@@ -145,6 +145,13 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
         DIFFERENT,
     ),
     Example(
+        "frameworks/accelerate/run_resume_clm_no_trainer.py",
+        "resumable, `run_clm_no_trainer.py`'s `--checkpointing_steps` and its resume arithmetic",
+        "tail_window_scaled, schedule_length, scheduler_on_skip, counter_reset, data_replayed, "
+        "data_skipped",
+        DIFFERENT,
+    ),
+    Example(
         "frameworks/lightning/run_resume_lightning_accumulate.py",
         'resumable, Lightning\'s `ModelCheckpoint` every step, `fit(ckpt_path="last")`',
         "tail_window_scaled, scheduler_on_skip, counter_reset, data_replayed, data_skipped",

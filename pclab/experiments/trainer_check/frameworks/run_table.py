@@ -76,7 +76,12 @@ ROWS = (
         "run_hf_trainer_deepspeed_zero2", "transformers Trainer + DeepSpeed ZeRO-2", "deepspeed"
     ),
     RunRow("run_trl_sft", "TRL SFTTrainer", "trl"),
-    RunRow("run_clm_no_trainer", "transformers' run_clm_no_trainer.py (Accelerate)", "accelerate"),
+    RunRow(
+        "run_clm_no_trainer",
+        "transformers' run_clm_no_trainer.py (Accelerate)",
+        "accelerate",
+        "run_resume_clm_no_trainer",
+    ),
     RunRow("run_litgpt_finetune", "litgpt", "litgpt"),  # its own environment (framework_env)
     RunRow("run_torchtune_full_finetune", "torchtune", "torchtune"),  # the same
 )

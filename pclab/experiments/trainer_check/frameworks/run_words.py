@@ -76,6 +76,8 @@ def resume(record: dict[str, Any], say: Say) -> str:
     if not wrong:
         return say("frameworks.runs.resume_same", points=len(points))
     found = "; ".join(f"{_code_list(p['codes']) or p['verdict']} ({p['point']})" for p in wrong)
+    if len(wrong) == len(points):  # no kill point left to call the same run
+        return say("frameworks.runs.resume_all_differ", found=found)
     return say("frameworks.runs.resume_found", found=found, others=len(points) - len(wrong))
 
 
