@@ -32,12 +32,12 @@ in the script's resume, each seen alone:
   script's `train_dataloader`. The script never calls `set_epoch`: after any restart, the
   epoch that follows is served as epoch 0 again (the record's `epochs_set`: [0, 0] for a
   restart in epoch 0, [0] for one in epoch 1). With a dataset or sampler that follows the
-  epoch (this one; a `datasets.IterableDataset`, Accelerate's seedable sampler) epoch 1's
-  data never runs: `data_skipped` at mid_epoch, mid_window and before_tail.
+  epoch (this one; a `datasets.IterableDataset`, Accelerate's seedable sampler) epoch 0's
+  data runs again and epoch 1's never: `data_replayed` and `data_skipped` at every point.
 - The position is counted as updates x K. step_3, written after epoch 0's tail (5 batches,
   3 updates), resumes at 3 x 2 = 6 batches: epoch 1 with its first batch skipped
   (`data_skipped`, and `counter_reset` for the windows cut one batch later); here, with the
-  epoch also served as 0, it is epoch 0's second batch (`data_replayed` too). And a save
+  epoch also served as 0, it is epoch 0's second batch. And a save
   inside a window rewrites the last update's folder: at mid_window step_1 holds
   `accelerator.step` 3, the restart runs microbatch 3 again as a window of its own
   (`counter_reset`; its first gradient was never stepped, so nothing is counted twice).

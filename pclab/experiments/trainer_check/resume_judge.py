@@ -91,7 +91,9 @@ def _codes(
     if first is not None and killed and same_state(first.before, _parameters(initial)):
         return ["not_resumable"]  # its first step left from the initial weights
     came_back = launches.resumed_forwards[0] if launches.resumed_forwards else None
-    if came_back is not None and restart is not None and came_back < restart:
+    # anywhere in the resumed launch, not only where it came back: a loop that serves a later
+    # epoch as an earlier one (its epoch not restored) replays after a right restart
+    if restart is not None and any(f < restart for f in launches.resumed_forwards):
         found.append("data_replayed")
     taken = stepped | {_window(windows, s.forwards) for s in resumed}
     # Microbatches run by either launch (the killed one ran 1 .. kill_at - 1): a window with

@@ -1,0 +1,78 @@
+"""The resume judge's codes on launches made by hand (no process): P = 1, K = 2, two epochs of
+5 microbatches (windows 2, 2, 1 an epoch; run indices 1-10), killed at the forward of
+microbatch 3 after the killed launch stepped window 1. The real loops behind each case are
+in tests/trainer_check/test_resume.py and tests/runners/test_resume_frameworks.py."""
+
+from __future__ import annotations
+
+import torch
+
+from pclab.experiments.trainer_check.resume_judge import Launches, judge
+from pclab.experiments.trainer_check.run_observe import Step
+from pclab.experiments.trainer_check.run_reference import Update, Window
+
+RATE = (0.1,)
+KILL_AT = 3
+
+
+def _state(value: float) -> dict[str, torch.Tensor]:
+    return {"parameter w": torch.tensor([value], dtype=torch.float64)}
+
+
+def _windows() -> list[Window]:
+    found, forwards = [], 0
+    for epoch in range(2):
+        for index, (start, end) in enumerate(((0, 2), (2, 4), (4, 5))):
+            found.append(Window(epoch, index, start, end, 7, forwards))
+            forwards += end - start
+    return found
+
+
+WINDOWS = _windows()
+ENDS = [w.first_forward + w.microsteps for w in WINDOWS]  # 2, 4, 5, 7, 9, 10
+REFERENCE = (
+    _state(0.0),
+    [Update(w, RATE, _state(float(i + 1))) for i, w in enumerate(WINDOWS)],
+    WINDOWS,
+)
+
+
+def _steps(ends: list[int], values: list[float], start: float = 0.0) -> list[Step]:
+    """A step at each `ends` forward, moving w from the value before (`start` first) to its
+    value."""
+    before = [start, *values[:-1]]
+    return [
+        Step(e, RATE, _state(b), _state(v)) for e, b, v in zip(ends, before, values, strict=True)
+    ]
+
+
+def _judged(resumed_forwards: list[int], resumed: list[Step]) -> dict:
+    killed = _steps([2], [1.0])
+    straight = _steps(ENDS, [float(i + 1) for i in range(len(ENDS))])
+    launches = Launches(killed, resumed, resumed_forwards, straight)
+    return judge(launches, REFERENCE, KILL_AT, tolerance=1e-12)
+
+
+def test_a_restart_that_goes_on_where_it_stopped_is_the_same_run():
+    resumed = _steps(ENDS[1:], [2.0, 3.0, 4.0, 5.0, 6.0], start=1.0)  # from the checkpoint
+    got = _judged(list(range(3, 11)), resumed)
+    assert (got["verdict"], got["codes"], got["resumed_from"]) == ("same_run", [], 3)
+
+
+def test_a_restart_that_comes_back_right_but_serves_epoch_0_again_replays_and_skips():
+    """run_clm_no_trainer.py's: it comes back at microbatch 3, as it should, then its next
+    epoch is epoch 0's data again (run indices 1-5): windows the killed launch had stepped
+    run again, and epoch 1's never do. Before, only where the run came back was looked at,
+    so this was `data_skipped` alone."""
+    forwards = [3, 4, 5, 1, 2, 3, 4, 5]
+    resumed = _steps([4, 5, 2, 4, 5], [2.0, 3.0, 9.0, 9.5, 9.75], start=1.0)
+    got = _judged(forwards, resumed)
+    assert got["verdict"] == "different" and got["resumed_from"] == 3
+    assert set(got["codes"]) == {"data_replayed", "data_skipped"}, got["codes"]
+
+
+def test_a_restart_from_the_start_of_the_data_replays():
+    forwards = list(range(1, 11))
+    resumed = _steps(ENDS, [1.5, 2.0, 3.0, 4.0, 5.0, 6.0], start=1.0)
+    got = _judged(forwards, resumed)
+    assert got["resumed_from"] == 1 and "data_replayed" in got["codes"], got["codes"]
