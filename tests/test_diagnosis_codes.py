@@ -82,6 +82,7 @@ SAMPLES = [  # (a diagnosis its builder made, its check, the case the page must 
     (d.no_evidence_coupled_scenario("custom", []), coupled(1, 1), "coupled_unsplit_scenario"),
     (d.no_evidence_coupled_run(2, 2), coupled(), "coupled_run"),
     (d.no_evidence_coupled_run(1, 1), coupled(1, 1), "coupled_unsplit_run"),
+    (rm.no_evidence_resume(), run(), "resume_run"),
     (failures.scenario_failed("uneven", [{**SEEN, "kind": "trainer_error"}]), token(), None),
     (failures.scenario_failed("uneven", [{**SEEN, "kind": "mismatch"}]), token(), "ranks"),
     (failures.scenario_failed("uneven", [{**SEEN, "kind": "timeout"}]), token(), None),

@@ -300,8 +300,8 @@ def restart(check: dict) -> None:
     frame = run_figures.resume_frame([entry], updates, accum).iloc[0]
     if entry["verdict"] == "same_run":
         st.success(t("across.restart.same", point=names[chosen]), icon=":material/check:")
-    elif entry["verdict"] == "not_killed":
-        st.info(t("check.run_mode.resume.state.not_killed"), icon=":material/info:")
+    elif entry["verdict"] in ("not_killed", "no_evidence"):
+        st.info(t(f"check.run_mode.resume.state.{entry['verdict']}"), icon=":material/info:")
     else:
         where = t(
             "across.restart.parts", point=names[chosen], where=first_red(entry, updates, accum)

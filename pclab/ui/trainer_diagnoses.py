@@ -57,6 +57,8 @@ def _is_one_over_k(d: dict, check: dict) -> bool:
 def _no_evidence_case(d: dict, check: dict) -> str:
     """As the builders word it: the coupled mode's own (diagnoses.no_evidence_coupled_*)."""
     mode = "coupled_" if check.get("mode") == "coupled" else ""
+    if d.get("resume"):  # a restart the check could not place (diagnoses.no_evidence_resume)
+        return "resume_run"
     if d.get("scenario") is None:
         unsplit = check["world_size"] * check["accum_steps"] == 1
         return f"{mode}{'unsplit_run' if unsplit else 'run'}"

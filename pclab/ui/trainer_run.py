@@ -162,7 +162,9 @@ def banner(check: dict) -> None:
                 t("check.run_mode.results.resume_failed", points=points), icon=":material/error:"
             )
     elif status == "no_evidence":
-        st.warning(t("check.run_mode.results.no_evidence"), icon=":material/help:")
+        unplaced = any(e["verdict"] == "no_evidence" for e in check.get("resume") or ())
+        key = "no_evidence_resume" if unplaced else "no_evidence"
+        st.warning(t(f"check.run_mode.results.{key}"), icon=":material/help:")
     else:
         st.error(t("check.results.unusable"), icon=":material/error:")
     found = [d for d in check["diagnoses"] if d.get("scenario") is None and not _is_resume(d)]

@@ -278,6 +278,7 @@ def resume_frame(entries: list[dict], updates: list[dict], accum: int) -> pd.Dat
     verdict, the first update that parts from the uninterrupted run and from the one-process
     run, and the stable codes of what went wrong."""
     states = {"same_run": "same_run", "different": "parts", "not_killed": "not_killed"}
+    states["no_evidence"] = "no_evidence"
     rows = [
         {
             "point": views.say("run_mode.point", e["point"]),

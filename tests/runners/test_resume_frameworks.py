@@ -60,6 +60,8 @@ ADAPTERS = {  # adapter -> (its folder, the packages it needs)
     "run_resume_lightning_accumulate": ("lightning", ("lightning",)),
     "run_resume_deepspeed_engine": ("deepspeed", ("deepspeed",)),
     "run_resume_clm_no_trainer": ("accelerate", ("accelerate", "transformers")),
+    "run_resume_hf_trainer_deepspeed_zero2": ("deepspeed", ("deepspeed", "transformers")),
+    "run_resume_trl_sft": ("trl", ("trl", "transformers")),
 }
 RECORDS = ("PCL_FRAMEWORK_RECORD", "PCL_HF_TRAINER_RECORD")  # framework_lm.py, run_hf_trainer.py
 RUN_CODES = set(LOOP_CODE_NAMES)
@@ -99,6 +101,16 @@ MEASURED_RUN = {  # adapter -> {scenario: (verdict, its run codes)}
         "uneven": ("different", {"tail_window_scaled", "schedule_length"}),
         "empty_window": ("different", {"tail_window_scaled", "scheduler_on_skip"}),
         "equal_counts": ("different", {"tail_window_scaled", "schedule_length"}),
+    },
+    "run_resume_hf_trainer_deepspeed_zero2": {  # run_hf_trainer_deepspeed_zero2.py's
+        "uneven": ("same_update", set()),
+        "empty_window": ("different", {"scheduler_on_skip"}),
+        "equal_counts": ("same_update", set()),
+    },
+    "run_resume_trl_sft": {  # run_trl_sft.py's
+        "uneven": ("same_update", set()),
+        "empty_window": ("different", {"scheduler_on_skip"}),
+        "equal_counts": ("same_update", set()),
     },
 }
 LIGHTNING_REPLAYED = {"data_replayed", "data_skipped", "counter_reset"}
@@ -140,8 +152,22 @@ MEASURED_RESUME = {  # adapter -> {kill point: (verdict, codes, killed_at, resum
         "before_tail": ("different", CLM_EPOCH_AGAIN, 5, 5),
         "epoch_boundary": ("different", CLM_EPOCH_AGAIN | {"counter_reset"}, 6, 2),
     },
+    "run_resume_hf_trainer_deepspeed_zero2": {  # the plain Trainer's, through the engine
+        "mid_epoch": ("same_run", set(), 3, 3),
+        "mid_window": ("same_run", set(), 4, 3),  # its window again, from the start
+        "before_tail": ("same_run", set(), 5, 5),
+        "epoch_boundary": ("same_run", set(), 6, 6),
+    },
+    # SFTTrainer tokenizes its own text: a restart whose first microbatch holds several
+    # documents (padded its own way) is no input the check handed out, so it is not placed
+    "run_resume_trl_sft": {
+        "mid_epoch": ("no_evidence", set(), 3, None),
+        "mid_window": ("no_evidence", set(), 4, None),
+        "before_tail": ("same_run", set(), 5, 5),  # the tail: one document, as handed out
+        "epoch_boundary": ("no_evidence", set(), 6, None),
+    },
 }
-pytestmark = pytest.mark.timeout(900)  # six adapters x (1 run + 8 resume launches), warm
+pytestmark = pytest.mark.timeout(900)  # eight adapters x (1 run + 8 resume launches), warm
 
 
 def _missing(adapter: str) -> list[str]:
@@ -324,6 +350,45 @@ def test_run_clm_no_trainer_resumes_from_the_folder_name_and_serves_epoch_0_agai
         ("step_3", 0, 5, (0,)),
     ]
     assert {x["iteration_on_load"] for x in restarts} == {0}
+
+
+@pytest.mark.slow
+def test_trainer_with_zero2_resumes_through_the_engine_from_update_boundaries(resumed):
+    """The Trainer's checkpoints under ZeRO-2 (the engine's save_checkpoint into
+    checkpoint-<step>, deepspeed_load_checkpoint on resume), as without DeepSpeed: only after
+    an update, every restart ending at global_step 6 with the schedule stepped 6 times, the
+    Trainer's SGD on the engine stepping, never the optimizer passed in."""
+    _check(resumed, "run_resume_hf_trainer_deepspeed_zero2")
+    lines = resumed["lines"]["run_resume_hf_trainer_deepspeed_zero2"]
+    restarts = [x for x in lines if x["resumed_from"]]
+    assert sorted({x["resumed_from"] for x in restarts}) == [
+        "checkpoint-1",
+        "checkpoint-2",
+        "checkpoint-3",
+    ]
+    assert all(x["global_step"] == 6 and x["scheduler_steps"] == 6 for x in restarts)
+    assert {(x["wrapped_in"], x["zero_stage"], x["optimizer_class"]) for x in lines} == {
+        ("DeepSpeedEngine", 2, "SGD")
+    }
+    assert {x["passed_optimizer_steps"] for x in lines} == {0}
+
+
+@pytest.mark.slow
+def test_trl_resumes_as_the_trainer_does_where_the_check_cannot_place_it(resumed):
+    """What the check cannot judge, the record shows: SFTTrainer came back from the
+    Trainer's update-boundary checkpoints (checkpoint-1 for both kills in window 2) and ended
+    at global_step 6 with its schedule stepped 6 times, as uninterrupted."""
+    _check(resumed, "run_resume_trl_sft")
+    restarts = [x for x in resumed["lines"]["run_resume_trl_sft"] if x.get("resumed_from")]
+    assert sorted({x["resumed_from"] for x in restarts}) == [
+        "checkpoint-1",
+        "checkpoint-2",
+        "checkpoint-3",
+    ]
+    assert all(x["global_step"] == 6 and x["scheduler_steps"] == 6 for x in restarts)
+    check = resumed["checks"]["run_resume_trl_sft"]
+    said = [ln for ln in run_summary.lines(check) if "no evidence" in ln]
+    assert len(said) == 3 and all("not placed" in ln for ln in said), said
 
 
 @pytest.mark.slow

@@ -208,3 +208,12 @@ def test_an_environment_of_its_own_records_its_run_rows_too(tmp_path):
     assert steps[-1][-3:] == ["--runs", "--only", "torchtune"]
     olmo = framework_env.commands("ai2-olmo-core", tmp_path / "venv")
     assert not any("--runs" in step for step in olmo)  # no run row yet
+
+
+def test_restarts_the_check_could_not_place_are_said_once_as_no_evidence():
+    """TRL's record: three kill points no_evidence (not placed), one the same run."""
+    words = run_words.cells(RECORDS["run_trl_sft"], say_english)["resume"]
+    assert words == (
+        "no evidence at mid_epoch, mid_window, epoch_boundary (the restart runs inputs the "
+        "check did not hand out, so it cannot be placed); the same run at the other 1."
+    )

@@ -76,3 +76,43 @@ def test_a_restart_from_the_start_of_the_data_replays():
     resumed = _steps(ENDS, [1.5, 2.0, 3.0, 4.0, 5.0, 6.0], start=1.0)
     got = _judged(forwards, resumed)
     assert got["resumed_from"] == 1 and "data_replayed" in got["codes"], got["codes"]
+
+
+def test_a_restart_whose_first_input_the_check_did_not_hand_out_is_no_evidence():
+    """A loop that builds its own inputs (TRL's SFTTrainer tokenizes text) is counted in
+    order from 1 after a restart: judged from there, a right restart read as replaying. Not
+    placed, the point is no evidence, with no code and no place it came back to."""
+    resumed = _steps(ENDS[1:], [2.0, 3.0, 4.0, 5.0, 6.0], start=1.0)
+    killed = _steps([2], [1.0])
+    straight = _steps(ENDS, [float(i + 1) for i in range(len(ENDS))])
+    launches = Launches(killed, resumed, list(range(1, 9)), straight, placed=False)
+    got = judge(launches, REFERENCE, KILL_AT, tolerance=1e-12)
+    assert (got["verdict"], got["codes"], got["resumed_from"]) == ("no_evidence", [], None)
+    assert got["first_divergence"] is None and got["steps_after"] == 5
+
+
+def test_a_run_right_everywhere_but_an_unplaced_restart_is_no_evidence(monkeypatch):
+    """report.with_resume (its launches stood in for): one kill point not placed, the others
+    the same run, turns a passing run into no_evidence (exit 2), never a pass; a different
+    point still makes it different."""
+    from pathlib import Path
+
+    import pclab.experiments.trainer_check.resume as resume
+    from pclab.experiments.trainer_check import report
+    from pclab.experiments.trainer_check.judging import exit_code
+
+    example = Path(__file__).parents[2] / "examples" / "trainers" / "run_resume_correct.py"
+    for verdicts, status in (
+        (("same_run", "no_evidence"), "no_evidence"),
+        (("different", "no_evidence"), "different"),
+        (("same_run", "same_run"), "same_update"),
+    ):
+        entries = [{"point": f"p{i}", "verdict": v, "codes": []} for i, v in enumerate(verdicts)]
+        monkeypatch.setattr(resume, "check", lambda *a, e=entries, **k: e)
+        check = {"mode": "run", "status": "same_update", "passed": True, "diagnoses": []}
+        check |= {"trainer": str(example), "world_size": 2, "accum_steps": 2, "tolerance": 1e-10}
+        report.with_resume(check, None, 60.0)
+        assert check["status"] == status, verdicts
+        said = [d for d in check["diagnoses"] if d["code"] == "no_evidence"]
+        assert [d.get("resume") for d in said] == ([True] if status == "no_evidence" else [])
+    assert exit_code({"status": "no_evidence"}) == 2

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pclab.experiments.trainer_check import run_loop, run_reference, run_solve
+from pclab.experiments.trainer_check import run_loop, run_reference, run_report, run_solve
 from pclab.experiments.trainer_check.run_observe import Step
 from pclab.experiments.trainer_check.trainer_file import load
 
@@ -118,3 +118,16 @@ def test_a_moved_start_is_the_same_on_every_call_and_differs_from_the_file_s_own
     for (name, p), q, r in zip(own.named_parameters(), a.parameters(), b.parameters()):
         assert torch.equal(q, r), name
         assert not torch.equal(p, q), name
+
+
+@pytest.mark.parametrize(
+    ("residual", "leak", "scheme"), [(1e-15, 4.0, "global_token"), (0.77, None, "other")]
+)
+def test_a_leak_is_claimed_only_from_weights_that_explain_the_step(residual, leak, scheme):
+    """A solve that leaves a residual (a step no weighted sum of the microbatches' gradients
+    makes: measured, a ZeRO-2 Trainer that stepped AdamW when handed SGD, residual 0.77) has
+    weights on earlier microbatches that mean nothing: no gradient_leak from them."""
+    entry = {"window": 0, "weights": [[1.0, 1.0]], "counts": [[3, 5]], "leak": 4.0}
+    updates = [{"skipped": False}]
+    run_report._attach_solve(updates, [entry | {"residual": residual, "identifiable": True}], 1e-9)
+    assert (updates[0]["leak"], updates[0]["scheme"]) == (leak, scheme)

@@ -90,49 +90,57 @@ GLOBAL_BATCH = True  # every rank's epochs: Trainer's prepared DataLoader shards
 def train_loop(model, optimizer, epochs, accum_steps):
     """SFTTrainer.train() over the run: num_train_epochs = len(epochs), the lab's optimizer,
     SFTTrainer's own scheduler and clipping."""
+    with tempfile.TemporaryDirectory(prefix="pcl-trl-run-") as out:
+        sft_loop(model, optimizer, epochs, accum_steps, out, ADAPTER)
+
+
+def sft_loop(model, optimizer, epochs, accum_steps, output_dir, adapter, resume=False, **saving):
+    """The run: SFTTrainer over the epochs' prepared text, writing into `output_dir` (with
+    `saving`, TrainingArguments' save arguments: run_resume_trl_sft.py's) and, if `resume`,
+    resumed from its last checkpoint there; `adapter` names the evidence it records."""
     import datasets
     from transformers import PrinterCallback
+    from transformers.trainer_utils import get_last_checkpoint
     from trl import SFTConfig, SFTTrainer
 
     if not _QUIET:
         _quiet_and_fast()
         _QUIET.append(True)
+    last = get_last_checkpoint(output_dir) if resume else None  # None: nothing saved yet
     texts = [
         datasets.Dataset.from_dict({"text": [r["text"] for r in epoch]})
         for epoch in global_rows(epochs)
     ]
     counter = StepCounter(optimizer)
-    with tempfile.TemporaryDirectory(prefix="pcl-trl-run-") as out:
-        args = SFTConfig(
-            output_dir=out,
-            per_device_train_batch_size=BATCH_SIZE,
-            gradient_accumulation_steps=accum_steps,
-            num_train_epochs=len(epochs),
-            train_sampling_strategy="sequential",
-            bf16=False,  # bf16=True, SFTConfig's default, autocasts to bfloat16
-            ddp_find_unused_parameters=False,
-            seed=0,
-            **ONE_QUIET_STEP_ON_CPU,
-        )
-        trainer = observed(SFTTrainer)(
-            model=model,
-            args=args,
-            train_dataset=texts[0],
-            processing_class=tokenizer(),
-            optimizers=(optimizer, None),  # the lab's optimizer, SFTTrainer's own scheduler
-        )
-        trainer.remove_callback(PrinterCallback)
-        prepared = [trainer.train_dataset] + [
-            trainer._prepare_dataset(
-                text, trainer.processing_class, args, args.packing, None, "train"
-            )
-            for text in texts[1:]
-        ]
-        data = EpochData(prepared)
-        trainer.train_dataset = data
-        trainer.train()
+    args = SFTConfig(
+        output_dir=output_dir,
+        per_device_train_batch_size=BATCH_SIZE,
+        gradient_accumulation_steps=accum_steps,
+        num_train_epochs=len(epochs),
+        train_sampling_strategy="sequential",
+        bf16=False,  # bf16=True, SFTConfig's default, autocasts to bfloat16
+        ddp_find_unused_parameters=False,
+        seed=0,
+        **(ONE_QUIET_STEP_ON_CPU | saving),
+    )
+    trainer = observed(SFTTrainer)(
+        model=model,
+        args=args,
+        train_dataset=texts[0],
+        processing_class=tokenizer(),
+        optimizers=(optimizer, None),  # the lab's optimizer, SFTTrainer's own scheduler
+    )
+    trainer.remove_callback(PrinterCallback)
+    prepared = [trainer.train_dataset] + [
+        trainer._prepare_dataset(text, trainer.processing_class, args, args.packing, None, "train")
+        for text in texts[1:]
+    ]
+    data = EpochData(prepared)
+    trainer.train_dataset = data
+    trainer.train(resume_from_checkpoint=last)
+    resumed = {"resumed_from": None if last is None else Path(last).name} if resume else {}
     record(
-        ADAPTER,
+        adapter,
         global_step=trainer.state.global_step,
         max_steps=trainer.state.max_steps,
         optimizer_steps=counter.close(),
@@ -147,4 +155,5 @@ def train_loop(model, optimizer, epochs, accum_steps):
         synced=trainer.synced,  # per microstep: True where DDP all-reduced
         max_grad_norm=trainer.args.max_grad_norm,
         lr_scheduler_type=str(trainer.args.lr_scheduler_type),
+        **resumed,
     )

@@ -152,6 +152,18 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
         DIFFERENT,
     ),
     Example(
+        "frameworks/deepspeed/run_resume_hf_trainer_deepspeed_zero2.py",
+        "resumable, `Trainer` + ZeRO-2 saving every update through the engine",
+        "scheduler_on_skip",
+        DIFFERENT,
+    ),
+    Example(
+        "frameworks/trl/run_resume_trl_sft.py",
+        "resumable, TRL's `SFTTrainer` saving every update: three restarts it cannot place",
+        "scheduler_on_skip",
+        DIFFERENT,
+    ),
+    Example(
         "frameworks/lightning/run_resume_lightning_accumulate.py",
         'resumable, Lightning\'s `ModelCheckpoint` every step, `fit(ckpt_path="last")`',
         "tail_window_scaled, scheduler_on_skip, counter_reset, data_replayed, data_skipped",

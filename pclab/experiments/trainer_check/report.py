@@ -80,8 +80,10 @@ def build_report(ranks: tuple[dict[str, Any], ...]) -> dict[str, Any]:
 def with_resume(check: dict[str, Any], params: Any, timeout_s: float, **options: Any) -> None:
     """A run-mode check of a resumable file (train_loop takes checkpoint_dir), killed and
     restarted for real at each kill point (resume.py): `check["resume"]`, its diagnoses, and
-    the status `different` when a restarted run is not the straight run. Nothing else is."""
+    the status `different` when a restarted run is not the straight run, `no_evidence` when a
+    run that is right everywhere else has a restart it could not place. Nothing else is."""
     import pclab.experiments.trainer_check.run_contract as run_contract
+    import pclab.experiments.trainer_check.run_messages as run_messages
     from pclab.experiments.trainer_check.trainer_file import load
 
     if check.get("mode") != "run" or check["status"] == "unusable":
@@ -96,6 +98,9 @@ def with_resume(check: dict[str, Any], params: Any, timeout_s: float, **options:
     check["diagnoses"] += resume.diagnoses(entries)
     if any(e["verdict"] == "different" for e in entries):
         check["status"], check["passed"] = "different", False
+    elif check["passed"] and any(e["verdict"] == "no_evidence" for e in entries):
+        check["diagnoses"].append(run_messages.no_evidence_resume())  # a restart never judged
+        check["status"], check["passed"] = "no_evidence", False
 
 
 def agrees(report: dict[str, Any]) -> bool:

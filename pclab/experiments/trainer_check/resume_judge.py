@@ -15,6 +15,10 @@ went wrong named from what the two launches did:
     counter_reset         it stepped where no window ends: the window boundary moved
     window_gradient_lost  killed mid-window, it came back inside that window past its start,
                           and the window's update lacks what was accumulated before the kill
+
+A resumed launch whose first microbatch is not one the check handed out (a loop that builds
+its own inputs: TRL's SFTTrainer tokenizes text) cannot be placed: that kill point is
+`no_evidence`, never judged from a guessed position.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ class Launches:
     resumed: list[Step]  # the resumed launch's steps
     resumed_forwards: list[int]  # the run index of every microbatch the resumed launch ran
     straight: list[Step]  # the same loop, never stopped
+    # the resumed launch's first forward ran an input the check handed out (a loop that
+    # tokenizes its own text runs none): only then is it known where the run came back
+    placed: bool = True
 
 
 def _window(windows: list[Window], position: int) -> int | None:
@@ -142,6 +149,17 @@ def judge(
     """The resumed trajectory against the reference and the straight run: where it first
     parts from each (an update index, None: it does not), the codes, and where it resumed."""
     _, updates, windows = reference
+    if not launches.placed:  # counted in order from 1, it would be judged from the wrong place
+        return {
+            "killed_at": kill_at,
+            "resumed_from": None,
+            "steps_before_kill": len(launches.killed),
+            "steps_after": len(launches.resumed),
+            "first_divergence": None,
+            "first_divergence_from_reference": None,
+            "verdict": "no_evidence",
+            "codes": [],
+        }
     chosen: dict[int, Step] = {}
     for step in [*launches.killed, *launches.resumed]:  # a later launch's step wins
         at = _window(windows, step.forwards)

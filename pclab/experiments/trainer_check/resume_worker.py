@@ -110,7 +110,9 @@ def main(argv: list[str] | None = None) -> None:
         trainer, epochs, rank, args.accum, "cpu", False, args.checkpoint_dir, Recording
     )
     judged = resume_judge.judge(
-        resume_judge.Launches(traced_steps(trace), resumed, seen[0].seen, straight),
+        resume_judge.Launches(
+            traced_steps(trace), resumed, seen[0].seen, straight, seen[0].placed[:1] != [False]
+        ),
         (initial, updates, windows),
         args.kill_at,
         args.tolerance,

@@ -165,3 +165,14 @@ def resume_code(code: str, points: list[str], message: str = "") -> Diagnosis:
     said = f" ({message})" if message and code == "not_resumable" else ""
     text = f"killed at {where}: {what}{said}. {fix[0].upper()}{fix[1:]}"
     return _diagnosis(code, text, None, points=points)
+
+
+def no_evidence_resume() -> Diagnosis:
+    """A run right everywhere else with a restart the check could not place (resume.py)."""
+    return _diagnosis(
+        "no_evidence",
+        "no evidence: a restarted run's first microbatch is not one the check handed out (the "
+        "loop builds its own inputs), so where it came back cannot be told and that restart "
+        "was not judged. Hand the loop the check's tensors to check its resume",
+        resume=True,
+    )

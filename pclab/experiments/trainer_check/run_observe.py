@@ -52,6 +52,7 @@ class Observer:
     forwards: int = 0
     steps: list[Step] = field(default_factory=list)
     seen: list[int] = field(default_factory=list)  # every forward's run index, in order
+    placed: list[bool] = field(default_factory=list)  # per forward: its input was handed out
     _handles: list[Any] = field(default_factory=list)
     _pending: list[tuple[int, tuple[float, ...], State]] = field(default_factory=list)
     _deferred: tuple[int, tuple[float, ...], State, torch.optim.Optimizer] | None = None
@@ -66,6 +67,7 @@ class Observer:
         # an input the check did not hand out (a copy, a framework's own batch): in order
         self.forwards = self.positions.get(given, self.forwards + 1) if given else self.forwards + 1
         self.seen.append(self.forwards)
+        self.placed.append(given is not None and given in self.positions)
 
     def _pre(self, optimizer: torch.optim.Optimizer, *_: object) -> None:
         lrs = tuple(float(g.get("lr", float("nan"))) for g in optimizer.param_groups)

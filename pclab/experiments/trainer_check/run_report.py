@@ -41,14 +41,17 @@ def _attach_solve(updates: list[dict[str, Any]], solved: list[dict[str, Any]], r
             updates[at] |= {"scheme": None, "weights": None, "leak": None}
             continue
         weights, counts = entry["weights"], entry["counts"]
+        fits = entry["residual"] is not None and entry["residual"] <= rtol
         scheme = "other"
-        if entry["residual"] is not None and entry["residual"] <= rtol and sum(map(sum, counts)):
+        if fits and sum(map(sum, counts)):
             scheme = update_weights.closest_scheme(weights, counts, rtol)
         updates[at] |= {
             "scheme": scheme,
             "weights": weights,
             "counts": counts,
-            "leak": entry["leak"],
+            # a step no weighted sum of gradients explains (a loop that stepped another rule
+            # than the SGD it was handed) has no weight on an earlier microbatch to claim
+            "leak": entry["leak"] if fits else None,
             "residual": entry["residual"],
         }
 

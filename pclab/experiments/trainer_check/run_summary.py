@@ -56,6 +56,8 @@ def _resume(entry: dict[str, Any]) -> str:
     head = f"    {entry['point']:<15} killed at microbatch {entry['killed_at']}"
     if entry["verdict"] == "not_killed":
         return f"{head}: the run ended before it"
+    if entry["verdict"] == "no_evidence":
+        return f"{head}: no evidence (its restart's inputs are not the check's: not placed)"
     back = entry.get("resumed_from")
     said = "same run" if entry["verdict"] == "same_run" else "DIFFERENT"
     part = entry.get("first_divergence")

@@ -73,9 +73,12 @@ ROWS = (
     RunRow("run_hf_trainer", "transformers Trainer", "transformers", "run_resume_hf_trainer"),
     RunRow("run_deepspeed_engine", "DeepSpeed", "deepspeed", "run_resume_deepspeed_engine"),
     RunRow(
-        "run_hf_trainer_deepspeed_zero2", "transformers Trainer + DeepSpeed ZeRO-2", "deepspeed"
+        "run_hf_trainer_deepspeed_zero2",
+        "transformers Trainer + DeepSpeed ZeRO-2",
+        "deepspeed",
+        "run_resume_hf_trainer_deepspeed_zero2",
     ),
-    RunRow("run_trl_sft", "TRL SFTTrainer", "trl"),
+    RunRow("run_trl_sft", "TRL SFTTrainer", "trl", "run_resume_trl_sft"),
     RunRow(
         "run_clm_no_trainer",
         "transformers' run_clm_no_trainer.py (Accelerate)",

@@ -72,13 +72,23 @@ def resume(record: dict[str, Any], say: Say) -> str:
     points = record.get("resume")
     if points is None:
         return say("frameworks.runs.resume_none")
-    wrong = [p for p in points if p["verdict"] != "same_run"]
-    if not wrong:
+    same = [p for p in points if p["verdict"] == "same_run"]
+    if len(same) == len(points):
         return say("frameworks.runs.resume_same", points=len(points))
-    found = "; ".join(f"{_code_list(p['codes']) or p['verdict']} ({p['point']})" for p in wrong)
-    if len(wrong) == len(points):  # no kill point left to call the same run
+    parts = [
+        f"{_code_list(p['codes']) or p['verdict']} ({p['point']})"
+        for p in points
+        if p["verdict"] not in ("same_run", "no_evidence")
+    ]
+    unplaced = [p["point"] for p in points if p["verdict"] == "no_evidence"]
+    if unplaced:  # restarts the check could not place, said once
+        parts.append(say("frameworks.runs.resume_unplaced", points=", ".join(unplaced)))
+    found = "; ".join(parts)
+    if same:
+        return say("frameworks.runs.resume_found", found=found, others=len(same))
+    if all(p["verdict"] == "different" for p in points):
         return say("frameworks.runs.resume_all_differ", found=found)
-    return say("frameworks.runs.resume_found", found=found, others=len(points) - len(wrong))
+    return say("frameworks.runs.resume_none_same", found=found)
 
 
 def codes_found(record: dict[str, Any]) -> list[str]:
