@@ -53,7 +53,7 @@ import os
 import pytest
 from runner_support import ROOT
 
-from pclab.experiments.trainer_check import EXPERIMENT
+from pclab.experiments.trainer_check import EXPERIMENT, run_summary
 from pclab.experiments.trainer_check.frameworks import run_table
 from pclab.experiments.trainer_check.frameworks.setting import installed_version
 from pclab.experiments.trainer_check.params import Params
@@ -69,6 +69,10 @@ ADAPTERS = {  # adapter -> (its file, the packages it needs)
     # before TRL's and run_clm_no_trainer's on purpose: in the same launch they hold it to leaving
     # no DeepSpeed state behind (hf_trainer_deepspeed_zero2.no_deepspeed_left)
     "run_hf_trainer_deepspeed_zero2": ("deepspeed", ("deepspeed", "transformers", "accelerate")),
+    "run_hf_trainer_deepspeed_zero2_adamw": (
+        "deepspeed",
+        ("deepspeed", "transformers", "accelerate"),
+    ),
     "run_trl_sft": ("trl", ("trl", "transformers", "accelerate")),
     "run_clm_no_trainer": ("accelerate", ("accelerate", "transformers")),
 }
@@ -103,6 +107,11 @@ MEASURED = {  # adapter -> {scenario: (verdict, its run codes)}; every check is 
         "empty_window": ("different", {"scheduler_on_skip"}),
         "equal_counts": ("same_update", set()),
     },
+    "run_hf_trainer_deepspeed_zero2_adamw": {  # the same, AdamW's state on ZeRO's partitions
+        "uneven": ("same_update", set()),
+        "empty_window": ("different", {"scheduler_on_skip"}),
+        "equal_counts": ("same_update", set()),
+    },
     "run_trl_sft": {  # Trainer's loop underneath
         "uneven": ("same_update", set()),
         "empty_window": ("different", {"scheduler_on_skip"}),
@@ -114,7 +123,7 @@ MEASURED = {  # adapter -> {scenario: (verdict, its run codes)}; every check is 
         "equal_counts": ("different", {"tail_window_scaled", "schedule_length"}),
     },
 }
-pytestmark = pytest.mark.timeout(1200)  # the seven loops: a few minutes beside a busy core
+pytestmark = pytest.mark.timeout(1200)  # the eight loops: a few minutes beside a busy core
 
 
 def _missing(adapter: str) -> list[str]:
@@ -310,6 +319,24 @@ def test_zero2_under_the_trainer_is_the_trainer_s_row_one_update_per_window(run)
 
 
 @pytest.mark.slow
+def test_zero2_with_adamw_is_compared_on_the_parameters_alone(run):
+    """ZeRO-2 holds AdamW's moments on its flat partitions, keyed by none of the model's
+    parameters: the check says it did not read them (the note) and compares every update on
+    the parameters, where it had diverged at once on a "missing" exp_avg."""
+    check = _check(run, "run_hf_trainer_deepspeed_zero2_adamw")
+    for name in ("uneven", "equal_counts"):
+        s = _scenario(check, name)
+        assert "optimizer_state_unread" in s["notes"], s["notes"]
+        assert s["verdict"] == "same_update" and s["max_abs_diff"] <= s["tolerance"] < 1e-5
+        assert all(u["first_divergence"] is None for u in s["updates"]), s["updates"]
+    lines = run["lines"]["run_hf_trainer_deepspeed_zero2_adamw"]
+    # AdamW for the run; SGD for the check's replays that solve the weights (SGD handed in)
+    assert {(x["optimizer_class"], x["zero_stage"]) for x in lines} == {("AdamW", 2), ("SGD", 2)}
+    said = run_summary.lines(check)
+    assert any("its state is not read" in ln for ln in said), said
+
+
+@pytest.mark.slow
 def test_lightning_divides_its_tail_by_k(run):
     check = _check(run, "run_lightning_accumulate")
     uneven = _scenario(check, "uneven")
@@ -425,7 +452,7 @@ def test_run_clm_no_trainers_schedule_counts_the_p_tails_as_one_window(run):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("adapter", [r.code for r in run_table.ROWS if r.code in ADAPTERS])
 def test_the_table_across_a_run_records_what_the_live_loop_does(run, adapter):
     """ "Frameworks, measured" and the README's table across a run read the record
     (frameworks.run_table): the live check of the same loop tells the same story."""

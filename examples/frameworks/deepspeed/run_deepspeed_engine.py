@@ -83,19 +83,30 @@ __all__ += ["make_scheduler", "token_losses", "train_loop"]
 ADAPTER = Path(__file__).stem  # names this setting in the record
 
 
-def train_loop(model, optimizer, epochs, accum_steps):
-    """DeepSpeed's loop over the run: len(epochs) passes over one DataLoader, the engine
-    stepping at its own accumulation boundaries."""
+def engine_run(model, optimizer, epochs, accum_steps):
+    """The guide's set-up for the run (and run_resume_deepspeed_engine.py's): this rank's
+    epochs behind one DataLoader, the engine over the lab's optimizer and the intended client
+    schedule for the loop's own count of updates. (engine, its optimizer, its scheduler, the
+    data, the loader, that count)."""
     deepspeed = quiet_deepspeed()
     data = EpochData([[row for mb in epoch for row in rows(mb)] for epoch in epochs])
     loader = torch.utils.data.DataLoader(data, batch_size=BATCH_SIZE)
     num_updates = math.ceil(len(loader) / accum_steps) * len(epochs)  # the loop's own count
-    counter = StepCounter(optimizer)
     engine, engine_optimizer, _, engine_scheduler = deepspeed.initialize(
         model=model,
         optimizer=optimizer,
         lr_scheduler=make_scheduler(optimizer, num_updates),
         config=engine_config(accum_steps, zero_optimization={"stage": 0}),
+    )
+    return engine, engine_optimizer, engine_scheduler, data, loader, num_updates
+
+
+def train_loop(model, optimizer, epochs, accum_steps):
+    """DeepSpeed's loop over the run: len(epochs) passes over one DataLoader, the engine
+    stepping at its own accumulation boundaries."""
+    counter = StepCounter(optimizer)
+    engine, engine_optimizer, engine_scheduler, data, loader, num_updates = engine_run(
+        model, optimizer, epochs, accum_steps
     )
     microsteps = []  # per microstep: (epoch, the engine's micro_steps, its boundary)
     for epoch in range(len(epochs)):

@@ -57,36 +57,53 @@ __all__ = ["BATCH_SIZE", "DTYPE", "SEQ_LEN", "VOCAB_SIZE", "GLOBAL_BATCH", "buil
 __all__ += ["make_scheduler", "token_losses", "train_loop"]
 GLOBAL_BATCH = True  # every rank's epochs: Trainer's prepared DataLoader shards them
 ADAPTER = Path(__file__).stem  # names this setting in the record
+OPTIM = {"SGD": "sgd", "AdamW": "adamw_torch"}  # the passed optimizer -> TrainingArguments.optim
 
 
 def train_loop(model, optimizer, epochs, accum_steps):
     """Trainer.train() with ZeRO-2 over the run; the passed optimizer's rule stated in
     TrainingArguments for the one Trainer builds instead."""
+    zero2_run(model, optimizer, epochs, accum_steps, ADAPTER)
+
+
+def zero2_run(model, optimizer, epochs, accum_steps, adapter):
+    """The run (run_hf_trainer_deepspeed_zero2_adamw.py's too): `adapter` names its record."""
     os.environ.setdefault("DS_ACCELERATOR", "cpu")  # else deepspeed probes and warns
-    (group,) = optimizer.param_groups
     passed = StepCounter(optimizer)
     data = EpochData(global_rows(epochs))
     with no_deepspeed_left(), tempfile.TemporaryDirectory(prefix="pcl-hf-zero2-") as out:
-        trainer = trainer_for(
-            model,
-            optimizer,
-            data,
-            epochs,
-            accum_steps,
-            out,
-            deepspeed=dict(ZERO_2),
-            optim="sgd",
-            learning_rate=group["lr"],
-        )
+        trainer = zero2_trainer(model, optimizer, data, epochs, accum_steps, out)
         trainer.train()
-        _record(trainer, optimizer, passed, data)
+        _record(trainer, optimizer, passed, data, adapter)
 
 
-def _record(trainer, optimizer, passed: StepCounter, data: EpochData) -> None:
+def zero2_trainer(model, optimizer, data, epochs, accum_steps, output_dir, **saving):
+    """run_hf_trainer.py's Trainer with ZeRO-2 (and run_resume_hf_trainer_deepspeed_zero2.py's,
+    with its `saving` arguments): the passed optimizer's rule (SGD, or AdamW without weight
+    decay: TrainingArguments' defaults are torch's), stated for the one the Trainer builds."""
+    (group,) = optimizer.param_groups
+    optim = OPTIM.get(type(optimizer).__name__)
+    if optim is None or group.get("weight_decay", 0.0) or group.get("momentum", 0.0):
+        raise ValueError(f"optimizer={optimizer!r}: plain SGD or AdamW(weight_decay=0) only")
+    return trainer_for(
+        model,
+        optimizer,
+        data,
+        epochs,
+        accum_steps,
+        output_dir,
+        deepspeed=dict(ZERO_2),
+        optim=optim,
+        learning_rate=group["lr"],
+        **saving,
+    )
+
+
+def _record(trainer, optimizer, passed: StepCounter, data: EpochData, adapter: str) -> None:
     """This rank's evidence of the run (read before no_deepspeed_left clears the state)."""
     engine = trainer.model_wrapped
     record(
-        ADAPTER,
+        adapter,
         global_step=trainer.state.global_step,
         max_steps=trainer.state.max_steps,
         distributed_type=trainer.accelerator.distributed_type.name,  # DEEPSPEED

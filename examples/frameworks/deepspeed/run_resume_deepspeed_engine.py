@@ -44,27 +44,23 @@ deepspeed is imported inside the functions: only the ranks pay for the import.
 """
 
 import itertools
-import math
 import os
-import sys
 from pathlib import Path
 
 import torch
-from deepspeed_engine import DTYPE, build_model, engine_config, quiet_deepspeed
-
-# framework_lm.py and framework_run.py (what most adapters share) are in ../shared/
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
-
-from framework_lm import (  # noqa: E402
+from run_deepspeed_engine import (
     BATCH_SIZE,
+    DTYPE,
     SEQ_LEN,
     VOCAB_SIZE,
     StepCounter,
+    build_model,
+    engine_run,
+    make_scheduler,
     mean_loss,
     record,
     token_losses,
 )
-from framework_run import EpochData, make_scheduler, rows  # noqa: E402
 
 __all__ = ["BATCH_SIZE", "DTYPE", "SEQ_LEN", "VOCAB_SIZE", "build_model", "make_optimizer"]
 __all__ += ["make_scheduler", "token_losses", "train_loop"]
@@ -79,17 +75,8 @@ def make_optimizer(params):
 
 def train_loop(model, optimizer, epochs, accum_steps, checkpoint_dir):
     """DeepSpeed's loop over the run, a checkpoint after every batch, resumed from the latest."""
-    deepspeed = quiet_deepspeed()
-    data = EpochData([[row for mb in epoch for row in rows(mb)] for epoch in epochs])
-    loader = torch.utils.data.DataLoader(data, batch_size=BATCH_SIZE)
-    num_updates = math.ceil(len(loader) / accum_steps) * len(epochs)  # the loop's own count
     counter = StepCounter(optimizer)
-    engine, _, _, scheduler = deepspeed.initialize(
-        model=model,
-        optimizer=optimizer,
-        lr_scheduler=make_scheduler(optimizer, num_updates),
-        config=engine_config(accum_steps, zero_optimization={"stage": 0}),
-    )
+    engine, _, scheduler, data, loader, _ = engine_run(model, optimizer, epochs, accum_steps)
     resume = os.path.exists(os.path.join(checkpoint_dir, LATEST))
     torch.distributed.barrier()  # decided on every rank before any rank saves
     step, resumed_from = -1, None  # the last batch done, over the run

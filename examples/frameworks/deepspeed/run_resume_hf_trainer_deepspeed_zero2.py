@@ -32,24 +32,28 @@ transformers and deepspeed are imported inside the functions: only the ranks pay
 """
 
 import os
-import sys
 from pathlib import Path
 
-# the neighbours of other folders: run_hf_trainer.py and hf_trainer.py (Trainer's adapters)
-# in ../hf_trainer/, framework_run.py and framework_lm.py in ../shared/
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hf_trainer"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
-
-from framework_lm import StepCounter, record  # noqa: E402
-from framework_run import EpochData, global_rows  # noqa: E402
-from hf_trainer import BATCH_SIZE, SEQ_LEN, VOCAB_SIZE, token_losses  # noqa: E402
-from hf_trainer_deepspeed_zero2 import DTYPE, ZERO_2, build_model, no_deepspeed_left  # noqa: E402
-from run_hf_trainer import make_scheduler, trainer_for  # noqa: E402
-from run_resume_hf_trainer import SAVE_EVERY_UPDATE  # noqa: E402
+from run_hf_trainer_deepspeed_zero2 import (
+    BATCH_SIZE,
+    DTYPE,
+    GLOBAL_BATCH,
+    SEQ_LEN,
+    VOCAB_SIZE,
+    EpochData,
+    StepCounter,
+    build_model,
+    global_rows,
+    make_scheduler,
+    no_deepspeed_left,
+    record,
+    token_losses,
+    zero2_trainer,
+)
+from run_resume_hf_trainer import SAVE_EVERY_UPDATE  # ../hf_trainer/, put on the path by it
 
 __all__ = ["BATCH_SIZE", "DTYPE", "SEQ_LEN", "VOCAB_SIZE", "GLOBAL_BATCH", "build_model"]
 __all__ += ["make_scheduler", "token_losses", "train_loop"]
-GLOBAL_BATCH = True  # every rank's epochs: Trainer's prepared DataLoader shards them
 ADAPTER = Path(__file__).stem  # names this setting in the record
 
 
@@ -62,17 +66,8 @@ def train_loop(model, optimizer, epochs, accum_steps, checkpoint_dir):
     passed = StepCounter(optimizer)
     data = EpochData(global_rows(epochs))
     with no_deepspeed_left():
-        trainer = trainer_for(
-            model,
-            optimizer,
-            data,
-            epochs,
-            accum_steps,
-            checkpoint_dir,
-            deepspeed=dict(ZERO_2),
-            optim="sgd",
-            learning_rate=optimizer.param_groups[0]["lr"],
-            **SAVE_EVERY_UPDATE,
+        trainer = zero2_trainer(
+            model, optimizer, data, epochs, accum_steps, checkpoint_dir, **SAVE_EVERY_UPDATE
         )
         trainer.train(resume_from_checkpoint=last)
         engine = trainer.model_wrapped

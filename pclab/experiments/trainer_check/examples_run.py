@@ -121,6 +121,12 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
         DIFFERENT,
     ),
     Example(
+        "frameworks/deepspeed/run_hf_trainer_deepspeed_zero2_adamw.py",
+        "the same with AdamW, whose ZeRO-2 state the check compares on the parameters alone",
+        "scheduler_on_skip",
+        DIFFERENT,
+    ),
+    Example(
         "frameworks/trl/run_trl_sft.py",
         "TRL's `SFTTrainer.train()` on text it tokenizes itself",
         "scheduler_on_skip",

@@ -28,7 +28,7 @@ from typing import Any
 
 from pclab.experiments.trainer_check.run_observe import Step
 from pclab.experiments.trainer_check.run_reference import Update, Window
-from pclab.experiments.trainer_check.states import State, compare, same_state
+from pclab.experiments.trainer_check.states import State, compare, parameters_of, same_state
 
 RATE_RTOL = 1e-12
 
@@ -55,10 +55,6 @@ def _window(windows: list[Window], position: int) -> int | None:
         ),
         None,
     )
-
-
-def _parameters(state: State) -> State:
-    return {k: t for k, t in state.items() if k.startswith("parameter ")}
 
 
 def _step_count(state: State) -> float | None:
@@ -95,7 +91,7 @@ def _codes(
     restart = windows[done + 1].first_forward + 1 if done + 1 < len(windows) else None
     found: list[str] = []
     first = resumed[0] if resumed else None
-    if first is not None and killed and same_state(first.before, _parameters(initial)):
+    if first is not None and killed and same_state(first.before, parameters_of(initial)):
         return ["not_resumable"]  # its first step left from the initial weights
     came_back = launches.resumed_forwards[0] if launches.resumed_forwards else None
     # anywhere in the resumed launch, not only where it came back: a loop that serves a later
@@ -174,7 +170,10 @@ def judge(
                 continue
             if state is None or mine is None:
                 return i
-            _, first = compare(mine.after, state, tolerance)
+            # a wrapper's optimizer (ZeRO's flat partitions) was not read: parameters only
+            _, first = compare(
+                mine.after, state if mine.state_read else parameters_of(state), tolerance
+            )
             if first is not None:
                 return i
         return None

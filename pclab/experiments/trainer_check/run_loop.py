@@ -131,5 +131,6 @@ def watched_run(
     with observer(trainer, model, _positions(trainer, epochs, model)) as seen:
         trainer.call("train_loop", model, optimizer, given, accum, *folder)
     named = model_parameters(trainer, model, stepped_by_user=True)
-    final = snapshot(model, optimizer, named, with_optimizer=bool(seen.steps))
+    read = bool(seen.steps) and all(step.state_read for step in seen.steps)
+    final = snapshot(model, optimizer, named, with_optimizer=read)
     return seen.steps, final, named

@@ -40,6 +40,9 @@ class Step:
     lrs: tuple[float, ...]  # each param group's learning rate it stepped with
     before: State  # the parameters it started from ("parameter <name>", float64)
     after: State  # the parameters and that optimizer's state after it
+    # False: a wrapper's inner optimizer stepped (ZeRO's, on flat partitions: its state is
+    # keyed by none of the model's parameters), so `after` holds the parameters alone
+    state_read: bool = True
 
 
 @dataclass
@@ -118,7 +121,8 @@ class Observer:
         forwards, lrs, before, optimizer = self._deferred
         self._deferred = None
         named = model_parameters(self.trainer, self.model, stepped_by_user=True)
-        self._record(Step(forwards, lrs, before, snapshot(self.model, optimizer, named)))
+        after = snapshot(self.model, optimizer, named, with_optimizer=False)
+        self._record(Step(forwards, lrs, before, after, state_read=False))
 
     def __enter__(self) -> Observer:
         from torch.optim.optimizer import (

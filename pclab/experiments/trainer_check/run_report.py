@@ -143,6 +143,8 @@ def _scenario(
     s["notes"] = [] if agree else ["ranks_differ"]
     if any(e.get("identifiable") is False for e in first.get("solved", [])):
         s["notes"].append("not_identifiable")  # no weight, no leak: the model is too small
+    if not all(r.get("optimizer_state_read", True) for r in per_rank):
+        s["notes"].append("optimizer_state_unread")  # a wrapper's: parameters compared alone
     s["verdict"] = "different" if not passed else "same_update" if s["claims"] else "no_evidence"
     return s
 

@@ -33,6 +33,11 @@ def _scenario(s: dict[str, Any], check: dict[str, Any]) -> list[str]:
     d = s.get("first_divergence")
     if d:
         lines.append(f"    first divergence: update {d.get('update')} ({d.get('why')})")
+    if "optimizer_state_unread" in s.get("notes", ()):
+        lines.append(
+            "    note: a wrapper's optimizer stepped (ZeRO's flat partitions): its state is "
+            "not read, the parameters are compared alone"
+        )
     lines.append("    update  window   N     lr yours / intended   steps   max |delta|   scheme")
     lines.extend(_update(i, u, check["accum_steps"]) for i, u in enumerate(s.get("updates", [])))
     for diagnosis in check.get("diagnoses", []):

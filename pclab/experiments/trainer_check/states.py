@@ -23,6 +23,11 @@ class Divergence(TypedDict):
     why: str  # differs, missing, unexpected, shape, non-finite
 
 
+def parameters_of(state: State) -> State:
+    """A state's parameters alone (its optimizer-state tensors left out)."""
+    return {k: t for k, t in state.items() if k.startswith("parameter ")}
+
+
 def compare(got: State, want: State, tolerance: float) -> tuple[float | None, Divergence | None]:
     """(max |got - want| over every tensor, the first tensor beyond `tolerance`). A tensor
     that one side lacks, or of another shape, diverges at once; a non-finite gap is None."""
