@@ -89,18 +89,13 @@ from framework_lm import (  # noqa: E402
     record,
     token_losses,
 )
-from framework_run import EpochData, global_rows, make_scheduler  # noqa: E402
+from framework_run import EpochData, global_rows, make_optimizer, make_scheduler  # noqa: E402
 
 __all__ = ["BATCH_SIZE", "SEQ_LEN", "VOCAB_SIZE", "GLOBAL_BATCH", "build_model"]
 __all__ += ["make_optimizer", "make_scheduler", "token_losses", "train_loop"]
 ADAPTER = Path(__file__).stem  # names this setting in the record
 GLOBAL_BATCH = True  # every rank's epochs: Accelerate's prepared DataLoader shards them
 STEP_DIR = re.compile(r"^step_(\d+)$")  # the example's checkpoint folders
-
-
-def make_optimizer(params):
-    """AdamW, as run_resume_correct.py's: its step count shows a lost optimizer state."""
-    return torch.optim.AdamW(params, lr=0.01, weight_decay=0.1)
 
 
 def latest_step(checkpoint_dir: str) -> int | None:

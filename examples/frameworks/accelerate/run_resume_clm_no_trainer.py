@@ -58,9 +58,9 @@ looked late would find the other's first folder and resume alone).
 transformers and accelerate are imported inside the functions: only the ranks pay for them.
 """
 
+import sys
 from pathlib import Path
 
-import torch
 from run_clm_no_trainer import (
     BATCH_SIZE,
     FIRST_POSITION_LABELLED,
@@ -74,15 +74,15 @@ from run_clm_no_trainer import (
     token_losses,
 )
 
+# framework_run.py (what the run adapters share) is in ../shared/
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
+
+from framework_run import make_optimizer  # noqa: E402
+
 __all__ = ["BATCH_SIZE", "SEQ_LEN", "VOCAB_SIZE", "FIRST_POSITION_LABELLED", "GLOBAL_BATCH"]
 __all__ += ["build_model", "make_microbatch", "make_optimizer", "make_scheduler"]
 __all__ += ["token_losses", "train_loop"]
 ADAPTER = Path(__file__).stem  # names this setting in the record
-
-
-def make_optimizer(params):
-    """AdamW, as run_resume_correct.py's: its step count shows a lost optimizer state."""
-    return torch.optim.AdamW(params, lr=0.01, weight_decay=0.1)
 
 
 def train_loop(model, optimizer, epochs, accum_steps, checkpoint_dir):

@@ -45,6 +45,7 @@ deepspeed is imported inside the functions: only the ranks pay for the import.
 
 import itertools
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -62,15 +63,15 @@ from run_deepspeed_engine import (
     token_losses,
 )
 
+# framework_run.py (what the run adapters share) is in ../shared/
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
+
+from framework_run import make_optimizer  # noqa: E402
+
 __all__ = ["BATCH_SIZE", "DTYPE", "SEQ_LEN", "VOCAB_SIZE", "build_model", "make_optimizer"]
 __all__ += ["make_scheduler", "token_losses", "train_loop"]
 ADAPTER = Path(__file__).stem  # names this setting in the record
 LATEST = "latest"  # the file save_checkpoint writes, naming the newest tag
-
-
-def make_optimizer(params):
-    """AdamW, as run_resume_correct.py's: its step count shows a lost optimizer state."""
-    return torch.optim.AdamW(params, lr=0.01, weight_decay=0.1)
 
 
 def train_loop(model, optimizer, epochs, accum_steps, checkpoint_dir):

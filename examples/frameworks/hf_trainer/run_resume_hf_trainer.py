@@ -39,24 +39,18 @@ transformers is imported inside the functions: only the ranks pay for the import
 import sys
 from pathlib import Path
 
-import torch
 from hf_trainer import BATCH_SIZE, SEQ_LEN, VOCAB_SIZE, build_model, token_losses
 from run_hf_trainer import RECORD_ENV, make_scheduler, trainer_for
 
 # framework_run.py (what the run adapters share) is in ../shared/
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
 
-from framework_run import EpochData, global_rows  # noqa: E402
+from framework_run import EpochData, global_rows, make_optimizer  # noqa: E402
 
 __all__ = ["BATCH_SIZE", "SEQ_LEN", "VOCAB_SIZE", "GLOBAL_BATCH", "build_model"]
 __all__ += ["make_optimizer", "make_scheduler", "token_losses", "train_loop"]
 GLOBAL_BATCH = True  # every rank's epochs: Trainer's prepared DataLoader shards them
 SAVE_EVERY_UPDATE = {"save_strategy": "steps", "save_steps": 1}
-
-
-def make_optimizer(params):
-    """AdamW, as run_resume_correct.py's: its step count shows a lost optimizer state."""
-    return torch.optim.AdamW(params, lr=0.01, weight_decay=0.1)
 
 
 def train_loop(model, optimizer, epochs, accum_steps, checkpoint_dir):

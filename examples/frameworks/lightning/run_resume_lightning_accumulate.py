@@ -84,7 +84,6 @@ import os
 import sys
 from pathlib import Path
 
-import torch
 from run_lightning_accumulate import fit_parts, run_trainer, scheduled_module_class
 
 # framework_lm.py and framework_run.py (what most adapters share) are in ../shared/
@@ -98,16 +97,11 @@ from framework_lm import (  # noqa: E402
     record,
     token_losses,
 )
-from framework_run import make_scheduler  # noqa: E402
+from framework_run import make_optimizer, make_scheduler  # noqa: E402
 
 __all__ = ["BATCH_SIZE", "SEQ_LEN", "VOCAB_SIZE", "build_model", "make_optimizer"]
 __all__ += ["make_scheduler", "token_losses", "train_loop"]
 ADAPTER = Path(__file__).stem  # names this setting in the record
-
-
-def make_optimizer(params):
-    """AdamW, as run_resume_correct.py's: its step count shows a lost optimizer state."""
-    return torch.optim.AdamW(params, lr=0.01, weight_decay=0.1)
 
 
 def resumable_module_class():

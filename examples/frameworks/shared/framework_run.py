@@ -1,6 +1,6 @@
 """What the run-mode framework adapters (run_*.py in accelerate/, lightning/, hf_trainer/,
-deepspeed/, trl/) share besides their model: the intended schedule, and the check's epochs as
-ONE dataset a framework iterates once per epoch itself.
+deepspeed/, trl/) share besides their model: the intended schedule, the resume adapters'
+optimizer, and the check's epochs as ONE dataset a framework iterates once per epoch itself.
 
 The run mode hands `train_loop` a list of epochs whose microbatches differ from one epoch to
 the next. A framework loop walks one DataLoader `num_epochs` times, and tells its sampler or
@@ -13,6 +13,12 @@ Nothing here imports a framework.
 """
 
 import torch
+
+
+def make_optimizer(params):
+    """The resume adapters' (run_resume_*.py) optimizer: AdamW, as
+    examples/trainers/run_resume_correct.py's, whose step count shows a lost optimizer state."""
+    return torch.optim.AdamW(params, lr=0.01, weight_decay=0.1)
 
 
 def make_scheduler(optimizer, num_updates):

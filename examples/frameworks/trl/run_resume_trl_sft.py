@@ -28,7 +28,6 @@ trl is imported inside the functions: only the ranks pay for the import.
 import sys
 from pathlib import Path
 
-import torch
 from run_trl_sft import (
     BATCH_SIZE,
     DTYPE,
@@ -47,14 +46,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hf_trainer"))
 
 from run_resume_hf_trainer import SAVE_EVERY_UPDATE  # noqa: E402
 
+# framework_run.py (what the run adapters share) is in ../shared/
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
+
+from framework_run import make_optimizer  # noqa: E402
+
 __all__ = ["BATCH_SIZE", "DTYPE", "GLOBAL_BATCH", "MAX_GRAD_NORM", "SEQ_LEN", "build_model"]
 __all__ += ["make_microbatch", "make_optimizer", "make_scheduler", "token_losses", "train_loop"]
 ADAPTER = Path(__file__).stem  # names this setting in the record
-
-
-def make_optimizer(params):
-    """AdamW, as run_resume_correct.py's: its step count shows a lost optimizer state."""
-    return torch.optim.AdamW(params, lr=0.01, weight_decay=0.1)
 
 
 def train_loop(model, optimizer, epochs, accum_steps, checkpoint_dir):
