@@ -28,7 +28,13 @@ from typing import Any
 
 from pclab.experiments.trainer_check.run_observe import Step
 from pclab.experiments.trainer_check.run_reference import Update, Window
-from pclab.experiments.trainer_check.states import State, compare, parameters_of, same_state
+from pclab.experiments.trainer_check.states import (
+    State,
+    compare,
+    parameters_of,
+    readable,
+    same_state,
+)
 
 RATE_RTOL = 1e-12
 
@@ -170,10 +176,7 @@ def judge(
                 continue
             if state is None or mine is None:
                 return i
-            # a wrapper's optimizer (ZeRO's flat partitions) was not read: parameters only
-            _, first = compare(
-                mine.after, state if mine.state_read else parameters_of(state), tolerance
-            )
+            _, first = compare(mine.after, readable(state, mine.state_read), tolerance)
             if first is not None:
                 return i
         return None

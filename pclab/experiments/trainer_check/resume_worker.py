@@ -109,10 +109,9 @@ def main(argv: list[str] | None = None) -> None:
     resumed, _, _ = run_loop.watched_run(
         trainer, epochs, rank, args.accum, "cpu", False, args.checkpoint_dir, Recording
     )
+    placed = not seen[0].placed or seen[0].placed[0]  # where it came back is known
     judged = resume_judge.judge(
-        resume_judge.Launches(
-            traced_steps(trace), resumed, seen[0].seen, straight, seen[0].placed[:1] != [False]
-        ),
+        resume_judge.Launches(traced_steps(trace), resumed, seen[0].seen, straight, placed),
         (initial, updates, windows),
         args.kill_at,
         args.tolerance,

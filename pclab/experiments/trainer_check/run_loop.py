@@ -24,7 +24,7 @@ from pclab.experiments.trainer_check.pipeline import (
     model_parameters,
     snapshot,
 )
-from pclab.experiments.trainer_check.run_observe import Observer, Step, fingerprint
+from pclab.experiments.trainer_check.run_observe import Observer, Step, fingerprint, state_read
 from pclab.experiments.trainer_check.run_reference import Epochs
 from pclab.experiments.trainer_check.states import State
 from pclab.experiments.trainer_check.trainer_file import Trainer
@@ -131,6 +131,7 @@ def watched_run(
     with observer(trainer, model, _positions(trainer, epochs, model)) as seen:
         trainer.call("train_loop", model, optimizer, given, accum, *folder)
     named = model_parameters(trainer, model, stepped_by_user=True)
-    read = bool(seen.steps) and all(step.state_read for step in seen.steps)
-    final = snapshot(model, optimizer, named, with_optimizer=read)
+    final = snapshot(
+        model, optimizer, named, with_optimizer=bool(seen.steps) and state_read(seen.steps)
+    )
     return seen.steps, final, named

@@ -45,6 +45,11 @@ class Step:
     state_read: bool = True
 
 
+def state_read(steps: list[Step]) -> bool:
+    """Every step's optimizer state was read (none stepped a wrapper's optimizer)."""
+    return all(step.state_read for step in steps)
+
+
 @dataclass
 class Observer:
     """Counts the model's forwards and records every optimizer step while it is entered."""

@@ -30,7 +30,7 @@ from pclab.experiments.trainer_check.judging import SOLVE_RTOL
 from pclab.experiments.trainer_check.mode_protocols import Grid
 from pclab.experiments.trainer_check.pipeline import Scenario, build, scenario_tolerance
 from pclab.experiments.trainer_check.run_loop import user_run
-from pclab.experiments.trainer_check.run_observe import Step
+from pclab.experiments.trainer_check.run_observe import Step, state_read
 from pclab.experiments.trainer_check.run_reference import Epochs, Update, Window
 from pclab.experiments.trainer_check.run_scenarios import (
     EPOCHS,
@@ -43,8 +43,8 @@ from pclab.experiments.trainer_check.states import (
     first_non_finite,
     first_not_in,
     floor,
-    parameters_of,
     rank_spread,
+    readable,
 )
 from pclab.experiments.trainer_check.trainer_file import Trainer
 
@@ -128,10 +128,8 @@ def _compared(
         want = before if update.state is None else update.state
         gap: float | None = None
         first: Any = None
-        if step is not None:  # a wrapper's optimizer state unread: the parameters alone
-            gap, first = compare(
-                step.after, want if step.state_read else parameters_of(want), tolerance
-            )
+        if step is not None:
+            gap, first = compare(step.after, readable(want, step.state_read), tolerance)
         elif update.state is not None:
             first = {"tensor": None, "abs_diff": None, "why": "no step"}
         before = want
@@ -179,8 +177,8 @@ def check_scenario(
     dist.all_reduce(counted, op=dist.ReduceOp.MAX)
     taken = [u for u in updates if u.state is not None]
     want = taken[-1].state if taken and taken[-1].state is not None else initial
-    read = all(step.state_read for step in steps)
-    gap, first = compare(final, want if read else parameters_of(want), tolerance)
+    read = state_read(steps)
+    gap, first = compare(final, readable(want, read), tolerance)
     evidence: dict[str, Any] = {
         "name": scenario.name,
         SHAPE: [[list(epoch) for epoch in row] for row in scenario.grid],

@@ -28,6 +28,13 @@ def parameters_of(state: State) -> State:
     return {k: t for k, t in state.items() if k.startswith("parameter ")}
 
 
+def readable(want: State, state_read: bool) -> State:
+    """The part of a reference state a loop's step can be compared on: all of it, or, where a
+    wrapper's optimizer stepped (ZeRO's flat partitions, whose state is keyed by none of the
+    model's parameters: Step.state_read False), its parameters alone."""
+    return want if state_read else parameters_of(want)
+
+
 def compare(got: State, want: State, tolerance: float) -> tuple[float | None, Divergence | None]:
     """(max |got - want| over every tensor, the first tensor beyond `tolerance`). A tensor
     that one side lacks, or of another shape, diverges at once; a non-finite gap is None."""
