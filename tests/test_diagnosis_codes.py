@@ -76,6 +76,7 @@ SAMPLES = [  # (a diagnosis its builder made, its check, the case the page must 
     (d.extra_optimizer_state("custom", ["step"], 4, 1), coupled(), "labels"),
     (d.no_evidence_scenario("uneven", ["replica_mean"]), token(), "scenario"),
     (d.no_evidence_scenario("uneven", []), token(), "unsplit_scenario"),
+    (d.no_evidence_scenario("no_labels", [], state_unread=True), token(), "state_unread"),
     (d.no_evidence_run(2, 2), token(), "run"),
     (d.no_evidence_run(1, 1), token(1, 1), "unsplit_run"),
     (d.no_evidence_coupled_scenario("custom", ["rank_pool"]), coupled(), "coupled_scenario"),

@@ -59,6 +59,8 @@ def _no_evidence_case(d: dict, check: dict) -> str:
     mode = "coupled_" if check.get("mode") == "coupled" else ""
     if d.get("resume"):  # a restart the check could not place (diagnoses.no_evidence_resume)
         return "resume_run"
+    if d.get("state_unread"):  # N = 0, a wrapper's optimizer stepped: its state not read
+        return "state_unread"
     if d.get("scenario") is None:
         unsplit = check["world_size"] * check["accum_steps"] == 1
         return f"{mode}{'unsplit_run' if unsplit else 'run'}"

@@ -162,6 +162,7 @@ MICROBATCH_MEANS = (  # the model's mean loss per microbatch, ÷ K by the framew
     "clm_no_trainer_padded",
     "lightning_accumulate",
     "deepspeed_engine",
+    "deepspeed_engine_zero2_adamw",
 )
 OFF_FIRST_POSITION = {"clm_no_trainer_padded": [[14, 8], [1, 8]]}  # its uneven terms
 
@@ -309,6 +310,44 @@ def test_deepspeed_engine_steps_the_optimizer_it_is_given(runs, rank):
         assert (line["backend"], line["accelerator"]) == ("gloo", "cpu")
         assert line["optimizer_is_the_one_passed"] and line["optimizer_class"] == "SGD"
     assert not _optimizer_not_stepped(_check(runs, "deepspeed_engine"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rank", [0, 1])
+def test_zero2_steps_the_adamw_it_is_given_on_its_own_partitions(runs, rank):
+    """The engine with ZeRO-2 steps the AdamW passed in (then SGD at lr 1 for the weights),
+    once per update, inside its DeepSpeedZeroOptimizer; after initialize that optimizer holds
+    ZeRO's flat partitions, so the check reads none of its state: every scenario notes it."""
+    check = _check(runs, "deepspeed_engine_zero2_adamw")
+    for line, _ in _lines(runs, "deepspeed_engine_zero2_adamw", rank):
+        assert line["wrapped_in"] == "DeepSpeedEngine" and line["zero_stage"] == 2
+        assert (line["global_steps"], line["micro_steps"], line["optimizer_steps"]) == (1, 2, 1)
+        assert line["optimizer_class"] == "DeepSpeedZeroOptimizer"
+        assert not line["optimizer_is_the_one_passed"]
+    assert all("optimizer_state_unread" in s["notes"] for s in check["scenarios"])
+    assert not _optimizer_not_stepped(check)
+
+
+@pytest.mark.slow
+def test_zero2_gives_the_stage_0_engine_s_weights_and_no_pass_at_n_0(runs):
+    """Partitioning changes nothing the solve sees: every scenario's weights are the stage-0
+    row's (a separate launch, SGD at stage 0), to float32's solve precision. At N = 0 the
+    engine still steps AdamW, whose state cannot be read: unchanged parameters there are no
+    evidence, not a pass."""
+    zero2, stage0 = (_check(runs, a) for a in ("deepspeed_engine_zero2_adamw", "deepspeed_engine"))
+    for mine, theirs in zip(zero2["scenarios"], stage0["scenarios"], strict=True):
+        assert mine["name"] == theirs["name"]
+        if mine["weights"] is None or mine["name"] == "no_labels":
+            continue
+        for got_row, want_row in zip(mine["weights"], theirs["weights"], strict=True):
+            for got, want in zip(got_row, want_row, strict=True):
+                assert (got is None) == (want is None)
+                assert got is None or got == pytest.approx(want, rel=WEIGHT_REL["float32"])
+    zero = _scenario(zero2, "no_labels")
+    assert zero["passed"] and zero["verdict"] == "no_evidence"
+    said = [d for d in zero2["diagnoses"] if d["scenario"] == "no_labels"]
+    assert [d["code"] for d in said] == ["no_evidence"] and said[0]["state_unread"] is True
+    assert zero2["status"] == "different"  # the microbatch means, as stage 0's
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from pclab.experiments.trainer_check.run_observe import Observer
+from pclab.experiments.trainer_check.states import StepWatch
 from pclab.experiments.trainer_check.trainer_file import load
 
 TRAINER = load(Path(__file__).parent / "blind_run" / "zero_grad_per_epoch.py")
@@ -110,3 +111,25 @@ def test_a_wrapper_s_inner_steps_on_flat_copies_are_one_update_read_once_copied_
     assert all(torch.equal(steps[1].after[k], v) for k, v in final.items())  # the loop's end
     initial = {n: p.detach().double() for n, p in _model().named_parameters()}
     assert all(torch.equal(steps[0].before[f"parameter {n}"], v) for n, v in initial.items())
+
+
+def test_the_one_update_step_watch_counts_steps_and_sees_flat_copies():
+    """states.StepWatch (the one-update modes' counter): a plain optimizer's steps are read;
+    the inner optimizer of a ZeroLike wrapper, handed to the watch as ZeRO is handed the
+    user's, steps once per group on flat copies: counted, and its state marked unread."""
+    model, batches = _model(), [_batch(1), _batch(2)]
+    plain = torch.optim.SGD(model.parameters(), lr=LR)
+    watch = StepWatch(plain, model)
+    for b in batches:
+        _loss(model, b).backward()
+    plain.step()
+    assert (watch.steps, watch.state_read) == (1, True)
+
+    model = _model()
+    zero = ZeroLike(model)
+    watch = StepWatch(zero.inner, model)
+    for b in batches:
+        _loss(model, b).backward()
+    zero.step()
+    assert (watch.steps, watch.state_read) == (2, False)  # two groups, two inner steps
+    assert StepWatch(object(), model).steps is None  # nothing to count with

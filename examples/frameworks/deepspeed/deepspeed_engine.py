@@ -62,9 +62,15 @@ def engine_config(accum_steps: int, **more) -> dict:
 
 def train_step(model, optimizer, microbatches):
     """One optimizer update by the DeepSpeed engine over this rank's K microbatches."""
+    engine_step(model, optimizer, microbatches, ADAPTER, zero_optimization={"stage": 0})
+
+
+def engine_step(model, optimizer, microbatches, adapter, **settings):
+    """The guide's loop over the microbatches with `settings` added to the engine's config;
+    its evidence recorded as `adapter`'s."""
     deepspeed = quiet_deepspeed()
     counter = StepCounter(optimizer)
-    config = engine_config(len(microbatches), zero_optimization={"stage": 0})
+    config = engine_config(len(microbatches), **settings)
     engine, engine_optimizer, _, _ = deepspeed.initialize(
         model=model, optimizer=optimizer, config=config
     )
@@ -75,7 +81,7 @@ def train_step(model, optimizer, microbatches):
         engine.backward(loss)
         engine.step()
     record(
-        ADAPTER,
+        adapter,
         global_steps=engine.global_steps,
         micro_steps=engine.micro_steps,
         gradient_accumulation_steps=engine.gradient_accumulation_steps(),

@@ -101,11 +101,11 @@ CODES = {
             code="no_evidence",
             summary="a scenario, or the whole run, whose update a wrong scheme gives too",
             effects=("no_evidence",),  # the run's (scenario None); a scenario's changes nothing
-            details=("untold", "resume"),
+            details=("untold", "resume", "state_unread"),
             cases=(
                 *("scenario", "unsplit_scenario", "run", "unsplit_run"),
                 *("coupled_scenario", "coupled_unsplit_scenario", "coupled_run"),
-                *("coupled_unsplit_run", "resume_run"),
+                *("coupled_unsplit_run", "resume_run", "state_unread"),
             ),
             placeholders=("scenario", "schemes", "world_size", "accum"),
         ),

@@ -169,15 +169,19 @@ def extra_optimizer_state(scenario: str, keys: list[str], parameters: int, n: in
     return _diagnosis("extra_optimizer_state", message, scenario, keys=keys, parameters=parameters)
 
 
-def no_evidence_scenario(scenario: str, untold: list[str]) -> Diagnosis:
+def no_evidence_scenario(scenario: str, untold: list[str], state_unread: bool = False) -> Diagnosis:
+    """`state_unread`: N = 0, the optimizer stepped and its state could not be read."""
     names = ", ".join(SCHEME_WORDS.get(s, s) for s in untold)
-    why = (
-        f"these counts give {names} the global token mean's weights"
-        if untold
-        else "one microbatch in all splits nothing"
-    )
+    why = f"these counts give {names} the global token mean's weights"
+    why = why if untold else "one microbatch in all splits nothing"
+    if state_unread:
+        why = (
+            "with no labels the optimizer stepped, and its state (a wrapper's flat partitions) "
+            "cannot be read: unchanged parameters do not show that nothing else changed"
+        )
     message = f"{scenario}: {why}, so matching the reference here is no evidence"
-    return _diagnosis("no_evidence", message, scenario, untold=untold)
+    extra = {"state_unread": True} if state_unread else {}
+    return _diagnosis("no_evidence", message, scenario, untold=untold, **extra)
 
 
 def no_evidence_run(world_size: int, accum: int) -> Diagnosis:

@@ -73,12 +73,15 @@ def failure_of(per_rank: list[RankScenario]) -> Diagnosis | None:
 
 def step_notes(per_rank: list[RankScenario], agree: bool | None) -> list[str]:
     """The notes any mode's scenario earns from the step itself: no_step (the reference
-    moved, the user's step did not) and ranks_differ."""
+    moved, the user's step did not), ranks_differ, and optimizer_state_unread (a wrapper's
+    optimizer stepped flat copies of the parameters: the parameters were compared alone)."""
     notes = []
     if all(s["unchanged"] for s in per_rank) and per_rank[0]["reference_changed"]:
         notes.append("no_step")
     if not agree:
         notes.append("ranks_differ")
+    if not all(s.get("state_read", True) for s in per_rank):
+        notes.append("optimizer_state_unread")
     return notes
 
 

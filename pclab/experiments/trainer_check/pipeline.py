@@ -39,6 +39,7 @@ from pclab.experiments.trainer_check.states import (
     first_not_in,
     floor,
     rank_spread,
+    readable,
     same_state,
 )
 from pclab.experiments.trainer_check.trainer_file import Trainer
@@ -174,6 +175,8 @@ class UserUpdate:
     parameters: State  # by name, as the step left them (full_parameters when the file has it)
     state: State  # parameters as float64, and optimizer state when any rank's optimizer stepped
     steps: int | None  # optimizer.step() calls, most on any rank (None: none could be counted)
+    state_read: bool = True  # False: some rank's optimizer stepped none of the model's
+    # parameters (a wrapper's flat partitions): the update is compared on the parameters alone
 
 
 def step_batches(
@@ -193,21 +196,24 @@ def step_batches(
 def user_update(trainer: Trainer, batches: list[list[Batch]], rank: int, device: str) -> UserUpdate:
     """A fresh model and the file's optimizer, stepped by the file's train_step on this rank's K
     microbatches. The step() calls are counted and all-reduced (MAX): the optimizer state is
-    compared only when some rank's optimizer stepped, so every rank compares the same tensors
-    (an optimizer that is no torch.optim.Optimizer cannot be counted: compared)."""
+    compared only when some rank's optimizer stepped and every rank's stepped the model's own
+    parameters (not a wrapper's flat copies, whose state no parameter name keys), so every rank
+    compares the same tensors (an optimizer that is no torch.optim.Optimizer cannot be
+    counted: compared)."""
     import torch.distributed as dist
 
     model = build(trainer, device)
     optimizer = make_optimizer(trainer, model)
-    counter = states.count_steps(optimizer)
+    watch = states.StepWatch(optimizer, model)
     trainer.call("train_step", model, optimizer, step_batches(trainer, batches, rank, model))
-    stepped = -1.0 if counter is None else float(counter[0])
-    most = torch.tensor([stepped], device=device_of(device))
+    stepped = -1.0 if watch.steps is None else float(watch.steps)
+    most = torch.tensor([stepped, float(not watch.state_read)], device=device_of(device))
     dist.all_reduce(most, op=dist.ReduceOp.MAX)
-    steps = None if most.item() < 0 else int(most.item())
+    steps = None if most[0].item() < 0 else int(most[0].item())
+    state_read = most[1].item() == 0
     named = model_parameters(trainer, model, stepped_by_user=True)
-    state = snapshot(model, optimizer, named, with_optimizer=steps != 0)
-    return UserUpdate(parameters=named, state=state, steps=steps)
+    state = snapshot(model, optimizer, named, with_optimizer=steps != 0 and state_read)
+    return UserUpdate(parameters=named, state=state, steps=steps, state_read=state_read)
 
 
 def compare_updates(
@@ -221,9 +227,8 @@ def compare_updates(
     `tolerance`; whether either moved the parameters at all; how far the ranks' updates are
     apart (an all-reduce: rank_spread); optimizer state only the user's step made; and the
     first parameter no longer in DTYPE."""
-    want = reference.final
-    if user.steps == 0:  # no optimizer stepped: compare the parameters alone
-        want = {k: t for k, t in want.items() if k.startswith("parameter ")}
+    # no optimizer stepped, or a wrapper's on flat copies: compare the parameters alone
+    want = readable(reference.final, user.steps != 0 and user.state_read)
     max_abs_diff, first = compare(user.state, want, tolerance)
     user_parameters = {k: t for k, t in user.state.items() if k.startswith("parameter ")}
     return {
@@ -237,6 +242,7 @@ def compare_updates(
         "tolerance": tolerance,
         "floor": reference.floor,
         "stepped": user.steps,
+        "state_read": user.state_read,
         "extra_state": extra_state(user.state, want),
         "dtype_after": first_not_in(user.parameters, trainer.dtype),
         "non_finite": first_non_finite(user.state),

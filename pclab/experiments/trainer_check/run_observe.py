@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from pclab.experiments.trainer_check.pipeline import model_parameters, snapshot
-from pclab.experiments.trainer_check.states import State, same_state
+from pclab.experiments.trainer_check.states import State, holds_none_of, same_state
 from pclab.experiments.trainer_check.trainer_file import Trainer
 
 
@@ -88,7 +88,7 @@ class Observer:
         # placed by the last forward before the step ENDED: a closure (Lightning's automatic
         # optimisation, LBFGS) runs the window's last forward inside optimizer.step()
         forwards = self.forwards
-        if self._foreign(optimizer):
+        if holds_none_of(optimizer, self.model):  # ZeRO's flat partitions
             self._defer((forwards, lrs, before, optimizer))
             return
         self._settle()
@@ -101,14 +101,6 @@ class Observer:
     def _record(self, step: Step) -> None:
         """Every step is recorded here, once complete (a subclass may save it as it goes)."""
         self.steps.append(step)
-
-    def _foreign(self, optimizer: torch.optim.Optimizer) -> bool:
-        """An optimizer that holds none of the model's parameters: a wrapper's inner one on
-        flat copies of them (DeepSpeed ZeRO steps one per parameter group on its fp32
-        partitions, then copies them back and gathers them: stage_1_and_2.py `step`). Read
-        now, as a loop may replace the model's parameters (FSDP2's fully_shard)."""
-        own = {id(p) for p in self.model.parameters()}
-        return not any(id(p) in own for g in optimizer.param_groups for p in g["params"])
 
     def _defer(self, step: tuple[int, tuple[float, ...], State, torch.optim.Optimizer]) -> None:
         """A foreign optimizer's step: the model's parameters change only once its wrapper

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pclab.experiments.trainer_check.summary_words import VERDICT, number
+from pclab.experiments.trainer_check.summary_words import STATE_UNREAD, VERDICT, number
 
 
 def _update(i: int, u: dict[str, Any], k: int) -> str:
@@ -34,10 +34,7 @@ def _scenario(s: dict[str, Any], check: dict[str, Any]) -> list[str]:
     if d:
         lines.append(f"    first divergence: update {d.get('update')} ({d.get('why')})")
     if "optimizer_state_unread" in s.get("notes", ()):
-        lines.append(
-            "    note: a wrapper's optimizer stepped (ZeRO's flat partitions): its state is "
-            "not read, the parameters are compared alone"
-        )
+        lines.append(f"    note: {STATE_UNREAD}")
     lines.append("    update  window   N     lr yours / intended   steps   max |delta|   scheme")
     lines.extend(_update(i, u, check["accum_steps"]) for i, u in enumerate(s.get("updates", [])))
     for diagnosis in check.get("diagnoses", []):

@@ -145,15 +145,33 @@ def flat_parameters(named: State, order: Iterable[str]) -> torch.Tensor:
     return torch.cat([named[n].flatten() for n in order]).double()
 
 
-def count_steps(optimizer: object) -> list[int] | None:
-    """A one-element list that counts the optimizer's step() calls from now on (None for an
-    optimizer that is no torch.optim.Optimizer: nothing to count with)."""
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        return None
-    steps = [0]
+def holds_none_of(optimizer: torch.optim.Optimizer, model: torch.nn.Module) -> bool:
+    """An optimizer that holds none of the model's parameters: a wrapper's inner one on flat
+    copies of them (DeepSpeed ZeRO steps the optimizer it was given on its fp32 partitions,
+    then copies them back and gathers them: stage_1_and_2.py `step`), whose state no name of
+    the model keys. Read at the step, as a loop may replace the model's parameters (FSDP2's
+    fully_shard)."""
+    own = {id(p) for p in model.parameters()}
+    return not any(id(p) in own for g in optimizer.param_groups for p in g["params"])
 
-    def hook(*_: object) -> None:
-        steps[0] += 1
 
-    optimizer.register_step_post_hook(hook)
-    return steps
+class StepWatch:
+    """Counts an optimizer's step() calls from now on and notes whether any of them stepped
+    none of the model's parameters (holds_none_of: its state cannot be read by name).
+    `steps` is None for an optimizer that is no torch.optim.Optimizer: nothing to count."""
+
+    def __init__(self, optimizer: object, model: torch.nn.Module) -> None:
+        self.steps: int | None = None
+        self.state_read = True
+        if isinstance(optimizer, torch.optim.Optimizer):
+            self.steps = 0
+            optimizer.register_step_pre_hook(self._pre)
+            optimizer.register_step_post_hook(self._post)
+        self._model = model
+
+    def _pre(self, optimizer: torch.optim.Optimizer, *_: object) -> None:
+        if holds_none_of(optimizer, self._model):
+            self.state_read = False
+
+    def _post(self, *_: object) -> None:
+        self.steps = (self.steps or 0) + 1

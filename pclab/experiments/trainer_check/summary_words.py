@@ -10,6 +10,10 @@ HEADLINE = {
     "unusable": "UNUSABLE",
 }
 VERDICT = {"same_update": "same update", "different": "DIFFERENT", "no_evidence": "no evidence"}
+STATE_UNREAD = (  # the note optimizer_state_unread, in every mode's summary
+    "a wrapper's optimizer stepped (ZeRO's flat partitions): its state is not read, the "
+    "parameters are compared alone"
+)
 
 
 def number(x: float | None) -> str:

@@ -133,7 +133,7 @@ def _scenario(
         "matching_schemes": matching,
         "ranks_agree": agree,
         "notes": notes,
-        "verdict": _verdict(passed, n, evidence.evidence),
+        "verdict": _verdict(passed, n, evidence.evidence, "optimizer_state_unread" not in notes),
         "untold": list(evidence.untold),
         "tolerance": tolerance,
         "floor": first_rank.get("floor"),
@@ -141,10 +141,12 @@ def _scenario(
     }
 
 
-def _verdict(passed: bool, n: int, evidence: bool) -> str:
+def _verdict(passed: bool, n: int, evidence: bool, state_read: bool) -> str:
     if not passed:
         return "different"  # a different update is evidence whatever the counts
-    return "same_update" if evidence or n == 0 else "no_evidence"
+    if n == 0:  # nothing may change: shown only where every tensor that could was read
+        return "same_update" if state_read else "no_evidence"
+    return "same_update" if evidence else "no_evidence"
 
 
 def scenario_diagnoses(
@@ -171,7 +173,8 @@ def scenario_diagnoses(
         ratio = sum(map(sum, s["counts"])) / placed if placed else 1.0
         found.append(uniform_scale(name, scale, s["residual"], run.accum_steps, ratio))
     if s["verdict"] == "no_evidence":
-        found.append(no_evidence_scenario(name, s["untold"]))
+        unread = "optimizer_state_unread" in s["notes"] and not proves(s)
+        found.append(no_evidence_scenario(name, s["untold"], state_unread=unread))
     return found
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pclab.experiments.trainer_check.summary_words import VERDICT, number
+from pclab.experiments.trainer_check.summary_words import STATE_UNREAD, VERDICT, number
 
 NOTES = {
     "no_step": "train_step left the parameters unchanged: did it call optimizer.step()?",
@@ -18,6 +18,7 @@ NOTES = {
     "or weight decay, momentum or an adaptive optimizer inside train_step?",
     "not_identifiable": "the microbatches' gradients are linearly dependent, so their weights "
     "cannot be told apart",
+    "optimizer_state_unread": STATE_UNREAD,
 }
 
 

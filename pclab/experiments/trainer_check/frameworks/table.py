@@ -85,6 +85,13 @@ LANGUAGE_MODELS = (
         True,
     ),
     Setting(
+        "deepspeed_engine_zero2_adamw",
+        "DeepSpeed",
+        "deepspeed",
+        "the same engine with ZeRO-2 on the AdamW passed in (zero_allow_untested_optimizer)",
+        False,
+    ),
+    Setting(
         "hf_trainer_deepspeed_zero2",
         "transformers Trainer + DeepSpeed",
         "deepspeed",
