@@ -90,6 +90,8 @@ RUN_ISSUES = {
     # the window's running label count (#1875) is zeroed only after a step: an epoch's tail is
     # carried into the next epoch's first window
     "run_torchtune_full_finetune": (("meta-pytorch/torchtune", 1875),),
+    # a rank whose labels are all -100 divides by 0: the Trainer stops on the NaN loss (open)
+    "run_olmo_core_trainer": (("allenai/OLMo-core", 657),),
 }
 # setting code -> another project's issue or pull request on the same arithmetic, where no
 # issue of the framework's own is known (README: "torchtitan fixed the same arithmetic").

@@ -9,18 +9,28 @@ weights computed from the counts alone: each rank's summed loss divided by its o
 (`loss_div_factor`), FSDP2 averaging over the ranks: DDP's mean of local means,
 weight x N = N / (P n_r).
 
+Across a run (examples/frameworks/olmo_core/run_olmo_core_trainer.py: OLMo-core's own
+Trainer.fit() over two epochs of 5 microbatches a rank, K = 2, its NumpyFSLDataLoader over the
+check's tokens as .npy arrays): the loader keeps only full global batches (data_loader.py
+`total_size`), so each epoch's tail is never read (`tail_window_dropped`: 2, 2 steps for 3, 3);
+the Trainer's max_steps counts those full batches, so the module's cosine runs over 4 updates
+(`schedule_length`); every window is each rank's own mean (as above); at a window with N = 0
+the loss is 0 / 0 and the Trainer stops on it ("nan loss encountered": `trainer_error`).
+
     python -m pytest tests/runners/test_olmo_core.py -q
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import pytest
 from runner_support import assert_measures_its_record, run_in_own_environment
 
 from pclab.experiments.trainer_check import frameworks
+from pclab.experiments.trainer_check.frameworks import run_table
 
 ADAPTER = "olmo_core_train_module"
 TRAINER = frameworks.BY_CODE[ADAPTER].path
@@ -88,4 +98,87 @@ def test_checking_the_contract_imports_no_olmo_core():
     from pclab.experiments.trainer_check.trainer_file import load
 
     assert load(TRAINER).capacity == 16
+    run = load(next(r for r in run_table.ROWS if r.code == RUN_ADAPTER).path(RUN_ADAPTER))
+    assert run.mode == "run" and run.global_batch and run.capacity == 14  # position 0: no term
     assert "olmo_core" not in sys.modules
+
+
+RUN_ADAPTER = "run_olmo_core_trainer"
+EPOCHS, M, K, P, ROWS = 2, 5, 2, 2, 2  # epochs, microbatches an epoch a rank, K, P, rows each
+
+
+@pytest.fixture(scope="module")
+def run_across_epochs(tmp_path_factory):
+    """One `pclab check run_olmo_core_trainer.py --json` under OLMo-core's Python, with every
+    rank's evidence."""
+    folder = tmp_path_factory.mktemp("olmo-core-run")
+    row = next(r for r in run_table.ROWS if r.code == RUN_ADAPTER)
+    args = ("-m", "pclab", "check", str(row.path(RUN_ADAPTER)), "--json")
+    done = run_in_own_environment("ai2-olmo-core", folder, *args)
+    assert done.returncode == 1, done.stderr[-3000:]  # a different run, as recorded
+    lines = [json.loads(x) for x in (folder / "record.jsonl").read_text().splitlines()]
+    return json.loads(done.stdout), lines
+
+
+def _scenario(check: dict, name: str) -> dict:
+    return next(s for s in check["scenarios"] if s["name"] == name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["uneven", "equal_counts"])
+def test_the_loader_drops_each_epochs_tail_and_each_window_is_each_ranks_mean(
+    run_across_epochs, name
+):
+    """Blind ground truth from OLMo-core's source: batches of P x K x ROWS rows, the remainder
+    of an epoch's P x M x ROWS never served, so 2 steps an epoch and none at a tail; each rank's
+    loss over its own label count, FSDP's mean over the ranks: weight x N = N / (P n_r) on
+    every microbatch of the window (n_r: that rank's labels in it)."""
+    check, _ = run_across_epochs
+    s = _scenario(check, name)
+    codes = {d["code"] for d in check["diagnoses"] if d.get("scenario") == name}
+    assert codes == {"tail_window_dropped", "schedule_length"}
+    stepped = [sum(u["optimizer_steps"] for u in s["updates"] if u["epoch"] == e) for e in (0, 1)]
+    assert stepped == [M // K] * EPOCHS and s["reference_steps"] == EPOCHS * math.ceil(M / K)
+    for u in s["updates"]:
+        if u["microsteps"] < K:  # the tail: no step, nothing solved
+            assert u["optimizer_steps"] == 0 and u.get("weights") is None, u
+            continue
+        assert u["optimizer_steps"] == 1
+        n = sum(map(sum, u["counts"]))
+        for got_row, counts in zip(u["weights"], u["counts"], strict=True):
+            for got in got_row:
+                assert got == pytest.approx(n / (P * sum(counts)), rel=1e-4), u
+    uneven_scheme = "replica_mean" if name == "uneven" else "global_token"  # equal: ties
+    assert {u["scheme"] for u in s["updates"] if u["microsteps"] == K} == {uneven_scheme}
+
+
+@pytest.mark.slow
+def test_the_schedule_runs_over_the_full_batches_from_step_1(run_across_epochs):
+    """The module's CosWithWarmup(warmup=0, alpha_f=0.1) at the Trainer's step 1 ... 4 over
+    max_steps = epochs x floor(M / K) = 4, in closed form: 0.01 + 0.09 (1 + cos(pi s / 4)) / 2."""
+    check, lines = run_across_epochs
+    schedule = _scenario(check, "uneven")["schedule"]
+    want = [0.01 + 0.09 * (1 + math.cos(math.pi * s / 4)) / 2 for s in range(1, 5)]
+    assert schedule["yours"] == pytest.approx(want, rel=1e-12)
+    assert (schedule["matches"], schedule["built_for"], schedule["updates"]) == ("own_steps", 4, 6)
+    assert lines
+    for line in lines:
+        assert line["total_batches"] == (P * M * ROWS) // (P * K * ROWS) == 2
+        assert line["dataset_rows"] == P * M * ROWS
+        assert line["global_step"] == line["max_steps"] == line["optimizer_steps"] == 4
+        assert line["epochs_set"] == [1, 2] and line["parameter_type"] == "DTensor"
+
+
+@pytest.mark.slow
+def test_a_window_with_no_labels_stops_the_trainer_on_its_nan_loss(run_across_epochs):
+    check, _ = run_across_epochs
+    found = [d for d in check["diagnoses"] if d.get("scenario") == "empty_window"]
+    assert [d["code"] for d in found] == ["trainer_error"]
+    assert "nan loss encountered" in found[0]["message"]  # the first of the chain, named
+
+
+@pytest.mark.slow
+def test_the_table_across_a_run_records_what_the_trainer_does(run_across_epochs):
+    recorded = {r["code"]: r for r in run_table.load_runs()["records"]}[RUN_ADAPTER]
+    assert run_table.story(run_across_epochs[0]) == recorded["run"], "re-record: --runs"
+    assert recorded["package"] == "ai2-olmo-core" and recorded["resume"] is None

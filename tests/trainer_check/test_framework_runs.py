@@ -207,7 +207,7 @@ def test_an_environment_of_its_own_records_its_run_rows_too(tmp_path):
     assert steps[-2][-2:] == ["--only", "torchtune"]  # the one-update rows, then the run row
     assert steps[-1][-3:] == ["--runs", "--only", "torchtune"]
     olmo = framework_env.commands("ai2-olmo-core", tmp_path / "venv")
-    assert not any("--runs" in step for step in olmo)  # no run row yet
+    assert olmo[-1][-3:] == ["--runs", "--only", "ai2-olmo-core"]  # run_olmo_core_trainer
 
 
 def test_restarts_the_check_could_not_place_are_said_once_as_no_evidence():

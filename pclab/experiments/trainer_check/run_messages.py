@@ -33,9 +33,10 @@ def tail_window_scaled(
 def tail_window_dropped(scenario: str, epochs: list[int]) -> Diagnosis:
     where = ", ".join(map(str, epochs))
     message = (
-        f"{scenario}: the tail window of epoch(s) {where} never stepped: the loop steps only "
-        "when (i + 1) % K == 0, so an epoch whose length K does not divide loses its last "
-        "microbatches (or carries them into the next epoch). Step at the epoch's end too"
+        f"{scenario}: the tail window of epoch(s) {where} never stepped: a loop that steps "
+        "only when (i + 1) % K == 0, or a loader that keeps only full batches of K, loses the "
+        "last microbatches of an epoch whose length K does not divide (or carries them into "
+        "the next epoch). Step at the epoch's end too"
     )
     return _diagnosis("tail_window_dropped", message, scenario, epochs=epochs)
 

@@ -25,8 +25,6 @@ from pclab.core import update_weights
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.judging import SOLVE_RTOL, RankScenario, RunShape
 
-LEAK_RTOL = 1e-6  # a weight x N on an earlier window's microbatch past this is carried over
-
 
 def _attach_solve(updates: list[dict[str, Any]], solved: list[dict[str, Any]], rtol: float) -> None:
     """Each update's scheme, weights, leak and residual from rank 0's solve of the step that
@@ -244,7 +242,9 @@ def scenario_diagnoses(
     idle = [u for u in labelled if u["microsteps"] == k and not u["optimizer_steps"]]
     if many or idle:
         found.append(run_messages.steps_per_window(name, many[-1] if many else 0, k))
-    leaked = [u for u in s["updates"] if (u.get("leak") or 0) > LEAK_RTOL]
+    # a weight x N on an earlier window's microbatch is carried over only past the precision
+    # the weights are solved to in DTYPE (float32's solve leaves ~1e-6 on every weight)
+    leaked = [u for u in s["updates"] if (u.get("leak") or 0) > SOLVE_RTOL[run.dtype]]
     if leaked:
         worst = max(leaked, key=lambda u: u["leak"])
         found.append(

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pclab.experiments.trainer_check.judging import SOLVE_RTOL
 from pclab.experiments.trainer_check.summary_words import STATE_UNREAD, VERDICT, number
 
 
-def _update(i: int, u: dict[str, Any], k: int) -> str:
+def _update(i: int, u: dict[str, Any], k: int, rtol: float) -> str:
     where = f"e{u['epoch']}·w{u['window']}"
     tail = " tail" if u["microsteps"] < k else ""
     if u["skipped"]:
@@ -17,7 +18,7 @@ def _update(i: int, u: dict[str, Any], k: int) -> str:
     diff = "undefined" if u["max_abs_diff"] is None else f"{u['max_abs_diff']:.1e}"
     rates = f"lr {number(u['lr_yours'])} / {number(u['lr_intended'])}"
     scheme = u.get("scheme") or "—"
-    leak = f"  leak {u['leak']:.3g}" if (u.get("leak") or 0) > 1e-6 else ""
+    leak = f"  leak {u['leak']:.3g}" if (u.get("leak") or 0) > rtol else ""  # as diagnosed
     return (
         f"      {i:>2} {where:<7} k'={u['microsteps']}{tail} N={u['num_valid_labels']:<4} "
         f"{rates}  steps {u['optimizer_steps']}  max |delta| {diff}  scheme {scheme}{leak}"
@@ -36,7 +37,9 @@ def _scenario(s: dict[str, Any], check: dict[str, Any]) -> list[str]:
     if "optimizer_state_unread" in s.get("notes", ()):
         lines.append(f"    note: {STATE_UNREAD}")
     lines.append("    update  window   N     lr yours / intended   steps   max |delta|   scheme")
-    lines.extend(_update(i, u, check["accum_steps"]) for i, u in enumerate(s.get("updates", [])))
+    rtol = SOLVE_RTOL[check.get("dtype", "float64")]
+    k = check["accum_steps"]
+    lines.extend(_update(i, u, k, rtol) for i, u in enumerate(s.get("updates", [])))
     for diagnosis in check.get("diagnoses", []):
         if diagnosis.get("scenario") == s["name"]:
             lines.append(f"    diagnosis {diagnosis['code']}: {diagnosis['message']}")

@@ -118,13 +118,24 @@ class Trainer:
 
 
 def where(exc: BaseException, path: Path, name: str) -> str:
-    """'trainer.py:12 in train_step: ZeroDivisionError: division by zero'."""
+    """'trainer.py:12 in train_step: ZeroDivisionError: division by zero'; an exception raised
+    `from` another also names the first of its chain, which says what went wrong where the
+    last often does not (OLMo-core's Trainer: 'RuntimeError: An error occurred (from
+    RuntimeError: nan loss encountered at step 2)')."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
     at = (
         f"{path.name}:{frames[-1].lineno} in {frames[-1].name}" if frames else f"{path.name} {name}"
     )
+    said = f"{at}: {_named(exc)}"
+    first = exc.__cause__
+    while first is not None and first.__cause__ is not None:
+        first = first.__cause__
+    return said if first is None else f"{said} (from {_named(first)})"
+
+
+def _named(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
-    return f"{at}: {type(exc).__name__}" + (f": {text}" if text else "")
+    return type(exc).__name__ + (f": {text}" if text else "")
 
 
 def load(path: str | Path) -> Trainer:

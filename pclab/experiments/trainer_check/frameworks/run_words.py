@@ -60,6 +60,8 @@ def empty(run: dict[str, Any], say: Say) -> str:
     added = [c for c in empty_codes if c not in run["scenarios"][UNEVEN]["codes"]]
     if "scheduler_on_skip" in added:
         return say("frameworks.runs.empty_scheduler")
+    if "trainer_error" in added:  # it raised: nothing after that window ran
+        return say("frameworks.runs.empty_raised")
     if added:
         return say("frameworks.runs.empty_other", codes=_code_list(added))
     if run.get("empty_steps"):  # stepped there, but no code of its own beside the others
