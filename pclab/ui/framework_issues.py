@@ -95,7 +95,12 @@ RUN_ISSUES = {
 }
 # setting code -> another project's issue or pull request on the same arithmetic, where no
 # issue of the framework's own is known (README: "torchtitan fixed the same arithmetic").
-RELATED = {"olmo_core_train_module": (("pytorch/torchtitan", 2206),)}
+RELATED = {
+    "olmo_core_train_module": (("pytorch/torchtitan", 2206),),
+    # torch.distributed.checkpoint initialises a fresh AdamW's state by a step at lr 0: the
+    # step counts run one ahead (OLMo-core's pre-train checkpoint); torchtitan reset them
+    "run_olmo_core_trainer": (("pytorch/torchtitan", 4382),),
+}
 REPOSITORY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 

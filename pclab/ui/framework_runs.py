@@ -45,3 +45,4 @@ def section() -> None:
             if links := run_issue_links(record["code"]):
                 st.markdown(links)
             st.caption(_recorded(record))
+    st.markdown(t("frameworks.runs.without_loop"))

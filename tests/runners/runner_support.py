@@ -109,9 +109,24 @@ def run_in_own_environment(package: str, folder: Path, *args: str) -> subprocess
         )
     root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PCL_FRAMEWORK_RECORD=str(folder / "record.jsonl"), PYTHONPATH=str(root))
+    # the check bounds each of its launches itself; a resume check makes ten of them
     return subprocess.run(
-        [str(python), *args], cwd=root, env=env, capture_output=True, text=True, timeout=600
+        [str(python), *args], cwd=root, env=env, capture_output=True, text=True, timeout=1800
     )
+
+
+def check_in_own_environment(
+    package: str, folder: Path, trainer: Path, exit_code: int = 1
+) -> tuple[dict, list[dict]]:
+    """`pclab check TRAINER --json` under `package`'s own Python (run_in_own_environment):
+    its report, which must exit `exit_code` (1: a different update or run, as recorded), and
+    every rank's evidence lines."""
+    import json
+
+    done = run_in_own_environment(package, folder, "-m", "pclab", "check", str(trainer), "--json")
+    assert done.returncode == exit_code, done.stderr[-3000:]
+    lines = [json.loads(x) for x in (folder / "record.jsonl").read_text().splitlines()]
+    return json.loads(done.stdout), lines
 
 
 def assert_measures_its_record(check: dict, adapter: str, rel: float) -> None:

@@ -22,12 +22,11 @@ the loss is 0 / 0 and the Trainer stops on it ("nan loss encountered": `trainer_
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 
 import pytest
-from runner_support import assert_measures_its_record, run_in_own_environment
+from runner_support import assert_measures_its_record, check_in_own_environment
 
 from pclab.experiments.trainer_check import frameworks
 from pclab.experiments.trainer_check.frameworks import run_table
@@ -42,12 +41,7 @@ REL = 1e-5  # float32 (DTYPE)
 def run(tmp_path_factory):
     """One `pclab check olmo_core_train_module.py --json` under OLMo-core's Python."""
     folder = tmp_path_factory.mktemp("olmo_core")
-    done = run_in_own_environment(
-        "ai2-olmo-core", folder, "-m", "pclab", "check", str(TRAINER), "--json"
-    )
-    assert done.returncode == 1, done.stderr[-3000:]  # a different update, as recorded
-    lines = [json.loads(x) for x in (folder / "record.jsonl").read_text().splitlines()]
-    return json.loads(done.stdout), lines
+    return check_in_own_environment("ai2-olmo-core", folder, TRAINER)  # a different update
 
 
 def _local_means(counts):
@@ -113,11 +107,7 @@ def run_across_epochs(tmp_path_factory):
     rank's evidence."""
     folder = tmp_path_factory.mktemp("olmo-core-run")
     row = next(r for r in run_table.ROWS if r.code == RUN_ADAPTER)
-    args = ("-m", "pclab", "check", str(row.path(RUN_ADAPTER)), "--json")
-    done = run_in_own_environment("ai2-olmo-core", folder, *args)
-    assert done.returncode == 1, done.stderr[-3000:]  # a different run, as recorded
-    lines = [json.loads(x) for x in (folder / "record.jsonl").read_text().splitlines()]
-    return json.loads(done.stdout), lines
+    return check_in_own_environment("ai2-olmo-core", folder, row.path(RUN_ADAPTER))
 
 
 def _scenario(check: dict, name: str) -> dict:
@@ -181,4 +171,76 @@ def test_a_window_with_no_labels_stops_the_trainer_on_its_nan_loss(run_across_ep
 def test_the_table_across_a_run_records_what_the_trainer_does(run_across_epochs):
     recorded = {r["code"]: r for r in run_table.load_runs()["records"]}[RUN_ADAPTER]
     assert run_table.story(run_across_epochs[0]) == recorded["run"], "re-record: --runs"
-    assert recorded["package"] == "ai2-olmo-core" and recorded["resume"] is None
+    assert recorded["package"] == "ai2-olmo-core"
+
+
+RESUME_ADAPTER = "run_resume_olmo_core_trainer"
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory):
+    """One `pclab check run_resume_olmo_core_trainer.py --json` under OLMo-core's Python: the
+    run check, then every rank killed at four points and restarted from its own checkpoint."""
+    folder = tmp_path_factory.mktemp("olmo-core-resume")
+    row = next(r for r in run_table.ROWS if r.code == RUN_ADAPTER)
+    return check_in_own_environment("ai2-olmo-core", folder, row.path(RESUME_ADAPTER))
+
+
+@pytest.mark.slow
+def test_a_restart_resumes_after_the_last_step_its_checkpointer_saved(resumed):
+    """Blind, from OLMo-core's checkpointer (a checkpoint after every step, the loader's
+    position in it): killed at microbatch 3 or 4 (window 1), the run comes back at 3, after
+    step 1; killed at 6 (epoch 1's first), at 6, the tail (5) never served; microbatch 5 is
+    never run, so no kill happens there. Every restart is the run never stopped."""
+    check, lines = resumed
+    points = {p["point"]: p for p in check["resume"]}
+    assert points["before_tail"]["verdict"] == "not_killed"
+    for point, back in (("mid_epoch", 3), ("mid_window", 3), ("epoch_boundary", 6)):
+        assert points[point]["verdict"] == "same_run", points[point]
+        assert points[point]["resumed_from"] == back and points[point]["codes"] == []
+    assert any(line["resumed"] for line in lines if line["adapter"] == RESUME_ADAPTER)
+
+
+@pytest.mark.slow
+def test_checkpointing_before_the_first_batch_steps_adamw_once_at_lr_0(resumed):
+    """The checkpointer's pre-train checkpoint asks torch.distributed.checkpoint for the
+    optimizer's state, which a fresh AdamW does not have yet: `_init_optim_state` makes it by
+    one step at lr 0 on zero gradients, so the uninterrupted run takes 5 optimizer steps for
+    its 4 updates and every AdamW step count runs one ahead (pytorch/torchtitan#4382 fixed
+    the same in its own code). SGD, the check's replays, has no state for it to find at any
+    save, so every checkpoint steps it at lr 0 once more (4 updates, 5 saves: 9 steps)."""
+    _, lines = resumed
+    straight = [x for x in lines if x["adapter"] == RESUME_ADAPTER and not x["resumed"]]
+    adamw = [x for x in straight if x["optimizer_class"] == "AdamW"]
+    sgd = [x for x in straight if x["optimizer_class"] == "SGD"]
+    assert adamw and all(x["optimizer_steps"] == x["global_step"] + 1 == 5 for x in adamw)
+    assert sgd and all(x["optimizer_steps"] == 2 * x["global_step"] + 1 == 9 for x in sgd)
+
+
+@pytest.mark.slow
+def test_the_table_records_olmo_cores_restarts(resumed):
+    recorded = {r["code"]: r for r in run_table.load_runs()["records"]}[RUN_ADAPTER]
+    assert run_table.story(resumed[0])["resume"] == recorded["resume"], "re-record: --runs"
+
+
+def test_the_state_made_by_a_step_at_lr_0_shrinks_adamws_first_update_to_0_744():
+    """The README's figure, in closed form and against torch itself: after
+    `_init_optim_state`'s step at lr 0, AdamW's first real update is taken at step 2, its
+    bias-corrected moments (0.1 g / 0.19) / sqrt(0.001 g^2 / 0.001999) = 0.744 of step 1's."""
+    import torch
+    from torch.distributed.checkpoint.state_dict import _init_optim_state
+
+    def first_update(initialised: bool) -> torch.Tensor:
+        p = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+        optimizer = torch.optim.AdamW([p], lr=0.01, weight_decay=0.1)
+        if initialised:
+            _init_optim_state(optimizer)
+        p.grad = torch.tensor([0.3, -2.0, 5e-3], dtype=torch.float64)
+        optimizer.step()
+        return p.detach()
+
+    want = (0.1 / 0.19) / math.sqrt(0.001 / (1 - 0.999**2))
+    ratio = first_update(True) / first_update(False)
+    assert ratio.tolist() == pytest.approx([want] * 3, rel=1e-6) and want == pytest.approx(
+        0.744, abs=5e-4
+    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from pclab.experiments.trainer_check.resume_judge import Launches, judge
+from pclab.experiments.trainer_check.resume_judge import Launches, from_first_handed_out, judge
 from pclab.experiments.trainer_check.run_observe import Step
 from pclab.experiments.trainer_check.run_reference import Update, Window
 
@@ -116,3 +116,14 @@ def test_a_run_right_everywhere_but_an_unplaced_restart_is_no_evidence(monkeypat
         said = [d for d in check["diagnoses"] if d["code"] == "no_evidence"]
         assert [d.get("resume") for d in said] == ([True] if status == "no_evidence" else [])
     assert exit_code({"status": "no_evidence"}) == 2
+
+
+def test_a_restart_is_placed_by_its_first_input_the_check_handed_out():
+    """Forwards of a framework's own batch before only handed-out ones (OLMo-core's dry run)
+    are left out; a first forward handed out places it as before; a mix after a foreign first
+    (inputs the check's by chance: TRL's own tokenizing) or none at all cannot place it."""
+    assert from_first_handed_out([1, 2, 3, 4], [False, False, True, True]) == ([3, 4], True)
+    assert from_first_handed_out([3, 4, 5], [True, False, True]) == ([3, 4, 5], True)
+    assert from_first_handed_out([1, 2, 3], [False, True, False]) == ([1, 2, 3], False)
+    assert from_first_handed_out([1, 2], [False, False]) == ([1, 2], False)
+    assert from_first_handed_out([], []) == ([], True)  # killed before its first forward

@@ -119,7 +119,10 @@ def _dataset(folder: Path, epoch: int, rows):
     """One epoch's rows as OLMo-core's own data: a token array and its label mask array."""
     from olmo_core.data import NumpyFSLDataset
 
-    tokens, masks = folder / f"tokens{epoch}.npy", folder / f"mask{epoch}.npy"
+    # the same names every epoch: a checkpoint's loader state holds the dataset's fingerprint,
+    # its files' names and sizes, which a restart in another epoch must find the same
+    (folder / f"epoch{epoch}").mkdir(exist_ok=True)
+    tokens, masks = folder / f"epoch{epoch}" / "tokens.npy", folder / f"epoch{epoch}" / "mask.npy"
     np.asarray(torch.stack([ids for ids, _ in rows]).numpy(), dtype=np.uint16).tofile(tokens)
     np.asarray(torch.stack([m for _, m in rows]).numpy(), dtype=np.bool_).tofile(masks)
     dataset = NumpyFSLDataset(
@@ -226,7 +229,7 @@ def olmo_run(model, optimizer, epochs, accum_steps, adapter, checkpoint_dir=None
     saving = {"checkpointer": CheckpointerCallback(save_interval=1, save_async=False)}
     with shared_folder(checkpoint_dir) as folder:
         data = folder / "data"
-        data.mkdir(exist_ok=True)
+        data.mkdir(parents=True, exist_ok=True)
         datasets = [_dataset(data, e, global_order(ranks)) for e, ranks in enumerate(epochs)]
         loader, epochs_set = _loader(datasets, accum_steps, data)
         trainer = TrainerConfig(
@@ -244,6 +247,7 @@ def olmo_run(model, optimizer, epochs, accum_steps, adapter, checkpoint_dir=None
     record(
         adapter,
         optimizer_steps=counter.close(),
+        optimizer_class=type(module.optim).__name__,
         global_step=trainer.global_step,
         max_steps=trainer.max_steps,  # what the module's schedule runs over
         epochs_set=epochs_set,

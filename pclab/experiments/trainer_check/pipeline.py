@@ -97,6 +97,8 @@ def snapshot(
     state = {f"parameter {n}": p.double().clone() for n, p in named.items()}
     for param, entries in optimizer.state.items() if with_optimizer else ():
         for key, value in sorted(entries.items()):
+            if hasattr(value, "full_tensor"):  # a sharded state (FSDP2's DTensor): gathered,
+                value = value.full_tensor()  # a collective every rank's snapshot makes alike
             if isinstance(value, torch.Tensor):
                 value = value.detach().double().clone()
             elif isinstance(value, int | float):

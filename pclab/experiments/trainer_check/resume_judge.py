@@ -47,9 +47,24 @@ class Launches:
     resumed: list[Step]  # the resumed launch's steps
     resumed_forwards: list[int]  # the run index of every microbatch the resumed launch ran
     straight: list[Step]  # the same loop, never stopped
-    # the resumed launch's first forward ran an input the check handed out (a loop that
-    # tokenizes its own text runs none): only then is it known where the run came back
+    # the resumed launch ran an input the check handed out (a loop that tokenizes its own
+    # text runs none): only then is it known where the run came back (from_first_handed_out)
     placed: bool = True
+
+
+def from_first_handed_out(seen: list[int], given: list[bool]) -> tuple[list[int], bool]:
+    """The resumed launch's forwards that say where it came back, and whether any does (or it
+    ran none at all). `given`: per forward, its input was one the check handed out. A launch
+    whose first forward was one is placed as it is; one whose framework ran batches of its own
+    first and then only the check's (OLMo-core's dry run of a mock batch) is placed from the
+    first of those; any other (TRL tokenizes its own text, so its inputs are the check's only
+    by chance) cannot be placed."""
+    if not given or given[0]:
+        return seen, True
+    lead = next((i for i, handed_out in enumerate(given) if handed_out), len(given))
+    if lead < len(given) and all(given[lead:]):
+        return seen[lead:], True
+    return seen, False
 
 
 def _window(windows: list[Window], position: int) -> int | None:

@@ -109,9 +109,9 @@ def main(argv: list[str] | None = None) -> None:
     resumed, _, _ = run_loop.watched_run(
         trainer, epochs, rank, args.accum, "cpu", False, args.checkpoint_dir, Recording
     )
-    placed = not seen[0].placed or seen[0].placed[0]  # where it came back is known
+    forwards, placed = resume_judge.from_first_handed_out(seen[0].seen, seen[0].placed)
     judged = resume_judge.judge(
-        resume_judge.Launches(traced_steps(trace), resumed, seen[0].seen, straight, placed),
+        resume_judge.Launches(traced_steps(trace), resumed, forwards, straight, placed),
         (initial, updates, windows),
         args.kill_at,
         args.tolerance,

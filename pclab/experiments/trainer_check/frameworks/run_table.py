@@ -87,7 +87,9 @@ ROWS = (
     ),
     RunRow("run_litgpt_finetune", "litgpt", "litgpt"),  # its own environment (framework_env)
     RunRow("run_torchtune_full_finetune", "torchtune", "torchtune"),  # the same
-    RunRow("run_olmo_core_trainer", "OLMo-core", "ai2-olmo-core"),  # the same
+    RunRow(  # its own environment, as litgpt and torchtune
+        "run_olmo_core_trainer", "OLMo-core", "ai2-olmo-core", "run_resume_olmo_core_trainer"
+    ),
 )
 
 

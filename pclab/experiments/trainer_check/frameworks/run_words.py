@@ -80,11 +80,14 @@ def resume(record: dict[str, Any], say: Say) -> str:
     parts = [
         f"{_code_list(p['codes']) or p['verdict']} ({p['point']})"
         for p in points
-        if p["verdict"] not in ("same_run", "no_evidence")
+        if p["verdict"] not in ("same_run", "no_evidence", "not_killed")
     ]
     unplaced = [p["point"] for p in points if p["verdict"] == "no_evidence"]
     if unplaced:  # restarts the check could not place, said once
         parts.append(say("frameworks.runs.resume_unplaced", points=", ".join(unplaced)))
+    unreached = [p["point"] for p in points if p["verdict"] == "not_killed"]
+    if unreached:  # the run never ran the microbatch it was to be killed at
+        parts.append(say("frameworks.runs.resume_unreached", points=", ".join(unreached)))
     found = "; ".join(parts)
     if same:
         return say("frameworks.runs.resume_found", found=found, others=len(same))
