@@ -1,6 +1,6 @@
 """The trainer check's small steps in one process, at the edges the bundled trainers never
 reach: a NaN or infinite gap, a DTYPE's short name, the floor-raised tolerance, and
-rank_spread on a one-rank Gloo group (no torchrun; the real launches are in
+rank_spread and a sharded (DTensor) optimizer state on a one-rank Gloo group (no torchrun; the real launches are in
 test_trainer_check.py and test_trainer_check_v2.py)."""
 
 from __future__ import annotations
@@ -73,3 +73,30 @@ def test_a_non_finite_value_across_from_a_finite_one_is_no_agreement():
     )
     assert all(abs(float(x) - 1.0) >= 1e300 for x in coded)
     assert len({float(x) for x in coded}) == 3  # NaN, inf and -inf stay apart
+
+
+def test_snapshot_gathers_a_sharded_optimizer_state(one_rank_group):
+    """An optimizer over DTensor parameters (FSDP2, OLMo-core) keeps its moments as DTensors:
+    snapshot reads them whole (full_tensor), the same numbers as Adam over a plain tensor."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    start = torch.tensor([[1.0, -2.0], [0.5, 3.0]], dtype=torch.float64)
+    grad = torch.tensor([[0.25, 1.0], [-0.5, 2.0]], dtype=torch.float64)
+    mesh = init_device_mesh("cpu", (1,))
+    sharded = torch.nn.Linear(2, 2, bias=False).double()
+    sharded.weight = torch.nn.Parameter(distribute_tensor(start.clone(), mesh, [Shard(0)]))
+    plain = torch.nn.Linear(2, 2, bias=False).double()
+    plain.weight = torch.nn.Parameter(start.clone())
+    states_after = []
+    for model, g in ((sharded, distribute_tensor(grad, mesh, [Shard(0)])), (plain, grad)):
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+        model.weight.grad = g
+        optimizer.step()
+        whole = getattr(model.weight, "full_tensor", model.weight.detach)()  # as full_parameters
+        states_after.append(pipeline.snapshot(model, optimizer, {"weight": whole.detach()}))
+    got, want = states_after
+    assert set(got) == set(want) >= {"optimizer exp_avg of weight", "optimizer step of weight"}
+    for name in want:
+        assert type(got[name]) is torch.Tensor, name  # a plain tensor, not a DTensor
+        torch.testing.assert_close(got[name], want[name], rtol=0, atol=1e-15)
