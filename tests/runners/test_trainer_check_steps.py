@@ -1,7 +1,7 @@
 """The trainer check's small steps in one process, at the edges the bundled trainers never
-reach: a NaN or infinite gap, a DTYPE's short name, the floor-raised tolerance, and
-rank_spread and a sharded (DTensor) optimizer state on a one-rank Gloo group (no torchrun; the real launches are in
-test_trainer_check.py and test_trainer_check_v2.py)."""
+reach: a NaN or infinite gap, a DTYPE's short name, the floor-raised tolerance, and, on a
+one-rank Gloo group, rank_spread and a sharded (DTensor) optimizer state (no torchrun; the
+real launches are in test_trainer_check.py and test_trainer_check_v2.py)."""
 
 from __future__ import annotations
 
