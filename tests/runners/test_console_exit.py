@@ -88,6 +88,9 @@ def test_ctrl_c_during_a_check_ends_it_with_one_line_and_nothing_left(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # as a terminal has it: a shell without job control starts a background job (CI's
+        # `.ci/run &`) with SIGINT ignored, and Python then installs no Ctrl-C handler at all
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert wait_for(lambda: len(marked(mark)) >= 3, 120), "its ranks never started"
     time.sleep(1.0)
