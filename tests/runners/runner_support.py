@@ -92,6 +92,20 @@ def warm_runtime(frameworks: bool = False, **settings) -> Iterator[Runtime]:
         runtime.shutdown()
 
 
+OWN_ENVIRONMENT_TIMEOUT_S = 1800  # one check under a framework's own Python, at the most
+
+
+def own_environment_timeout():
+    """The pytest-timeout mark for a file whose fixtures run checks in a framework's own
+    environment: pytest-timeout counts a module fixture's set-up in the first test that asks
+    for it, and a resume check there (ten launches) outlived the suite's 300 s in CI
+    (OLMo-core's, beside the other worker), so the bound is the check's own, with room to
+    report."""
+    import pytest
+
+    return pytest.mark.timeout(OWN_ENVIRONMENT_TIMEOUT_S + 120)
+
+
 def run_in_own_environment(package: str, folder: Path, *args: str) -> subprocess.CompletedProcess:
     """`python ARGS` under the Python of `package`'s own environment (bench/framework_env.py),
     this checkout first on its path, every rank's evidence to folder/record.jsonl; the calling
@@ -111,7 +125,12 @@ def run_in_own_environment(package: str, folder: Path, *args: str) -> subprocess
     env = dict(os.environ, PCL_FRAMEWORK_RECORD=str(folder / "record.jsonl"), PYTHONPATH=str(root))
     # the check bounds each of its launches itself; a resume check makes ten of them
     return subprocess.run(
-        [str(python), *args], cwd=root, env=env, capture_output=True, text=True, timeout=1800
+        [str(python), *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=OWN_ENVIRONMENT_TIMEOUT_S,
     )
 
 

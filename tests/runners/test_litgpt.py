@@ -26,11 +26,18 @@ import math
 import sys
 
 import pytest
-from runner_support import ROOT, assert_measures_its_record, check_in_own_environment
+from runner_support import (
+    ROOT,
+    assert_measures_its_record,
+    check_in_own_environment,
+    own_environment_timeout,
+)
 
 from bench import framework_env
 from pclab.experiments.trainer_check import frameworks
 from pclab.experiments.trainer_check.frameworks import run_table
+
+pytestmark = own_environment_timeout()
 
 ADAPTER = "litgpt_finetune"
 TRAINER = frameworks.BY_CODE[ADAPTER].path

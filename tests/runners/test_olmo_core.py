@@ -26,10 +26,16 @@ import math
 import sys
 
 import pytest
-from runner_support import assert_measures_its_record, check_in_own_environment
+from runner_support import (
+    assert_measures_its_record,
+    check_in_own_environment,
+    own_environment_timeout,
+)
 
 from pclab.experiments.trainer_check import frameworks
 from pclab.experiments.trainer_check.frameworks import run_table
+
+pytestmark = own_environment_timeout()
 
 ADAPTER = "olmo_core_train_module"
 TRAINER = frameworks.BY_CODE[ADAPTER].path

@@ -34,12 +34,15 @@ import pytest
 from runner_support import (
     assert_measures_its_record,
     check_in_own_environment,
+    own_environment_timeout,
     run_in_own_environment,
 )
 
 from bench import framework_env
 from pclab.experiments.trainer_check import frameworks
 from pclab.experiments.trainer_check.frameworks import run_table
+
+pytestmark = own_environment_timeout()
 
 ADAPTERS = ("torchtune_full_finetune", "torchtune_full_finetune_masked")
 STEPS_PER_SCENARIO = 2  # the check's train_step calls: its optimizer, then SGD at lr 1
@@ -218,4 +221,41 @@ def test_the_recipe_turns_a_window_with_no_labels_non_finite(run_across_epochs):
 def test_the_table_across_a_run_records_what_the_recipes_loop_does(run_across_epochs):
     recorded = {r["code"]: r for r in run_table.load_runs()["records"]}[RUN_ADAPTER]
     assert run_table.story(run_across_epochs[0]) == recorded["run"], "re-record: --runs"
-    assert recorded["package"] == "torchtune" and recorded["resume"] is None
+    assert recorded["package"] == "torchtune"
+
+
+RESUME_ADAPTER = "run_resume_torchtune_full_finetune"
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory):
+    """One `pclab check run_resume_torchtune_full_finetune.py --json` under torchtune's Python:
+    the run check, then every rank killed at four points and restarted from the recipe's own
+    epoch-end checkpoint, with every rank's evidence."""
+    folder = tmp_path_factory.mktemp("torchtune-resume")
+    row = next(r for r in run_table.ROWS if r.code == RUN_ADAPTER)
+    return check_in_own_environment("torchtune", folder, row.path(RESUME_ADAPTER))
+
+
+@pytest.mark.slow
+def test_a_restart_after_an_epoch_end_loses_the_tail_the_recipe_carried(resumed):
+    """Blind, from the recipe's source: it saves only at an epoch's end, after the epoch's tail
+    has run but before anything steps it (the tail's gradient waits in .grad for the next
+    epoch's first window: the test above). Killed anywhere in epoch 0 there is no checkpoint
+    yet, and the restart starts over: the run never stopped. Killed at epoch 1's first
+    microbatch, it resumes from epoch 0's checkpoint with no gradient held, so epoch 1's
+    first window lacks the tail: window_gradient_lost, and nothing else."""
+    check, lines = resumed
+    points = {p["point"]: p for p in check["resume"]}
+    for point in ("mid_epoch", "mid_window", "before_tail"):
+        assert (points[point]["verdict"], points[point]["codes"]) == ("same_run", []), point
+    assert points["epoch_boundary"]["verdict"] == "different"
+    assert points["epoch_boundary"]["codes"] == ["window_gradient_lost"]
+    restarts = [x for x in lines if x["adapter"] == RESUME_ADAPTER]
+    assert {x["resumed_after_epoch"] for x in restarts} == {None, 0}
+
+
+@pytest.mark.slow
+def test_the_table_records_torchtunes_restarts(resumed):
+    recorded = {r["code"]: r for r in run_table.load_runs()["records"]}[RUN_ADAPTER]
+    assert run_table.story(resumed[0])["resume"] == recorded["resume"], "re-record: --runs"

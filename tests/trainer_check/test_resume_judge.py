@@ -127,3 +127,49 @@ def test_a_restart_is_placed_by_its_first_input_the_check_handed_out():
     assert from_first_handed_out([1, 2, 3], [False, True, False]) == ([1, 2, 3], False)
     assert from_first_handed_out([1, 2], [False, False]) == ([1, 2], False)
     assert from_first_handed_out([], []) == ([], True)  # killed before its first forward
+
+
+def _carried_tail(resumed: list[Step]) -> dict:
+    """torchtune's recipe: its straight run steps at 2, 4, 7 and 9 (each epoch's tail carried
+    into the next epoch's first window, the last never stepped) and checkpoints at each
+    epoch's end; killed at microbatch 6, after the checkpoint of epoch 0, it comes back at 6."""
+    straight = _steps([2, 4, 7, 9], [1.0, 2.0, 3.0, 4.0])
+    killed = _steps([2, 4], [1.0, 2.0])
+    return judge(Launches(killed, resumed, list(range(6, 11)), straight), REFERENCE, 6, 1e-12)
+
+
+def test_a_restart_inside_the_loops_own_window_loses_what_it_had_accumulated():
+    """Come back at 6 from the weights the straight run had there, its first step (at 7, as the
+    straight run's) parts from the straight one: the tail's gradient (microbatch 5), held
+    in .grad over the epoch-end checkpoint, is gone. The straight run's own folding of the
+    tail is not charged to the restart (before: counter_reset)."""
+    got = _carried_tail(_steps([7, 9], [3.5, 4.5], start=2.0))
+    assert (got["verdict"], got["codes"], got["first_divergence"]) == (
+        "different",
+        ["window_gradient_lost"],
+        3,
+    )
+
+
+def test_a_lost_window_gradient_is_named_only_from_the_straight_runs_weights_and_rates():
+    """The same restart from other weights (a checkpoint of other values) or at other rates
+    can part for that reason: no window_gradient_lost is claimed from it."""
+    assert _carried_tail(_steps([7, 9], [3.5, 4.5], start=2.25))["codes"] == []
+    other_rate = [
+        Step(s.forwards, (0.2,), s.before, s.after) for s in _steps([7, 9], [3.5, 4.5], 2.0)
+    ]
+    assert _carried_tail(other_rate)["codes"] == []
+
+
+def test_a_restart_that_steps_where_the_loop_itself_does_not_resets_the_counter():
+    got = _carried_tail(_steps([8, 10], [3.5, 4.5], start=2.0))
+    assert got["verdict"] == "different" and got["codes"] == ["counter_reset"], got["codes"]
+
+
+def test_a_step_before_the_resumed_launchs_first_forward_is_no_update():
+    """torchtune's resume loads the optimizer through torch.distributed.checkpoint, whose
+    _init_optim_state steps AdamW at lr 0 before any forward (forwards 0, nothing moved): read
+    as the first resumed step it had claimed optimizer_state_lost and counter_reset."""
+    set_up = Step(0, (0.0,), _state(2.0), _state(2.0))
+    got = _carried_tail([set_up, *_steps([7, 9], [3.5, 4.5], start=2.0)])
+    assert got["codes"] == ["window_gradient_lost"], got["codes"]

@@ -127,26 +127,62 @@ def _recipe_class(model, data: EpochData):
     return ChecksModelAndEpochs
 
 
-def train_loop(model, optimizer, epochs, accum_steps):
-    """The recipe's train() over len(epochs) epochs of this rank's microbatches."""
+LATEST_MODEL = "model-00001-of-00001.bin"  # what FullModelTorchTuneCheckpointer saves an epoch
+
+
+@contextlib.contextmanager
+def work_folder(checkpoint_dir=None):
+    """Where this rank's recipe reads its base weights and writes its output: `checkpoint_dir`
+    (a resumable run's, shared by the ranks and kept), else a temporary folder of its own."""
+    if checkpoint_dir is not None:
+        yield Path(checkpoint_dir)
+        return
+    with tempfile.TemporaryDirectory(prefix="pcl-torchtune-") as tmp:
+        yield Path(tmp)
+
+
+def last_saved_epoch(output_dir: Path) -> int | None:
+    """The largest epoch whose checkpoint the recipe finished (its recipe state written
+    after the model's), None before the first epoch's end."""
+    if not (output_dir / "recipe_state" / "recipe_state.pt").exists():
+        return None
+    done = [
+        int(p.parent.name.removeprefix("epoch_"))
+        for p in output_dir.glob(f"epoch_*/{LATEST_MODEL}")
+    ]
+    return max(done, default=None)
+
+
+def tune_run(model, optimizer, epochs, accum_steps, adapter, checkpoint_dir=None, **settings):
+    """The recipe's train() over len(epochs) epochs of this rank's microbatches, its optimizer
+    built with `settings` besides the rate. With a `checkpoint_dir`: the recipe's own epoch-end
+    checkpoints are written there, and a launch that finds one resumes from it as torchtune's
+    docs say to (`resume_from_checkpoint: True`, `checkpoint_files` the latest epoch's)."""
+    import torch.distributed as dist
     from omegaconf import OmegaConf
 
     os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
     data = EpochData([sft_rows(epoch) for epoch in epochs])
-    with tempfile.TemporaryDirectory(prefix="pcl-torchtune-") as tmp:
-        folder = Path(tmp)
-        (folder / "base").mkdir()
-        torch.save(model.state_dict(), folder / "base" / "model.pt")
+    with work_folder(checkpoint_dir) as folder:
+        if dist.get_rank() == 0 or checkpoint_dir is None:  # a shared folder: written once
+            (folder / "base").mkdir(exist_ok=True)
+            torch.save(model.state_dict(), folder / "base" / "model.pt")
+        dist.barrier()
         cfg = recipe_config(folder, optimizer, accum_steps)
+        cfg.optimizer.update(settings)
         cfg.epochs, cfg.max_steps_per_epoch = len(epochs), None
         cfg.lr_scheduler = OmegaConf.create({"_component_": SCHEDULE, "num_warmup_steps": 0})
+        resumed_after = last_saved_epoch(folder / "out") if checkpoint_dir is not None else None
+        if resumed_after is not None:
+            cfg.resume_from_checkpoint = True
+            cfg.checkpointer.checkpoint_files = [f"epoch_{resumed_after}/{LATEST_MODEL}"]
         with on_the_checks_cpu_group(), contextlib.redirect_stderr(io.StringIO()):
             recipe = _recipe_class(model, data)(cfg)
             recipe.setup(cfg)
             counter = StepCounter(recipe._optimizer)
             recipe.train()
     record(
-        ADAPTER,
+        adapter,
         model_is_the_checks=recipe._model is model,
         global_step=recipe.global_step,
         steps_per_epoch=recipe._steps_per_epoch,  # what the schedule was built from
@@ -154,4 +190,10 @@ def train_loop(model, optimizer, epochs, accum_steps):
         epochs_set=data.epochs_set,  # by the recipe, each epoch
         optimizer_steps=counter.close(),
         parameter_type=type(next(model.parameters())).__name__,  # DTensor: FSDP2
+        resumed_after_epoch=resumed_after,
     )
+
+
+def train_loop(model, optimizer, epochs, accum_steps):
+    """The recipe's train() over len(epochs) epochs of this rank's microbatches."""
+    tune_run(model, optimizer, epochs, accum_steps, ADAPTER)

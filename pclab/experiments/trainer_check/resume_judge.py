@@ -12,9 +12,18 @@ went wrong named from what the two launches did:
     optimizer_state_lost  its first step's optimizer step count is below one more than the
                           steps the killed launch took before where it came back (AdamW's
                           bias correction shows it)
-    counter_reset         it stepped where no window ends: the window boundary moved
+    counter_reset         it stepped where the loop never stopped does not (or a window that
+                          run steps was stepped by neither launch though all of it ran): the
+                          window boundary moved
     window_gradient_lost  killed mid-window, it came back inside that window past its start,
-                          and the window's update lacks what was accumulated before the kill
+                          and the window's update lacks what was accumulated before the kill;
+                          the window the reference's, or the loop's own (between two steps of
+                          its straight run: a tail carried over an epoch-end checkpoint) where
+                          the first resumed step starts from the straight run's weights, at
+                          its rates, and still parts from it
+
+Each code is named against the loop's straight run, so a loop that cuts its windows its own
+way (torchtune carries an epoch's tail into the next) is not charged with that at a restart.
 
 A resumed launch whose first microbatch is not one the check handed out (a loop that builds
 its own inputs: TRL's SFTTrainer tokenizes text) cannot be placed: that kill point is
@@ -103,10 +112,16 @@ def _schedule_restarted(resumed: list[Step], updates: list[Update], windows: lis
 
 
 def _codes(
-    launches: Launches, reference: tuple[State, list[Update], list[Window]], kill_at: int
+    launches: Launches,
+    reference: tuple[State, list[Update], list[Window]],
+    kill_at: int,
+    tolerance: float,
 ) -> list[str]:
     initial, updates, windows = reference
-    killed, resumed = launches.killed, launches.resumed
+    # A step before the resumed launch's first forward ran on no gradient of its own: the
+    # framework setting up a state to load into (torch.distributed.checkpoint's
+    # _init_optim_state steps AdamW at lr 0; torchtune's resume), no window's update.
+    killed, resumed = launches.killed, [s for s in launches.resumed if s.forwards > 0]
     stepped = {_window(windows, s.forwards) for s in killed}
     done = max((i for i in stepped if i is not None), default=-1)
     restart = windows[done + 1].first_forward + 1 if done + 1 < len(windows) else None
@@ -122,12 +137,14 @@ def _codes(
     taken = stepped | {_window(windows, s.forwards) for s in resumed}
     # Microbatches run by either launch (the killed one ran 1 .. kill_at - 1): a window with
     # no step of its own whose microbatches all ran was folded into a neighbour's step (a
-    # moved boundary: counter_reset), not skipped.
+    # moved boundary: counter_reset), not skipped; unless the loop never stopped folds it too.
     ran = set(range(1, kill_at)) | set(launches.resumed_forwards)
     unstepped = [i for i, u in enumerate(updates) if u.state is not None and i not in taken]
     if any(not _all_ran(windows[i], ran) for i in unstepped):
         found.append("data_skipped")
-    folded = any(_all_ran(windows[i], ran) for i in unstepped)
+    straight_ends = {s.forwards for s in launches.straight}  # where the loop itself steps
+    straight_taken = {_window(windows, end) for end in straight_ends}
+    folded = any(_all_ran(windows[i], ran) for i in unstepped if i in straight_taken)
     if first is not None:
         if _schedule_restarted(resumed, updates, windows):
             found.append("scheduler_reset")
@@ -139,9 +156,9 @@ def _codes(
             before = sum(1 for s in killed if s.forwards < came_back)
             if mine < before + 1:
                 found.append("optimizer_state_lost")
-    ends = {w.first_forward + w.microsteps for w in windows}
-    if folded or any(s.forwards not in ends for s in resumed):  # a boundary moved
+    if folded or any(s.forwards not in straight_ends for s in resumed):  # a boundary moved
         found.append("counter_reset")
+    ends = {w.first_forward + w.microsteps for w in windows}
     kill_window = _window(windows, kill_at - 1)
     mid = kill_window is not None and kill_at - 1 not in ends
     if mid and came_back is not None and kill_window is not None:
@@ -150,7 +167,33 @@ def _codes(
         # accumulated before the kill is gone (a restart beyond the window skipped it)
         if window.first_forward + 1 < came_back <= window.first_forward + window.microsteps:
             found.append("window_gradient_lost")
+    elif came_back is not None and "optimizer_state_lost" not in found:
+        if _own_window_lost(launches.straight, first, (kill_at, came_back), tolerance):
+            found.append("window_gradient_lost")
     return found
+
+
+def _own_window_lost(
+    straight: list[Step], first: Step | None, kill: tuple[int, int], tolerance: float
+) -> bool:
+    """Killed inside one of the loop's own windows (between two steps of its straight run) and
+    come back past that window's start, the first resumed step ends that window, starts from
+    the straight run's weights there, at its rates, and still parts from it: nothing but what
+    was accumulated before the kill can make that step differ. `kill`: (the microbatch whose
+    forward every rank died at, the one the resumed launch came back to)."""
+    kill_at, back = kill
+    start = max((s.forwards for s in straight if s.forwards < kill_at - 1), default=0)
+    end = next((s for s in straight if s.forwards >= kill_at - 1), None)
+    if first is None or end is None or end.forwards == kill_at - 1:
+        return False  # killed at a step of the loop's own: no window was open
+    return (
+        start + 1 < back <= end.forwards
+        and first.forwards == end.forwards
+        and compare(first.before, end.before, tolerance)[1] is None
+        and len(first.lrs) == len(end.lrs)
+        and all(abs(x - y) <= RATE_RTOL * abs(y) for x, y in zip(first.lrs, end.lrs))
+        and compare(first.after, end.after, tolerance)[1] is not None
+    )
 
 
 def _all_ran(window: Window, ran: set[int]) -> bool:
@@ -200,7 +243,7 @@ def judge(
     from_straight = parts_from(
         {i: (straight[i].after if i in straight else None) for i in range(len(windows))}
     )
-    codes = _codes(launches, reference, kill_at) if from_straight is not None else []
+    codes = _codes(launches, reference, kill_at, tolerance) if from_straight is not None else []
     return {
         "killed_at": kill_at,
         "resumed_from": launches.resumed_forwards[0] if launches.resumed_forwards else None,

@@ -145,15 +145,17 @@ RESUME = {  # code -> (what the restarted run did, what to change)
         "save and restore the optimizer's whole state_dict, step counts included",
     ),
     "counter_reset": (
-        "the restarted run stepped where no window ends, so its windows are cut at other "
-        "places: its window counter restarted (transformers #22143), or, where it also replayed "
-        "data, a restored counter ran over data served again from an earlier point",
+        "the restarted run stepped where the same loop never stopped does not, so its windows "
+        "are cut at other places: its window counter restarted (transformers #22143), or, "
+        "where it also replayed data, a restored counter ran over data served again from an "
+        "earlier point",
         "restore the microstep counter and the position in the data together, or restart the "
         "window from its start",
     ),
     "window_gradient_lost": (
-        "killed in the middle of a window, the restarted run went on from the kill, so that "
-        "window's update lacks what was accumulated before it (OneTrainer PR #1465)",
+        "killed in the middle of a window (or of the loop's own: an epoch's tail carried "
+        "over an epoch-end checkpoint, torchtune's), the restarted run went on from the kill, "
+        "so that window's update lacks what was accumulated before it (OneTrainer PR #1465)",
         "checkpoint at update boundaries and restart a window from its first microbatch",
     ),
 }

@@ -18,7 +18,7 @@ from typing import Any, TypeAlias
 import pclab.experiments.trainer_check.examples as examples
 from pclab.experiments.trainer_check.frameworks import run_words
 from pclab.experiments.trainer_check.frameworks.loader import by_code, version_label
-from pclab.experiments.trainer_check.frameworks.run_table import load_runs
+from pclab.experiments.trainer_check.frameworks.run_table import ROWS, load_runs
 from pclab.experiments.trainer_check.frameworks.setting import (
     ACCUM,
     FOLDERS,
@@ -201,20 +201,41 @@ def _folder(folder: str, records: dict[str, Record], words: Words, verdicts: Wor
 
 
 def _run_rows(folder: str, verdicts: Words) -> list[str]:
-    """The run adapters of `folder` the page does not offer, each with the diagnoses and the
-    verdict its run record holds (examples.run_rows_not_offered)."""
-    recorded = {r["code"]: r["run"] for r in load_runs()["records"]}
+    """The run adapters of `folder` the page does not offer (examples.run_rows_not_offered),
+    each with the diagnoses and the verdict its row's record holds: a run adapter its run's,
+    a resume adapter its restarts' (and the run's verdict, which its check also gives)."""
+    records = {r["code"]: r for r in load_runs()["records"]}
+    resumes = {row.resume: row.code for row in ROWS if row.resume}
     lines = []
     for code, path, framework in examples.run_rows_not_offered():
         if path.parent.name != folder:
             continue
-        run = recorded.get(code)
-        found = sorted({c for s in run["scenarios"].values() for c in s["codes"]}) if run else []
-        scheme = ", ".join(f"`{c}`" for c in found) or "—"
-        verdict = verdicts[run["status"]] if run else "not run"
-        shows = _cell(f"{framework}: its own loop across a run (an environment of its own)")
+        record = records.get(resumes.get(code, code))
+        found, told, does = _resume_told(record) if code in resumes else _run_told(record)
+        status = next((s for s in ("different", "no_evidence", "same_update") if s in told), None)
+        scheme = ", ".join(f"`{c}`" for c in sorted(found)) or "—"
+        verdict = verdicts[status] if status else "not run"
+        shows = _cell(f"{framework}: {does} (an environment of its own)")
         lines.append(f"| {_file(path)} | {shows} | {scheme} | {verdict} |")
     return lines
+
+
+def _run_told(record: Record | None) -> tuple[set[str], set[str], str]:
+    """A run adapter's codes and verdict, from its row's run record."""
+    run = record["run"] if record else None
+    found = {c for s in run["scenarios"].values() for c in s["codes"]} if run else set()
+    return found, {run["status"]} if run else set(), "its own loop across a run"
+
+
+def _resume_told(record: Record | None) -> tuple[set[str], set[str], str]:
+    """A resume adapter's codes and verdicts: its restarts', and the run's (its check gives
+    that too)."""
+    points = (record or {}).get("resume") or []
+    found = {c for point in points for c in point["codes"]}
+    told = (
+        {record["run"]["status"], *(p["verdict"] for p in points)} if record and points else set()
+    )
+    return found, told, "its own loop, killed and restarted from its own checkpoints"
 
 
 def index() -> str:

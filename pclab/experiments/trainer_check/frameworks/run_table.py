@@ -86,7 +86,12 @@ ROWS = (
         "run_resume_clm_no_trainer",
     ),
     RunRow("run_litgpt_finetune", "litgpt", "litgpt"),  # its own environment (framework_env)
-    RunRow("run_torchtune_full_finetune", "torchtune", "torchtune"),  # the same
+    RunRow(  # the same
+        "run_torchtune_full_finetune",
+        "torchtune",
+        "torchtune",
+        "run_resume_torchtune_full_finetune",
+    ),
     RunRow(  # its own environment, as litgpt and torchtune
         "run_olmo_core_trainer", "OLMo-core", "ai2-olmo-core", "run_resume_olmo_core_trainer"
     ),
@@ -120,7 +125,9 @@ def story(check: dict[str, Any]) -> dict[str, Any]:
         },
         "steps_per_epoch": [per_epoch[e] for e in sorted(per_epoch)],
         "reference_steps_per_epoch": [reference[e] for e in sorted(reference)],
-        "tail_scale": None if scale is None else round(scale, 9),
+        # to the weight solve's own tolerance (1e-6): a float32 loop's eighth digit is the
+        # CPU's kernels' (0.499999993 recorded on one box, 0.499999976 on an AMD EPYC one)
+        "tail_scale": None if scale is None else round(scale, 6),
         "schedule": (uneven.get("schedule") or {}).get("matches"),
         "scheduler_rate": rate,
         # the loop's optimizer steps at the N = 0 windows, which the reference skips
