@@ -1,10 +1,17 @@
 """Shared test setup: run from the repository root so `core`, `ui` and `runners` import; and
 the fast tier, `python -m pytest -m quick` (QUICK_TIER below)."""
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
+
+# The tests' own torch work is on tiny tensors, where intra-op threads only contend (the ranks
+# and the server run on one thread for the same reason): tests/core took 43 CPU-seconds on one
+# thread against 49 on two, alone on a 2-core box. Set before anything imports torch; a value
+# set by hand is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -117,8 +124,23 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return True if relative not in QUICK_FILES else None
 
 
+# The order in which the xdist workers are handed the test files (`--dist loadfile
+# --no-loadscope-reorder` in pyproject.toml): the folders whose files are long first (the
+# browser's, then the launches'), the short files last, so that a run ends with short files on
+# both workers. xdist's default order, most tests first, handed out the browser files, each a
+# few tests of 10-90 s, last: one worker ran the hosted demo's 90 s while the other had ended.
+LONG_FILES_FIRST = ("tests/e2e/", "tests/runners/", "tests/trainer_check/", "tests/package/")
+
+
+def _handed_out(item: pytest.Item) -> int:
+    path = item.nodeid.split("::")[0]
+    return next((i for i, f in enumerate(LONG_FILES_FIRST) if path.startswith(f)), 99)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tier's tests `quick` (a file's every test, or a function's every case)."""
+    """Mark the tier's tests `quick` (a file's every test, or a function's every case), and
+    put the long files first (LONG_FILES_FIRST; stable, so a file's tests keep their order)."""
+    items.sort(key=_handed_out)
     for item in items:
         path = item.nodeid.split("::")[0]
         function = item.nodeid.split("[")[0]
