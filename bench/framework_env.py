@@ -35,7 +35,9 @@ from bench import ROOT
 # torchao, and only torchao 0.13.0-0.15.0 import beside torch 2.13.0 (0.16.0 lacks
 # int4_weight_only, 0.12.0 needs a torch._inductor module 2.13.0 no longer has).
 OWN_ENVIRONMENT = {
-    "litgpt": ("litgpt==0.5.13",),
+    # requests: litgpt's own command line needs it (`litgpt` sets jsonargparse's URL read mode,
+    # litgpt/__main__.py:69), and fit() saves a checkpoint's hyperparameters through it
+    "litgpt": ("litgpt==0.5.13", "requests==2.34.2"),
     "torchtune": ("torchtune==0.6.1", "torchao==0.15.0"),
     "ai2-olmo-core": ("ai2-olmo-core==3.0.0",),  # it would move huggingface_hub to 1.33.0
 }

@@ -195,4 +195,48 @@ def test_litgpts_schedule_is_built_for_the_floored_count(run_across_epochs):
 def test_the_table_across_a_run_records_what_litgpts_loop_does(run_across_epochs):
     recorded = {r["code"]: r for r in run_table.load_runs()["records"]}[RUN_ADAPTER]
     assert run_table.story(run_across_epochs[0]) == recorded["run"], "re-record: --runs"
-    assert recorded["package"] == "litgpt" and recorded["resume"] is None
+    assert recorded["package"] == "litgpt"
+
+
+RESUME_ADAPTER = "run_resume_litgpt_finetune"
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory):
+    """One `pclab check run_resume_litgpt_finetune.py --json` under litgpt's Python: the run
+    check, then every rank killed at four points and restarted from fit()'s own checkpoints,
+    with every rank's evidence."""
+    folder = tmp_path_factory.mktemp("litgpt-resume")
+    return check_in_own_environment("litgpt", folder, RUN_TRAINER.with_name(RESUME_ADAPTER + ".py"))
+
+
+@pytest.mark.slow
+def test_a_restart_comes_back_after_the_last_step_fit_saved(resumed):
+    """Blind, from full.py: fit() saves its whole state (the model, AdamW, the schedule,
+    iter_num, step_count) after every optimizer step (`--train.save_interval 1`), and a restart
+    (`--resume auto`) loads the latest and skips the iter_num microbatches it had read. Its
+    straight run steps at microbatches 2, 4, 6, 8 and 10 (the window 5-6 across the epoch
+    boundary). Killed at 3 or 4, it comes back at 3 (after the step at 2); at 5 or 6, at 5:
+    a window killed in its middle runs again from its start, and every restart is the run
+    never stopped. The sanity check's evaluation forward on epoch 0's first rows, which runs
+    first in every launch, does not place it (before: "resumed from 1" at every point)."""
+    check, lines = resumed
+    points = {p["point"]: p for p in check["resume"]}
+    for point, killed, back in (
+        ("mid_epoch", 3, 3),
+        ("mid_window", 4, 3),
+        ("before_tail", 5, 5),
+        ("epoch_boundary", 6, 5),
+    ):
+        got = points[point]
+        assert (got["killed_at"], got["resumed_from"]) == (killed, back), got
+        assert (got["verdict"], got["codes"]) == ("same_run", []), got
+    restarts = [x for x in lines if x["adapter"] == RESUME_ADAPTER and x["resumed_from"]]
+    assert {x["resumed_from"] for x in restarts} == {"step-000001", "step-000002"}
+    assert {tuple(x["resumed_at"]) for x in restarts} == {(2, 1), (4, 2)}  # iter_num, steps
+
+
+@pytest.mark.slow
+def test_the_table_records_litgpts_restarts(resumed):
+    recorded = {r["code"]: r for r in run_table.load_runs()["records"]}[RUN_ADAPTER]
+    assert run_table.story(resumed[0])["resume"] == recorded["resume"], "re-record: --runs"

@@ -135,33 +135,72 @@ def _fabric(world_size: int):
 
 
 def _optimizer_spec(optimizer) -> dict:
-    """The handed optimizer as litgpt's --optimizer takes it: a class path and its settings."""
+    """The handed optimizer as litgpt's --optimizer takes it: a class path and the settings
+    its class takes (torch's AdamW keeps Adam's `decoupled_weight_decay` among its defaults,
+    which its __init__ does not take)."""
+    import inspect
+
     cls = type(optimizer)
-    settings = {k: v for k, v in optimizer.defaults.items() if not isinstance(v, torch.Tensor)}
+    takes = inspect.signature(cls).parameters
+    settings = {
+        k: v
+        for k, v in optimizer.defaults.items()
+        if k in takes and not isinstance(v, torch.Tensor)
+    }
     return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": settings}
 
 
-def fit_quietly(fabric, state, loaders, train) -> None:
+def fit_quietly(fabric, state, loaders, train, saves_to=None, resume=None) -> None:
     """litgpt's own `fit()` over `loaders` (train, then the validation its sanity check runs),
-    as both litgpt adapters call it: no resume, no evaluation, its printed progress dropped."""
+    as the litgpt adapters call it, its printed progress dropped. With `saves_to`, fit() writes
+    its checkpoints there (`train.save_interval`) as `litgpt finetune_full` does, and `resume`
+    is the checkpoint main() loaded into `state` (fit() then skips the microbatches it had
+    run); without, no resume and nothing kept."""
     from litgpt.args import EvalArgs
     from litgpt.finetune import full
 
     eval_args = EvalArgs(interval=10**9, max_iters=1, initial_validation=False)
     with tempfile.TemporaryDirectory(prefix="pcl-litgpt-") as folder:
-        with contextlib.redirect_stdout(io.StringIO()):  # fabric.print's progress lines
+        base = _checkpoint_dir(folder)
+        out_dir = Path(saves_to or folder)
+        with contextlib.redirect_stdout(io.StringIO()), _its_command_line(base, out_dir):
             full.fit(
                 fabric,
                 state,
                 *loaders,
                 devices=fabric.world_size,
-                resume=False,
-                checkpoint_dir=_checkpoint_dir(folder),
-                out_dir=Path(folder),
+                resume=resume or False,
+                checkpoint_dir=base,
+                out_dir=out_dir,
                 train=train,
                 eval=eval_args,
-                data=None,
+                data=SavedData() if saves_to else None,
             )
+
+
+class SavedData:
+    """What fit() reads of its `data` when it saves a checkpoint: the prompt style it writes
+    beside it (`save_prompt_style`, full.py:351). The check's rows are token ids with no
+    prompt: litgpt's plain `Default` style."""
+
+    def __init__(self) -> None:
+        from litgpt.prompts import Default
+
+        self.prompt_style = Default()
+
+
+@contextlib.contextmanager
+def _its_command_line(base: Path, out_dir: Path):
+    """sys.argv as `litgpt finetune_full BASE --out_dir OUT --resume auto` gives it: beside
+    each checkpoint fit() saves the command line's arguments (`save_hyperparameters(setup,
+    ...)` parses sys.argv, full.py:350), which in a rank of the check are the check's own."""
+    given = sys.argv
+    sys.argv = ["litgpt", "finetune_full", str(base), "--out_dir", str(out_dir)]
+    sys.argv += ["--resume", "auto"]
+    try:
+        yield
+    finally:
+        sys.argv = given
 
 
 def train_step(model, optimizer, microbatches):

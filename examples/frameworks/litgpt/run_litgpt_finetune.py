@@ -90,11 +90,19 @@ class PassSampler(torch.utils.data.SequentialSampler):
 
 def train_loop(model, optimizer, epochs, accum_steps):
     """litgpt's fit() over len(epochs) passes of this rank's microbatches."""
+    litgpt_run(model, optimizer, epochs, accum_steps, ADAPTER)
+
+
+def litgpt_run(model, optimizer, epochs, accum_steps, adapter, checkpoint_dir=None):
+    """litgpt's main() and fit() over len(epochs) passes of this rank's microbatches. With a
+    `checkpoint_dir`: a checkpoint after every step there (`--train.save_interval 1`), and a
+    launch that finds one loads it into fit()'s state as main() does (`--resume auto`,
+    full.py:165-168)."""
     import torch.distributed as dist
     from litgpt.args import TrainArgs
     from litgpt.data.base import get_sft_collate_fn
     from litgpt.finetune import full
-    from litgpt.utils import instantiate_torch_optimizer
+    from litgpt.utils import find_resume_path, instantiate_torch_optimizer
 
     world = dist.get_world_size()
     fabric = _fabric(world)
@@ -103,7 +111,7 @@ def train_loop(model, optimizer, epochs, accum_steps):
     counter = StepCounter(owned)
     owned = fabric.setup_optimizers(owned)
     train = TrainArgs(
-        save_interval=None,
+        save_interval=None if checkpoint_dir is None else 1,
         log_interval=10**9,  # no metrics printed
         global_batch_size=world * accum_steps * BATCH_SIZE,  # gradient_accumulation_iters = K
         micro_batch_size=BATCH_SIZE,
@@ -126,12 +134,18 @@ def train_loop(model, optimizer, epochs, accum_steps):
     scheduler = full.get_lr_scheduler(owned, warmup_steps=WARMUP_STEPS, max_steps=lr_max_steps)
     state = {"model": module, "optimizer": owned, "scheduler": scheduler}
     state |= {"iter_num": 0, "step_count": 0}
-    fit_quietly(fabric, state, loaders, train)
+    resume = None if checkpoint_dir is None else find_resume_path("auto", Path(checkpoint_dir))
+    if resume:
+        fabric.load(resume, state)
+    resumed_at = (state["iter_num"], state["step_count"])
+    fit_quietly(fabric, state, loaders, train, saves_to=checkpoint_dir, resume=resume)
     record(
-        ADAPTER,
+        adapter,
         iter_num=state["iter_num"],  # microsteps fit() counted (the last read past the data)
         step_count=state["step_count"],  # its optimizer steps
         lr_max_steps=lr_max_steps,  # the updates its schedule was built for
         epochs_set=data.epochs_set,  # one per pass the CycleIterator started
         optimizer_steps=counter.close(),
+        resumed_from=resume.parent.name if resume else None,  # step-<n>: the checkpoint
+        resumed_at=resumed_at,  # (iter_num, step_count) it restored
     )

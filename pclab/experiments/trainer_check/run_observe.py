@@ -71,6 +71,11 @@ class Observer:
 
     def _forward(self, _: object, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         self._settle()
+        if not torch.is_grad_enabled():
+            # an evaluation forward (a framework's validation, litgpt's sanity check on the
+            # first rows): it leaves no gradient, so it is no microbatch of the run, and read
+            # as one it placed a restart at the validation's input
+            return
         given = fingerprint(args, kwargs)
         # an input the check did not hand out (a copy, a framework's own batch): in order
         self.forwards = self.positions.get(given, self.forwards + 1) if given else self.forwards + 1

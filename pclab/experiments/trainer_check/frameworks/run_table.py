@@ -85,7 +85,9 @@ ROWS = (
         "accelerate",
         "run_resume_clm_no_trainer",
     ),
-    RunRow("run_litgpt_finetune", "litgpt", "litgpt"),  # its own environment (framework_env)
+    RunRow(  # its own environment (framework_env)
+        "run_litgpt_finetune", "litgpt", "litgpt", "run_resume_litgpt_finetune"
+    ),
     RunRow(  # the same
         "run_torchtune_full_finetune",
         "torchtune",
