@@ -24,6 +24,7 @@ import argparse
 import json
 import random
 import re
+import shutil
 import sys
 import tempfile
 import threading
@@ -110,6 +111,7 @@ def measure(participants: int = 60, window_s: float = 10.0) -> dict:
     opened, why = _browser()
     if opened is None:
         stop_server(server)
+        shutil.rmtree(folder, ignore_errors=True)
         return {"error": why}
     playwright, browser = opened
     try:
@@ -150,6 +152,7 @@ def measure(participants: int = 60, window_s: float = 10.0) -> dict:
         browser.close()
         playwright.stop()
         stop_server(server)
+        shutil.rmtree(folder, ignore_errors=True)  # the room's database: 1.6 MB a round
 
 
 def run(quick: bool = False, repeats: int | None = None) -> Section:
