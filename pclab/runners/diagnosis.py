@@ -59,12 +59,16 @@ def _is_secondary(text: str) -> bool:
     return any(marker in text for marker in _SECONDARY)
 
 
-def rank_root_cause(
-    log_dir: Path, first: tuple[int, int] | None, summary: str, returncode: int
-) -> str:
-    """The earliest failing rank and its exception, from the per-rank error files under
-    `log_dir` (<run>/attempt_*/<rank>/), else `first` = (rank, exit code), else `summary`."""
-    failures: list[tuple[bool, int, int, str]] = []  # (secondary, time_ns, rank, text)
+def only_symptoms(log_dir: Path) -> bool:
+    """Every failure the ranks left under `log_dir` is a peer's lost connection: the rank that
+    failed first left no log (killed from outside), and only its exit code can name it."""
+    failures = _failures(log_dir)
+    return bool(failures) and all(secondary for secondary, *_ in failures)
+
+
+def _failures(log_dir: Path) -> list[tuple[bool, int, int, str]]:
+    """(secondary, time_ns, rank, text) for each rank that left an error under `log_dir`."""
+    failures: list[tuple[bool, int, int, str]] = []
     for rank_dir in log_dir.glob("*/attempt_*/*"):
         if not rank_dir.name.isdigit():
             continue
@@ -83,6 +87,15 @@ def rank_root_cause(
             when = stderr_file.stat().st_mtime_ns
         if text:
             failures.append((_is_secondary(text), when, rank, text))
+    return failures
+
+
+def rank_root_cause(
+    log_dir: Path, first: tuple[int, int] | None, summary: str, returncode: int
+) -> str:
+    """The earliest failing rank and its exception, from the per-rank error files under
+    `log_dir` (<run>/attempt_*/<rank>/), else `first` = (rank, exit code), else `summary`."""
+    failures = _failures(log_dir)
     primary = [f for f in failures if not f[0]]
     # A rank killed from outside (kill -9, the OOM killer) leaves no traceback: its peers'
     # lost-connection errors are only symptoms, and the exit code names the signal.

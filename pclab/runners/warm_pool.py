@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pclab.paths import IMPORT_ROOT
-from pclab.runners.diagnosis import rank_root_cause
+from pclab.runners.diagnosis import only_symptoms, rank_root_cause
 from pclab.runners.environment import child_environment
 from pclab.runners.memory import (
     READING_MAX_AGE_S,
@@ -62,6 +62,11 @@ GONE_WAIT_S = 1.0  # after a zygote is killed, how long to wait for its tree's m
 STOP_WAIT_S = 5.0  # after killing a launch's ranks, how long to wait for the zygote's reply
 RETRY_S = 300.0  # after a zygote failed to start, launches go to torchrun for this long
 CODES_WAIT_S = 2.0  # how long a failed run's diagnosis waits for the ranks' exit codes
+# ... when the ranks' logs hold only a peer's lost connection: the rank killed from outside
+# left none, and the codes are all that can name it. Under load a surviving rank's exit after
+# its Gloo error took more than 2 s (CI-like run: "rank 0: ... Connection reset by peer"
+# reported for a SIGKILLed rank 1). The wait ends as soon as the codes come.
+KILLED_PEER_WAIT_S = 15.0
 
 
 class PoolUnavailable(Exception):
@@ -207,7 +212,8 @@ class WarmRanks:
         if self.gone:
             return "the warm pool's process stopped during the run; a new one is starting"
         if self.codes is None:  # a peer's lost connection can be on disk before the zygote
-            self._await_exit(time.monotonic() + CODES_WAIT_S)  # says which rank was killed
+            wait = KILLED_PEER_WAIT_S if only_symptoms(log_dir) else CODES_WAIT_S
+            self._await_exit(time.monotonic() + wait)  # says which rank was killed
         failed = sorted(
             (code > 0, rank, code) for rank, code in enumerate(self.codes or ()) if code
         )

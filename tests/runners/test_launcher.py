@@ -139,6 +139,26 @@ def _rank_log(log_dir, rank, text):
     time.sleep(0.01)  # distinct modification times: the order of failure
 
 
+def test_only_a_peers_lost_connection_on_disk_is_only_symptoms(tmp_path):
+    """What makes the warm pool wait for the exit codes (KILLED_PEER_WAIT_S): every rank log
+    a lost connection (the killed rank left none); not with no log, nor with a real error."""
+    assert not diagnosis.only_symptoms(tmp_path)  # nothing on disk yet
+    _rank_log(
+        tmp_path,
+        0,
+        "[rank0]: Traceback (most recent call last):\n[rank0]:   File x\n"
+        "[rank0]: RuntimeError: Read error [127.0.0.1]:1: Connection reset by peer.\n",
+    )
+    assert diagnosis.only_symptoms(tmp_path)
+    _rank_log(
+        tmp_path,
+        1,
+        "[rank1]: Traceback (most recent call last):\n[rank1]:   File y\n"
+        "[rank1]: ZeroDivisionError: division by zero\n",
+    )
+    assert not diagnosis.only_symptoms(tmp_path)
+
+
 def test_root_cause_prefers_the_first_primary_failure(tmp_path):
     err = tmp_path / "torchrun.err"
     err.write_text("")
