@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MODES = ("token", "coupled", "run")
+MODES = ("token", "coupled", "run", "coupled_run")
 EXIT = {"unusable": 2, "different": 1, "no_evidence": 2}  # effect -> the command's exit code
 
 

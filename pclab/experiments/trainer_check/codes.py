@@ -140,7 +140,7 @@ CODES = {
             summary="a parameter or optimizer-state value is NaN or inf after the step",
             effects=("different",),
             details=("rank", "tensor", "values"),
-            modes=("token", "run"),
+            modes=("token", "run", "coupled_run"),
             placeholders=("scenario", "tensor", "message"),
         ),
         Code(
@@ -148,7 +148,7 @@ CODES = {
             summary="batch_loss / embed / embedding_loss gave no finite scalar or no "
             "(queries, documents) pair",
             effects=("unusable",),
-            modes=("coupled",),
+            modes=("coupled", "coupled_run"),
             placeholders=("message",),
         ),
         Code(

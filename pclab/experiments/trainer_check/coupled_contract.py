@@ -63,6 +63,13 @@ def problems(module: ModuleType) -> list[str]:
     """What a coupled file lacks, one sentence each (empty: the contract holds)."""
     missing = [f"{name}()" for name in ("build_model", "train_step") if not _defines(module, name)]
     found = [f"missing {', '.join(missing)}"] if missing else []
+    return found + objective_problems(module)
+
+
+def objective_problems(module: ModuleType) -> list[str]:
+    """What a coupled file's objective lacks (make_microbatch, batch_loss or embed and
+    embedding_loss, SYMMETRIC), one sentence each: the coupled run mode's too."""
+    found = []
     if not _defines(module, "make_microbatch"):
         found.append(
             "missing make_microbatch(n, generator): the coupled mode (batch_loss) builds "

@@ -28,6 +28,7 @@ from types import ModuleType
 from typing import Any
 
 import pclab.experiments.trainer_check.coupled_contract as coupled_contract
+import pclab.experiments.trainer_check.coupled_run_contract as coupled_run_contract
 import pclab.experiments.trainer_check.run_contract as run_contract
 import pclab.experiments.trainer_check.token_contract as token_contract
 
@@ -58,6 +59,7 @@ class Mode:
 
 
 MODES = (  # the first mode whose contract claims a file checks it
+    Mode("coupled_run", coupled_run_contract),  # before "run", which claims every train_loop
     Mode("run", run_contract),
     Mode("coupled", coupled_contract),
     Mode("token", token_contract),

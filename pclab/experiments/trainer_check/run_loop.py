@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -38,18 +38,21 @@ def _loop_input(trainer: Trainer, epochs: Epochs, rank: int, model: torch.nn.Mod
     return [[on(b, model) for b in epoch[rank]] for epoch in epochs]
 
 
-def _positions(trainer: Trainer, epochs: Epochs, model: torch.nn.Module) -> dict[bytes, int]:
+def positions(epochs: Epochs, every_tensor: bool = False) -> dict[bytes, int]:
     """Every microbatch's input fingerprint -> its index in the run (from 1), the same index
-    on every rank (the observer tells which one the loop just ran)."""
+    on every rank (the observer tells which one the loop just ran): its first tensor's, or
+    (`every_tensor`: a coupled loop may run the model once per column, queries then
+    documents) each of its tensors'."""
     m = len(epochs[0][0])
     found: dict[bytes, int] = {}
     for e, epoch in enumerate(epochs):
         for rows in epoch:
             for j, batch in enumerate(rows):
                 tensors = [t for t in batch.values() if isinstance(t, torch.Tensor)]
-                key = fingerprint((tensors[0],), {}) if tensors else None
-                if key is not None:
-                    found.setdefault(key, e * m + j + 1)
+                for tensor in tensors if every_tensor else tensors[:1]:
+                    key = fingerprint((tensor,), {})
+                    if key is not None:
+                        found.setdefault(key, e * m + j + 1)
     return found
 
 
@@ -112,11 +115,12 @@ def watched_run(
     device: str,
     sgd: bool = False,
     checkpoint_dir: str | None = None,
-    observer: type[Observer] = Observer,
+    observer: Callable[[Trainer, torch.nn.Module, dict[bytes, int]], Observer] = Observer,
     start: int = 0,
 ) -> tuple[list[Step], State, State]:
-    """user_run's run: `checkpoint_dir` the resumable loop's folder; `observer` the
-    Observer (a resume launch's records each step as it goes, and may kill the rank)."""
+    """user_run's run: `checkpoint_dir` the resumable loop's folder; `observer` makes the
+    Observer (a resume launch's records each step as it goes, and may kill the rank; a
+    coupled loop's places steps by items: coupled_run_rank.ItemObserver)."""
     model = build(trainer, device)
     if start:
         moved(model, start)
@@ -128,7 +132,7 @@ def watched_run(
         trainer.call("fresh_start")
     given = _loop_input(trainer, epochs, rank, model)
     folder = () if checkpoint_dir is None else (checkpoint_dir,)
-    with observer(trainer, model, _positions(trainer, epochs, model)) as seen:
+    with observer(trainer, model, positions(epochs)) as seen:
         trainer.call("train_loop", model, optimizer, given, accum, *folder)
     named = model_parameters(trainer, model, stepped_by_user=True)
     final = snapshot(

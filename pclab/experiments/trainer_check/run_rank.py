@@ -16,7 +16,8 @@ judged against the file's make_scheduler stepped as each mistake steps it (run_s
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -31,7 +32,13 @@ from pclab.experiments.trainer_check.mode_protocols import Grid
 from pclab.experiments.trainer_check.pipeline import Scenario, build, scenario_tolerance
 from pclab.experiments.trainer_check.run_loop import user_run
 from pclab.experiments.trainer_check.run_observe import Step, state_read
-from pclab.experiments.trainer_check.run_reference import Epochs, Update, Window
+from pclab.experiments.trainer_check.run_reference import (
+    Epochs,
+    Update,
+    Window,
+    WindowLoss,
+    token_window_loss,
+)
 from pclab.experiments.trainer_check.run_scenarios import (
     EPOCHS,
     scenario_counts,
@@ -93,7 +100,7 @@ def run_terms(trainer: Trainer, epochs: Epochs, device: str) -> list[list[list[i
     ]
 
 
-def _placed(steps: list[Step], run_windows: list[Window]) -> list[int | None]:
+def placed_steps(steps: list[Step], run_windows: list[Window]) -> list[int | None]:
     """Each step's window: the one whose microbatches the last forward before it belongs to."""
     found: list[int | None] = []
     for step in steps:
@@ -150,17 +157,46 @@ def _compared(
     return entries
 
 
+Solver = Callable[
+    [Trainer, Epochs, list[list[list[int]]], list[Window], tuple[int, int, str]],
+    list[dict[str, Any]] | None,
+]
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What one kind of run file optimises, and how its steps are watched and solved: the
+    token mean (OBJECTIVE, below) or a coupled loop's global pool (coupled_run_rank)."""
+
+    shape: str  # the key of a scenario's grid in its evidence
+    sizes: Callable[[Trainer, Epochs, str], list[list[list[int]]]]  # N of each microbatch
+    window_loss: WindowLoss
+    reorders: Callable[[str], bool]  # the reference run again in reverse, for its floor
+    user_run: Callable[..., tuple[list[Step], State, State]]  # as run_loop.user_run
+    solve: Solver  # rank 0's names for the loop's steps (None on the other ranks)
+
+
 def check_scenario(
     trainer: Trainer, scenario: Scenario, at: tuple[float, int, str]
 ) -> dict[str, Any]:
     """This rank's evidence on one run scenario (run_report.py judges the ranks together)."""
+    return checked(trainer, scenario, at, OBJECTIVE)
+
+
+def checked(
+    trainer: Trainer, scenario: Scenario, at: tuple[float, int, str], objective: Objective
+) -> dict[str, Any]:
+    """check_scenario for the run of `objective`'s kind of file."""
     tolerance, rank, device = at
     accum = scenario.accum
     epochs = run_epochs(trainer, scenario.name, scenario.grid)
-    terms = run_terms(trainer, epochs, device)
+    terms = objective.sizes(trainer, epochs, device)
     run_windows = run_reference.windows(epochs, accum, terms)
-    initial, updates = run_reference.run(trainer, epochs, run_windows, device)
-    _, reordered = run_reference.run(trainer, epochs, run_windows, device, reverse=True)
+    reference = functools.partial(
+        run_reference.run, trainer, epochs, run_windows, device, window_loss=objective.window_loss
+    )
+    initial, updates = reference()
+    reordered = reference(reverse=True)[1] if objective.reorders(trainer.dtype) else []
     floors = [
         floor(b.state, a.state, trainer.dtype)
         for a, b in zip(updates, reordered)
@@ -168,8 +204,8 @@ def check_scenario(
     ]
     own_floor = None if not floors or None in floors else max(f for f in floors if f is not None)
     tolerance = scenario_tolerance(tolerance, own_floor)
-    steps, final, named = user_run(trainer, epochs, rank, accum, device)
-    placed = _placed(steps, run_windows)
+    steps, final, named = objective.user_run(trainer, epochs, rank, accum, device)
+    placed = placed_steps(steps, run_windows)
     entries = _compared(steps, updates, placed, initial, tolerance)
     counted = torch.tensor([float(len(steps)), -float(len(steps))], dtype=torch.float64)
     import torch.distributed as dist
@@ -181,7 +217,7 @@ def check_scenario(
     gap, first = compare(final, readable(want, read), tolerance)
     evidence: dict[str, Any] = {
         "name": scenario.name,
-        SHAPE: [[list(epoch) for epoch in row] for row in scenario.grid],
+        objective.shape: [[list(epoch) for epoch in row] for row in scenario.grid],
         "counts": terms,
         "updates": entries,
         "steps": len(steps),
@@ -198,7 +234,7 @@ def check_scenario(
         "non_finite": first_non_finite(final),
         "schedule": run_schedule.judged(trainer, steps, updates, run_windows, scenario),
     }
-    solved = _solved(trainer, epochs, terms, run_windows, (rank, accum, device))
+    solved = objective.solve(trainer, epochs, terms, run_windows, (rank, accum, device))
     if solved is not None:  # rank 0
         evidence["solved"] = solved
     return evidence
@@ -233,3 +269,13 @@ def _solved(
     if rank == 0 and run_solve.same_placement(runs, run_windows):
         found = solve(runs, device, SOLVE_RTOL[trainer.dtype])
     return found
+
+
+OBJECTIVE = Objective(
+    shape=SHAPE,
+    sizes=run_terms,
+    window_loss=token_window_loss,
+    reorders=lambda dtype: True,  # a sum of terms: reversed term by term
+    user_run=user_run,
+    solve=_solved,
+)

@@ -1,15 +1,16 @@
 """The run mode's reference: the same run in one process, as the protocol says it must go.
 
 Every epoch is cut into windows of K microbatches a rank (the last a shorter tail when K does
-not divide M); each window is one update on the global token mean over that window's terms on
-every rank, its gradient norm clipped once to MAX_GRAD_NORM; a window with N = 0 is skipped by
-everyone (no optimizer step, no scheduler step, no state change); the file's make_scheduler,
-built for the true number of updates, is stepped once after each update.
+not divide M); each window is one update on the window's objective over every rank's
+microbatches of it (the global token mean: `token_window_loss`; a coupled loop's global pool:
+coupled_run_rank.window_loss), its gradient norm clipped once to MAX_GRAD_NORM; a window with
+N = 0 is skipped by everyone (no optimizer step, no scheduler step, no state change); the
+file's make_scheduler, built for the true number of updates, is stepped once after each update.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,8 @@ from pclab.experiments.trainer_check.states import State
 from pclab.experiments.trainer_check.trainer_file import Trainer
 
 Epochs = Sequence[Sequence[Sequence[Batch]]]  # [epoch][rank][microbatch]
+# (trainer, model, the window's microbatches [rank][microbatch], N, reverse) -> the objective
+WindowLoss = Callable[[Trainer, torch.nn.Module, list[list[Batch]], int, bool], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -77,15 +80,28 @@ def intended_scheduler(trainer: Trainer, optimizer: Any, num_updates: int) -> An
     return trainer.call("make_scheduler", optimizer, num_updates)
 
 
+def token_window_loss(
+    trainer: Trainer, model: torch.nn.Module, cells: list[list[Batch]], n: int, reverse: bool
+) -> torch.Tensor:
+    """The window's global token mean: every rank's terms summed, over N; `reverse`: summed
+    in the opposite order (the reference's own floor)."""
+    flat = [b for rank in cells for b in rank]
+    losses = [token_rank.terms(trainer, model, b) for b in (flat[::-1] if reverse else flat)]
+    total: torch.Tensor = sum(x.sum() for x in losses) / n  # type: ignore[assignment]
+    return total
+
+
 def run(
     trainer: Trainer,
     epochs: Epochs,
     run_windows: Sequence[Window],
     device: str,
     reverse: bool = False,
+    window_loss: WindowLoss = token_window_loss,
 ) -> tuple[State, list[Update]]:
     """(the initial state, every window's update) of the one-process run; `reverse`: each
-    window's microbatches summed in the opposite order (the reference's own floor)."""
+    window's microbatches in the opposite order (the reference's own floor); `window_loss`:
+    the objective of one window."""
     model = build(trainer, device)
     initial = snapshot(model, torch.optim.SGD(model.parameters(), lr=0.0))
     optimizer = make_optimizer(trainer, model)
@@ -95,10 +111,9 @@ def run(
         if not w.num_valid_labels:
             updates.append(Update(w, None, None))
             continue
-        cells = [b for rank in epochs[w.epoch] for b in rank[w.start : w.end]]
-        losses = [token_rank.terms(trainer, model, b) for b in (cells[::-1] if reverse else cells)]
+        cells = [list(rank[w.start : w.end]) for rank in epochs[w.epoch]]
         optimizer.zero_grad(set_to_none=True)
-        (sum(x.sum() for x in losses) / w.num_valid_labels).backward()
+        window_loss(trainer, model, cells, w.num_valid_labels, reverse).backward()
         if trainer.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), trainer.max_grad_norm)
         lrs = tuple(float(g["lr"]) for g in optimizer.param_groups)

@@ -15,7 +15,8 @@ One trainer's JSON entry is the token mode's, with "mode": "run", plus per scena
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pclab.experiments.trainer_check.diagnoses as diagnoses
@@ -74,11 +75,23 @@ def _claims(s: dict[str, Any], check: Mapping[str, Any], run: RunShape) -> list[
     return claims
 
 
+@dataclass(frozen=True)
+class Reading:
+    """How one kind of run file's evidence is read (the token mean's: READING, below; a
+    coupled loop's pools: coupled_run_report): its grid's key, how rank 0's solve names each
+    update, what a scenario can support, and the factor between an update and a scheme."""
+
+    shape: str
+    attach: Callable[[list[dict[str, Any]], list[dict[str, Any]], float], None]
+    claims: Callable[[dict[str, Any], Mapping[str, Any], RunShape], list[str]]
+    scale: Callable[[dict[str, Any], str], float | None]
+
+
 def _scenario(
-    per_rank: list[RankScenario], check: Mapping[str, Any], run: RunShape
+    per_rank: list[RankScenario], check: Mapping[str, Any], run: RunShape, reading: Reading
 ) -> dict[str, Any]:
     first = per_rank[0]
-    named = {"name": first["name"], "label_positions": first["label_positions"]}
+    named = {"name": first["name"], reading.shape: first[reading.shape]}
     if judging.failure_of(per_rank) is not None:
         return {
             **named,
@@ -107,7 +120,7 @@ def _scenario(
             None,
         )
     rtol = SOLVE_RTOL[run.dtype]
-    _attach_solve(updates, first.get("solved", []), rtol)
+    reading.attach(updates, first.get("solved", []), rtol)
     agree = all(r["spread"] is not None and r["spread"] <= tolerance for r in per_rank)
     agree = agree and all(r["steps_agree"] for r in per_rank)
     divergent = next(
@@ -137,7 +150,7 @@ def _scenario(
         "tolerance": tolerance,
         "floor": first.get("floor"),
     }
-    s["claims"] = _claims(s, check, run)
+    s["claims"] = reading.claims(s, check, run)
     s["notes"] = [] if agree else ["ranks_differ"]
     if any(e.get("identifiable") is False for e in first.get("solved", [])):
         s["notes"].append("not_identifiable")  # no weight, no leak: the model is too small
@@ -151,16 +164,26 @@ def judge(
     check: Mapping[str, Any], per_scenario: list[list[RankScenario]], run: RunShape
 ) -> list[dict[str, Any]]:
     """Every scenario judged (`_scenario`)."""
-    return [_scenario(ranks, check, run) for ranks in per_scenario]
+    return judged(check, per_scenario, run, READING)
 
 
-def _full_scheme(s: dict[str, Any], k: int) -> str | None:
+def judged(
+    check: Mapping[str, Any],
+    per_scenario: list[list[RankScenario]],
+    run: RunShape,
+    reading: Reading,
+) -> list[dict[str, Any]]:
+    """Every scenario judged, its evidence read as `reading` says."""
+    return [_scenario(ranks, check, run, reading) for ranks in per_scenario]
+
+
+def _full_scheme(s: dict[str, Any], k: int, reading: Reading) -> str | None:
     """The one scheme whose weights every full window with a solve has (a skipped N = 0
     window has none; a window whose counts cannot tell two schemes apart fits both)."""
     full = [u for u in s["updates"] if u["microsteps"] == k and not u["skipped"]]
     full = [u for u in full if u.get("scheme")]
     for name in sorted({u["scheme"] for u in full} - {"other"}):
-        scales = [_tail_scale(u, name) for u in full]
+        scales = [reading.scale(u, name) for u in full]
         if all(c is not None and abs(c - 1) < 1e-6 for c in scales):
             return str(name)
     return None
@@ -183,14 +206,14 @@ def _tail_scale(u: dict[str, Any], scheme: str) -> float | None:
     return mean
 
 
-def _tail_scaled(s: dict[str, Any], k: int) -> list[Diagnosis]:
+def _tail_scaled(s: dict[str, Any], k: int, reading: Reading) -> list[Diagnosis]:
     """tail_window_scaled: a tail whose weights are k'/K times the full windows' scheme's."""
-    scheme = _full_scheme(s, k)
+    scheme = _full_scheme(s, k, reading)
     if scheme is None:
         return []
     tails = [u for u in s["updates"] if u["num_valid_labels"] and u["microsteps"] < k]
     for u in tails:
-        c = _tail_scale(u, scheme)
+        c = reading.scale(u, scheme)
         if c is not None and abs(c - u["microsteps"] / k) < 1e-6:
             return [run_messages.tail_window_scaled(s["name"], c, u["microsteps"], k, scheme)]
     return []
@@ -224,6 +247,13 @@ def scenario_diagnoses(
     s: dict[str, Any], per_rank: list[RankScenario], check: Mapping[str, Any], run: RunShape
 ) -> list[Diagnosis]:
     """The run's diagnoses for one scenario, each once, in the order a reader fixes them."""
+    return diagnosed(s, per_rank, run, READING)
+
+
+def diagnosed(
+    s: dict[str, Any], per_rank: list[RankScenario], run: RunShape, reading: Reading
+) -> list[Diagnosis]:
+    """scenario_diagnoses, its evidence read as `reading` says."""
     failure = judging.failure_of(per_rank)
     if failure is not None:
         return [failure]
@@ -250,11 +280,14 @@ def scenario_diagnoses(
         found.append(
             run_messages.gradient_leak(name, worst["epoch"], worst["window"], worst["leak"])
         )
-    found += _tail_scaled(s, k)
+    found += _tail_scaled(s, k, reading)
     found += _schedule(s, k, run.world_size)
     if s["verdict"] == "no_evidence":
         found.append(run_messages.no_evidence_run_scenario(name))
     return found
+
+
+READING = Reading(shape="label_positions", attach=_attach_solve, claims=_claims, scale=_tail_scale)
 
 
 def run_diagnoses(

@@ -31,7 +31,7 @@ from pclab.experiments.trainer_check.token_rank import flat_gradient
 from pclab.experiments.trainer_check.trainer_file import Trainer
 
 
-def _at(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> torch.nn.Module:
+def held_at(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> torch.nn.Module:
     """`model` with its parameters set to a snapshot's ("parameter <name>")."""
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -101,7 +101,7 @@ def _system(
     grads = [
         [
             flat_gradient(
-                trainer, _at(model, _held(steps, f)), epochs[(f - 1) // m][r][(f - 1) % m]
+                trainer, held_at(model, _held(steps, f)), epochs[(f - 1) // m][r][(f - 1) % m]
             )
             for f in columns
         ]

@@ -10,22 +10,22 @@ from pclab.experiments.trainer_check.judging import SOLVE_RTOL
 from pclab.experiments.trainer_check.summary_words import STATE_UNREAD, VERDICT, number
 
 
-def _update(i: int, u: dict[str, Any], k: int, rtol: float) -> str:
+def _update(i: int, u: dict[str, Any], k: int, rtol: float, count: str) -> str:
     where = f"e{u['epoch']}·w{u['window']}"
     tail = " tail" if u["microsteps"] < k else ""
     if u["skipped"]:
-        return f"      {i:>2} {where:<7} N={u['num_valid_labels']:<4} skipped (N = 0)"
+        return f"      {i:>2} {where:<7} {count}={u['num_valid_labels']:<4} skipped (N = 0)"
     diff = "undefined" if u["max_abs_diff"] is None else f"{u['max_abs_diff']:.1e}"
     rates = f"lr {number(u['lr_yours'])} / {number(u['lr_intended'])}"
     scheme = u.get("scheme") or "—"
     leak = f"  leak {u['leak']:.3g}" if (u.get("leak") or 0) > rtol else ""  # as diagnosed
     return (
-        f"      {i:>2} {where:<7} k'={u['microsteps']}{tail} N={u['num_valid_labels']:<4} "
+        f"      {i:>2} {where:<7} k'={u['microsteps']}{tail} {count}={u['num_valid_labels']:<4} "
         f"{rates}  steps {u['optimizer_steps']}  max |delta| {diff}  scheme {scheme}{leak}"
     )
 
 
-def _scenario(s: dict[str, Any], check: dict[str, Any]) -> list[str]:
+def _scenario(s: dict[str, Any], check: dict[str, Any], count: str) -> list[str]:
     claims = ", ".join(s.get("claims", [])) or "nothing"
     lines = [
         f"\n  {s['name']:<17} {VERDICT[s['verdict']]}   evidence for: {claims}   "
@@ -36,10 +36,11 @@ def _scenario(s: dict[str, Any], check: dict[str, Any]) -> list[str]:
         lines.append(f"    first divergence: update {d.get('update')} ({d.get('why')})")
     if "optimizer_state_unread" in s.get("notes", ()):
         lines.append(f"    note: {STATE_UNREAD}")
-    lines.append("    update  window   N     lr yours / intended   steps   max |delta|   scheme")
+    head = f"{count:<5}"
+    lines.append(f"    update  window   {head} lr yours / intended   steps   max |delta|   scheme")
     rtol = SOLVE_RTOL[check.get("dtype", "float64")]
     k = check["accum_steps"]
-    lines.extend(_update(i, u, k, rtol) for i, u in enumerate(s.get("updates", [])))
+    lines.extend(_update(i, u, k, rtol, count) for i, u in enumerate(s.get("updates", [])))
     for diagnosis in check.get("diagnoses", []):
         if diagnosis.get("scenario") == s["name"]:
             lines.append(f"    diagnosis {diagnosis['code']}: {diagnosis['message']}")
@@ -73,13 +74,14 @@ def _resume(entry: dict[str, Any]) -> str:
     return f"{head}, resumed from {back}: {said}{where}" + (f" ({codes})" if codes else "")
 
 
-def lines(check: dict[str, Any], only_failing: bool = False) -> list[str]:
-    """The lines under the headline (`only_failing`: the scenarios that differ)."""
+def lines(check: dict[str, Any], only_failing: bool = False, count: str = "N") -> list[str]:
+    """The lines under the headline (`only_failing`: the scenarios that differ; `count`: what
+    a window's size counts, N labels or a coupled loop's items)."""
     run = [d for d in check.get("diagnoses", []) if d.get("scenario") is None]
     found = [f"  diagnosis {d['code']}: {d['message']}" for d in run]
     for s in check["scenarios"]:
         if not only_failing or s.get("verdict") == "different":
-            found.extend(_scenario(s, check))
+            found.extend(_scenario(s, check, count))
     if check.get("resume"):
         found.append("\n  resume (killed on every rank, restarted from its checkpoint_dir):")
         found.extend(_resume(e) for e in check["resume"])

@@ -100,7 +100,7 @@ class Trainer:
     @property
     def capacity(self) -> int:
         """Label positions of one microbatch: the most any n_rk can be (coupled: items)."""
-        if self.mode == "coupled":
+        if self.mode in ("coupled", "coupled_run"):
             return coupled_contract.MAX_ITEMS
         return self.labelled_columns * self.batch_size
 

@@ -1,0 +1,234 @@
+"""The coupled run mode on a rank: a coupled file's own train_loop over epochs against the
+one-process run whose every window is one update on the file's objective over every rank's
+items of that window (the global pool), update by update.
+
+The steps are the run mode's (run_rank.checked): the same epochs, windows, reference, watched
+loop, comparison and schedule; what differs is here. A window's N is its items (never 0: no
+window is skipped). The loop's steps are placed by the microbatches the model ran: a microbatch
+of tensors is recognised by any of its tensors (a loop that embeds queries and documents apart
+runs the model twice on one microbatch); one of texts (a framework tokenizes them itself) by
+the count of forwards, when the model ran every microbatch the same number of times
+(ItemObserver). Rank 0 names each step of the loop's SGD replay by the pool it optimised: the
+coupled mode's solve (coupled_rank.solve: every candidate pool's gradient at the parameters
+the step started from, over that window's items) with the step's observed rate divided out.
+
+    pclab check examples/trainers/run_coupled_naive.py --json
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from types import TracebackType
+from typing import Any
+
+import torch
+
+import pclab.experiments.trainer_check.coupled_rank as coupled_rank
+import pclab.experiments.trainer_check.microbatches as microbatches
+import pclab.experiments.trainer_check.run_loop as run_loop
+import pclab.experiments.trainer_check.run_rank as run_rank
+from pclab.core import coupled_objectives as co
+from pclab.experiments.trainer_check.coupled_run_contract import items
+from pclab.experiments.trainer_check.coupled_scenarios import SIZES
+from pclab.experiments.trainer_check.mode_protocols import Batch, Grid
+from pclab.experiments.trainer_check.pipeline import Scenario, build
+from pclab.experiments.trainer_check.run_observe import Observer, Step, fingerprint
+from pclab.experiments.trainer_check.run_reference import Epochs, Window
+from pclab.experiments.trainer_check.run_scenarios import EPOCHS, microbatches_per_epoch
+from pclab.experiments.trainer_check.run_solve import held_at
+from pclab.experiments.trainer_check.states import State
+from pclab.experiments.trainer_check.trainer_file import Trainer
+
+SHAPE = "sizes"  # a scenario's grid: [rank][epoch][microbatch] items
+EQUAL_ITEMS = 3  # items of every microbatch in "equal_items" (without ITEMS)
+RunGrid = tuple[tuple[tuple[int, ...], ...], ...]
+
+
+def scenario_sizes(world: int, accum: int, fixed: int | None) -> dict[str, RunGrid]:
+    """{name: [rank][epoch][microbatch] items}: M = 2K + 1 microbatches an epoch (windows of
+    K and a tail of one), every rank holding as many items at a microstep as the others (a
+    gather pairs them up).
+
+        uneven_items  the items vary from one microstep to the next (coupled_scenarios.SIZES,
+                      shifted by the epoch): the pools of every scheme differ in size
+        equal_items   EQUAL_ITEMS in every microbatch (ITEMS: the only scenario, of ITEMS)
+    """
+    m = microbatches_per_epoch(accum)
+
+    def grid(size: Any) -> RunGrid:
+        return tuple(
+            tuple(tuple(size(e, j) for j in range(m)) for e in range(EPOCHS)) for _ in range(world)
+        )
+
+    if fixed is not None:
+        return {"equal_items": grid(lambda e, j: fixed)}
+    return {
+        "uneven_items": grid(lambda e, j: SIZES[(j + e) % len(SIZES)]),
+        "equal_items": grid(lambda e, j: EQUAL_ITEMS),
+    }
+
+
+def scenarios(
+    trainer: Trainer, world: int, accum: int, counts: Grid | None, given: str
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """The coupled run scenarios; --counts is one update's, not a run's."""
+    if counts is not None:
+        raise ValueError(
+            "--counts gives one update's items: a train_loop file is checked over its own "
+            "epochs (coupled_run_rank.scenario_sizes); leave --counts out"
+        )
+    return dict(scenario_sizes(world, accum, items(trainer.module))), []
+
+
+def header(trainer: Trainer, counts: Grid | None, given: str) -> dict[str, Any]:
+    return {
+        "epochs": EPOCHS,
+        "scheduler": trainer.has("make_scheduler"),
+        "items": items(trainer.module),
+    }
+
+
+preflight = coupled_rank.preflight  # the objective a finite scalar, as in the coupled mode
+
+
+def sizes(trainer: Trainer, epochs: Epochs, device: str) -> list[list[list[int]]]:
+    """[rank][epoch][microbatch] items: the N of the run's windows."""
+    world = len(epochs[0])
+    return [[[_items(b) for b in epoch[r]] for epoch in epochs] for r in range(world)]
+
+
+def _items(batch: Batch) -> int:
+    """A microbatch's items: the length of its first column (make_microbatch made n)."""
+    first = next(iter(batch.values()))
+    return len(first)
+
+
+def window_loss(
+    trainer: Trainer, model: torch.nn.Module, cells: list[list[Batch]], n: int, reverse: bool
+) -> torch.Tensor:
+    """The window's objective over every rank's items of it, pooled ([rank][microbatch],
+    rank-major); `reverse`: ranks and microbatches in the opposite order (the same pool,
+    another order of its sums: the reference's floor below float64)."""
+    grid = [[microbatches.on_device(b, model) for b in row] for row in cells]
+    if reverse:
+        grid = [row[::-1] for row in grid[::-1]]
+    return co.pool_objective("global_batch", coupled_rank.global_loss(trainer), model, grid)
+
+
+@dataclass
+class ItemObserver(Observer):
+    """run_observe.Observer for a loop of coupled microbatches: `microbatches` is the run's
+    count a rank (its epochs' lengths summed).
+
+    An embedding loss may never call the model itself (embed() runs its encoder on queries,
+    then documents): every module of the model is watched too, and one that runs on a
+    tensor of a microbatch places the loop there. A run whose inputs it recognised nowhere
+    (texts the loop tokenizes) and whose model ran F times that count had F forwards a
+    microbatch: each step is then placed at its forward count over F."""
+
+    microbatches: int = 0
+
+    def __enter__(self) -> ItemObserver:
+        super().__enter__()
+        inner = [m for m in self.model.modules() if m is not self.model]
+        self._handles += [m.register_forward_hook(self._inner, with_kwargs=True) for m in inner]
+        return self
+
+    def _inner(self, _: object, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        """A module of the model ran: on a microbatch's tensor, the loop is at that one."""
+        if not torch.is_grad_enabled():
+            return
+        at = self.positions.get(fingerprint(args, kwargs) or b"")
+        if at is None:
+            return
+        self._settle()
+        self.forwards = at
+        self.seen.append(at)
+        self.placed.append(True)
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        super().__exit__(kind, error, trace)
+        total, ran = self.microbatches, self.forwards
+        if any(self.placed) or not total or ran <= total or ran % total:
+            return
+        per = ran // total
+        self.steps = [replace(step, forwards=-(-step.forwards // per)) for step in self.steps]
+
+
+def watched(
+    trainer: Trainer,
+    epochs: Epochs,
+    rank: int,
+    accum: int,
+    device: str,
+    sgd: bool = False,
+    start: int = 0,
+) -> tuple[list[Step], State, State]:
+    """run_loop.user_run for a coupled loop: watched by ItemObserver."""
+    known = run_loop.positions(epochs, every_tensor=True)
+    total = sum(len(epoch[0]) for epoch in epochs)
+
+    def observer(trainer: Trainer, model: torch.nn.Module, _: dict[bytes, int]) -> Observer:
+        return ItemObserver(trainer, model, known, microbatches=total)
+
+    return run_loop.watched_run(
+        trainer, epochs, rank, accum, device, sgd, observer=observer, start=start
+    )
+
+
+def solve(
+    trainer: Trainer,
+    epochs: Epochs,
+    run_sizes: list[list[list[int]]],
+    run_windows: list[Window],
+    at: tuple[int, int, str],
+) -> list[dict[str, Any]] | None:
+    """Rank 0's name for each step of the loop's SGD replay (None on the other ranks, which
+    take part in its collectives): the pool it optimised, over its window's items at the
+    parameters it started from, its observed rate divided out (coupled_rank.solve)."""
+    rank, accum, device = at
+    steps = watched(trainer, epochs, rank, accum, device, sgd=True)[0]
+    if rank != 0:
+        return None
+    model = build(trainer, device)
+    names = [n for n, _ in model.named_parameters()]
+    placed = run_rank.placed_steps(steps, run_windows)
+    found: list[dict[str, Any]] = []
+    for j, (step, w) in enumerate(zip(steps, placed)):
+        lr = step.lrs[0] if step.lrs else 0.0
+        if w is None or not lr:
+            found.append({"step": j, "window": w, "scheme": None})
+            continue
+        window = run_windows[w]
+        cells = [list(row[window.start : window.end]) for row in epochs[window.epoch]]
+        change = torch.cat(
+            [
+                (step.after[f"parameter {n}"] - step.before[f"parameter {n}"]).flatten()
+                for n in names
+            ]
+        )
+        named = coupled_rank.solve(trainer, cells, change / lr, held_at(model, step.before))
+        found.append({"step": j, "window": w, "lr": lr, **named})
+    return found
+
+
+OBJECTIVE = run_rank.Objective(
+    shape=SHAPE,
+    sizes=sizes,
+    window_loss=window_loss,
+    reorders=coupled_rank.reorders,
+    user_run=watched,
+    solve=solve,
+)
+
+
+def check_scenario(
+    trainer: Trainer, scenario: Scenario, at: tuple[float, int, str]
+) -> dict[str, Any]:
+    """This rank's evidence on one coupled run scenario (coupled_run_report.py judges)."""
+    return run_rank.checked(trainer, scenario, at, OBJECTIVE)
