@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pclab.experiments.trainer_check.diagnoses as diagnoses
+import pclab.experiments.trainer_check.run_reading as run_reading
 import pclab.experiments.trainer_check.run_report as run_report
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.judging import RankScenario, RunShape
@@ -72,7 +73,7 @@ def _pool_scale(u: dict[str, Any], scheme: str) -> float | None:
     return factor
 
 
-READING = run_report.Reading(
+READING = run_reading.Reading(
     shape="sizes", attach=_attach_pools, claims=_pool_claims, scale=_pool_scale
 )
 

@@ -188,3 +188,19 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
         DIFFERENT,
     ),
 )
+
+COUPLED_RUN = (  # the coupled run mode's examples (train_loop with a contrastive loss): not on
+    # the page yet; tests/trainer_check/test_coupled_run.py holds these verdicts
+    _t(
+        "run_coupled_gradcache",
+        "a contrastive loop: one GradCache update a window, tail included",
+        "—",
+        SAME,
+    ),
+    _t(
+        "run_coupled_naive_accumulation",
+        "a contrastive loop: a gather per microstep ÷ K, the tail too (`microstep_pool`)",
+        "tail_window_scaled",
+        DIFFERENT,
+    ),
+)

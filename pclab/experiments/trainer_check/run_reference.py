@@ -87,7 +87,7 @@ def token_window_loss(
     in the opposite order (the reference's own floor)."""
     flat = [b for rank in cells for b in rank]
     losses = [token_rank.terms(trainer, model, b) for b in (flat[::-1] if reverse else flat)]
-    total: torch.Tensor = sum(x.sum() for x in losses) / n  # type: ignore[assignment]
+    total: torch.Tensor = sum(x.sum() for x in losses) / n
     return total
 
 

@@ -15,16 +15,17 @@ One trainer's JSON entry is the token mode's, with "mode": "run", plus per scena
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 import pclab.experiments.trainer_check.diagnoses as diagnoses
 import pclab.experiments.trainer_check.judging as judging
 import pclab.experiments.trainer_check.run_messages as run_messages
+import pclab.experiments.trainer_check.run_reading as run_reading
 from pclab.core import update_weights
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.judging import SOLVE_RTOL, RankScenario, RunShape
+from pclab.experiments.trainer_check.run_reading import Reading
 
 
 def _attach_solve(updates: list[dict[str, Any]], solved: list[dict[str, Any]], rtol: float) -> None:
@@ -73,18 +74,6 @@ def _claims(s: dict[str, Any], check: Mapping[str, Any], run: RunShape) -> list[
     if any(u["skipped"] for u in s["updates"]):
         claims.append("skip")
     return claims
-
-
-@dataclass(frozen=True)
-class Reading:
-    """How one kind of run file's evidence is read (the token mean's: READING, below; a
-    coupled loop's pools: coupled_run_report): its grid's key, how rank 0's solve names each
-    update, what a scenario can support, and the factor between an update and a scheme."""
-
-    shape: str
-    attach: Callable[[list[dict[str, Any]], list[dict[str, Any]], float], None]
-    claims: Callable[[dict[str, Any], Mapping[str, Any], RunShape], list[str]]
-    scale: Callable[[dict[str, Any], str], float | None]
 
 
 def _scenario(
@@ -177,48 +166,6 @@ def judged(
     return [_scenario(ranks, check, run, reading) for ranks in per_scenario]
 
 
-def _full_scheme(s: dict[str, Any], k: int, reading: Reading) -> str | None:
-    """The one scheme whose weights every full window with a solve has (a skipped N = 0
-    window has none; a window whose counts cannot tell two schemes apart fits both)."""
-    full = [u for u in s["updates"] if u["microsteps"] == k and not u["skipped"]]
-    full = [u for u in full if u.get("scheme")]
-    for name in sorted({u["scheme"] for u in full} - {"other"}):
-        scales = [reading.scale(u, name) for u in full]
-        if all(c is not None and abs(c - 1) < 1e-6 for c in scales):
-            return str(name)
-    return None
-
-
-def _tail_scale(u: dict[str, Any], scheme: str) -> float | None:
-    """The one factor c between the tail's weights and `scheme`'s at the tail's own shape."""
-    if scheme == "other" or not u.get("weights"):
-        return None
-    want = update_weights.scheme_weights_times_n(u["counts"], scheme)
-    ratios = [
-        g / w
-        for got, wanted in zip(u["weights"], want)
-        for g, w in zip(got, wanted)
-        if g is not None and w
-    ]
-    if not ratios or max(ratios) - min(ratios) > 1e-6 * max(abs(x) for x in ratios):
-        return None
-    mean: float = sum(ratios) / len(ratios)
-    return mean
-
-
-def _tail_scaled(s: dict[str, Any], k: int, reading: Reading) -> list[Diagnosis]:
-    """tail_window_scaled: a tail whose weights are k'/K times the full windows' scheme's."""
-    scheme = _full_scheme(s, k, reading)
-    if scheme is None:
-        return []
-    tails = [u for u in s["updates"] if u["num_valid_labels"] and u["microsteps"] < k]
-    for u in tails:
-        c = reading.scale(u, scheme)
-        if c is not None and abs(c - u["microsteps"] / k) < 1e-6:
-            return [run_messages.tail_window_scaled(s["name"], c, u["microsteps"], k, scheme)]
-    return []
-
-
 def _schedule(s: dict[str, Any], k: int, world: int) -> list[Diagnosis]:
     """The schedule's diagnosis, from which stepping of the file's schedule gave its rates."""
     schedule = s.get("schedule") or {}
@@ -280,11 +227,28 @@ def diagnosed(
         found.append(
             run_messages.gradient_leak(name, worst["epoch"], worst["window"], worst["leak"])
         )
-    found += _tail_scaled(s, k, reading)
+    found += run_reading.tail_scaled(s, k, reading)
     found += _schedule(s, k, run.world_size)
     if s["verdict"] == "no_evidence":
         found.append(run_messages.no_evidence_run_scenario(name))
     return found
+
+
+def _tail_scale(u: dict[str, Any], scheme: str) -> float | None:
+    """The one factor c between the tail's weights and `scheme`'s at the tail's own shape."""
+    if scheme == "other" or not u.get("weights"):
+        return None
+    want = update_weights.scheme_weights_times_n(u["counts"], scheme)
+    ratios = [
+        g / w
+        for got, wanted in zip(u["weights"], want)
+        for g, w in zip(got, wanted)
+        if g is not None and w
+    ]
+    if not ratios or max(ratios) - min(ratios) > 1e-6 * max(abs(x) for x in ratios):
+        return None
+    mean: float = sum(ratios) / len(ratios)
+    return mean
 
 
 READING = Reading(shape="label_positions", attach=_attach_solve, claims=_claims, scale=_tail_scale)
