@@ -124,8 +124,9 @@ def counting_forwards(model):
     return rows, handle
 
 
-def evidence(adapter, loss, ddp, rows, microsteps):
-    """This rank's evidence of what ran ($PCL_FRAMEWORK_RECORD, framework_lm.record)."""
+def evidence(adapter, loss, ddp, rows, microsteps, **more):
+    """This rank's evidence of what ran ($PCL_FRAMEWORK_RECORD, framework_lm.record), with
+    `more` (a run adapter's: steps, schedule, sampler)."""
     from framework_lm import record
 
     record(
@@ -137,6 +138,7 @@ def evidence(adapter, loss, ddp, rows, microsteps):
         is_the_wrapper=loss.model is ddp,
         forward_rows=rows,
         microsteps=microsteps,
+        **more,
     )
 
 

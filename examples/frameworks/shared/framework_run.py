@@ -1,13 +1,16 @@
 """What the run-mode framework adapters (run_*.py in accelerate/, lightning/, hf_trainer/,
-deepspeed/, trl/) share besides their model: the intended schedule, the resume adapters'
-optimizer, and the check's epochs as ONE dataset a framework iterates once per epoch itself.
+deepspeed/, trl/, sentence_transformers/) share besides their model: the intended schedule,
+the resume adapters' optimizer, and the check's epochs as ONE dataset a framework iterates
+once per epoch itself.
 
 The run mode hands `train_loop` a list of epochs whose microbatches differ from one epoch to
 the next. A framework loop walks one DataLoader `num_epochs` times, and tells its sampler or
 dataset which epoch starts (`set_epoch`, as it does for DistributedSampler's shuffling):
 `EpochData` serves epoch e's items after `set_epoch(e)`, so the framework's own epoch counter
-picks the data, and each epoch ends where the framework's dataloader ends. Nothing here cuts a
-window: every adapter leaves that to its framework.
+picks the data, and each epoch ends where the framework's dataloader ends. A framework that
+takes only its own dataset type gets every epoch's rows stacked in one dataset, and `EpochRows`,
+a sampler, makes the same switch. Nothing here cuts a window: every adapter leaves that to its
+framework.
 
 Nothing here imports a framework.
 """
@@ -55,16 +58,42 @@ class EpochSampler(torch.utils.data.SequentialSampler):
         self.data_source.set_epoch(epoch)
 
 
+class EpochRows(torch.utils.data.Sampler):
+    """In order, the row numbers of the epoch served, for a framework that takes only its own
+    dataset type (sentence-transformers' trainer: a `datasets.Dataset`, whose Arrow rows cannot
+    change from one epoch to the next). That dataset holds every epoch's rows stacked, epoch
+    e's i-th row at e * length + i; this sampler serves epoch e's numbers after `set_epoch(e)`,
+    which Accelerate's DataLoaderShard passes to the sampler inside a batch sampler: the
+    framework's own epoch counter still picks the data. Its EpochData keeps the evidence
+    (`epochs_set`)."""
+
+    def __init__(self, epochs: int, length: int):
+        self.data = EpochData([range(e * length, (e + 1) * length) for e in range(epochs)])
+
+    def set_epoch(self, epoch: int) -> None:
+        self.data.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __iter__(self):
+        return iter(self.data.items[self.data.epoch])
+
+
 def rows(microbatch) -> list[dict]:
-    """A microbatch's sequences, one dict per row (a DataLoader's default collate, or
-    transformers' default_data_collator, stacks BATCH_SIZE of them back into it)."""
-    return [{k: t[i] for k, t in microbatch.items()} for i in range(len(microbatch["labels"]))]
+    """A microbatch's rows, one dict per row: a token microbatch's sequences (a DataLoader's
+    default collate, or transformers' default_data_collator, stacks BATCH_SIZE of them back into
+    it) or a coupled microbatch's items (sentence-transformers' text pairs: {"anchor": text,
+    "positive": text}). Every column holds one entry per row."""
+    n = len(next(iter(microbatch.values())))
+    return [{k: column[i] for k, column in microbatch.items()} for i in range(n)]
 
 
 def global_rows(epochs) -> list[list[dict]]:
     """GLOBAL_BATCH epochs ([epoch][rank][microbatch]) as each epoch's rows in the order
     Accelerate's sharded DataLoader (batch i to process i mod P, `BatchSamplerShard`) hands
-    them back: global batch j * P + r is rank r's j-th microbatch."""
+    them back: global batch j * P + r is rank r's j-th microbatch (token rows or text pairs,
+    `rows`)."""
     return [
         [row for j in range(len(ranks[0])) for rank in ranks for row in rows(rank[j])]
         for ranks in epochs
