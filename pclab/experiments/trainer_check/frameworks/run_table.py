@@ -97,6 +97,9 @@ ROWS = (
     RunRow(  # its own environment, as litgpt and torchtune
         "run_olmo_core_trainer", "OLMo-core", "ai2-olmo-core", "run_resume_olmo_core_trainer"
     ),
+    RunRow(  # a coupled loop (MultipleNegativesRankingLoss): the coupled run mode
+        "run_sbert_trainer_mnrl_gather", "sentence-transformers", "sentence-transformers"
+    ),
 )
 
 
@@ -108,10 +111,17 @@ def _diagnosis(check: dict[str, Any], code: str) -> dict[str, Any]:
     return next((d for d in check["diagnoses"] if d["code"] == code), {})
 
 
+def _pool(scenario: dict[str, Any]) -> str | None:
+    """The one pool every full window of a coupled run's scenario optimised, or None."""
+    k = max(u["microsteps"] for u in scenario["updates"])
+    pools = {u.get("scheme") for u in scenario["updates"] if u["microsteps"] == k}
+    return pools.pop() if len(pools) == 1 else None
+
+
 def story(check: dict[str, Any]) -> dict[str, Any]:
     """What a row shows of one run-mode check (a resumable one: its kill points too)."""
     scenarios = {s["name"]: s for s in check["scenarios"]}
-    uneven = scenarios[UNEVEN]
+    uneven = scenarios.get(UNEVEN) or check["scenarios"][0]  # a coupled run's: equal_items
     per_epoch: dict[int, int] = {}  # the loop's optimizer steps, and the reference's updates
     reference: dict[int, int] = {}
     for u in uneven["updates"]:
@@ -138,6 +148,8 @@ def story(check: dict[str, Any]) -> dict[str, Any]:
             for u in scenarios.get(EMPTY, {}).get("updates", ())
             if u["skipped"]
         ),
+        # a coupled loop's full windows: the pool they optimise (None: a token loop's)
+        "pool": _pool(uneven) if check.get("mode") == "coupled_run" else None,
         "resume": None,
     }
     if check.get("resume") is not None:

@@ -23,9 +23,15 @@ def _code_list(codes: list[str]) -> str:
     return ", ".join(f"`{c}`" for c in codes)
 
 
+def _main(run: dict[str, Any]) -> dict[str, Any]:
+    """The scenario a row's columns read: uneven (a coupled run's: its first, equal_items)."""
+    found: dict[str, Any] = run["scenarios"].get(UNEVEN) or next(iter(run["scenarios"].values()))
+    return found
+
+
 def tail(run: dict[str, Any], say: Say) -> str:
     """The uneven scenario's tail window: divided by K, never stepped, or its own count."""
-    codes = run["scenarios"][UNEVEN]["codes"]
+    codes = _main(run)["codes"]
     steps = ", ".join(str(n) for n in run["steps_per_epoch"])
     reference = ", ".join(str(n) for n in run["reference_steps_per_epoch"])
     if "tail_window_dropped" in codes:
@@ -42,7 +48,7 @@ def tail(run: dict[str, Any], say: Say) -> str:
 def schedule(run: dict[str, Any], say: Say) -> str:
     """How the loop stepped the intended schedule in the uneven scenario (`schedule`: the
     stepping of it that gives the loop's rates; None when none does)."""
-    codes = run["scenarios"][UNEVEN]["codes"]
+    codes = _main(run)["codes"]
     if "scheduler_rate" in codes:
         return say("frameworks.runs.schedule_rate", rate=run["scheduler_rate"])
     if "schedule_length" in codes:
@@ -56,6 +62,8 @@ def schedule(run: dict[str, Any], say: Say) -> str:
 
 def empty(run: dict[str, Any], say: Say) -> str:
     """What the loop did at the N = 0 window (the codes the empty_window scenario adds)."""
+    if EMPTY not in run["scenarios"]:  # a coupled run: every window holds items
+        return say("frameworks.runs.empty_none")
     empty_codes = run["scenarios"][EMPTY]["codes"]
     added = [c for c in empty_codes if c not in run["scenarios"][UNEVEN]["codes"]]
     if "scheduler_on_skip" in added:
@@ -104,11 +112,20 @@ def codes_found(record: dict[str, Any]) -> list[str]:
 
 
 def to_set(record: dict[str, Any], say: Say) -> str:
-    """The fix line of each code found, or that nothing needs changing."""
+    """The fix line of each code found (and of a coupled loop's wrong pool), or that nothing
+    needs changing."""
     codes = codes_found(record)
-    if not codes:
+    pool = record["run"].get("pool")
+    wrong = [] if pool in (None, "global_batch") else [pool]
+    if not codes and not wrong:
         return say("frameworks.runs.nothing_to_set")
-    return " ".join(say(f"check.run_mode.fix.{code}") for code in codes)
+    said = [
+        say("frameworks.runs.pool", pool=say(f"coupled.scheme.{p}"), code=p)
+        + " "
+        + say(f"coupled.fix.{p}")
+        for p in wrong
+    ]
+    return " ".join(said + [say(f"check.run_mode.fix.{code}") for code in codes])
 
 
 def cells(record: dict[str, Any], say: Say) -> dict[str, str]:
