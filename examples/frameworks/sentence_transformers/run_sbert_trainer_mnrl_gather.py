@@ -86,9 +86,12 @@ The model, its tokenizer, make_microbatch, embed and embedding_loss are sbert_mo
 run_hf_trainer's. The trainer still computes its model card's dataset metadata and widget
 examples at construction (one short progress bar on stderr; `random.choices` on Python's
 global random, base/model_card.py:530); nothing is logged, saved, reported or evaluated.
-sentence_transformers is imported inside the functions: only the ranks pay for the import.
+run_resume_sbert_trainer_mnrl_gather.py runs this same trainer (`_train`), saving a checkpoint
+after every update and resuming from the last. sentence_transformers is imported inside the
+functions: only the ranks pay for the import.
 """
 
+import functools
 import sys
 from pathlib import Path
 
@@ -129,14 +132,17 @@ def train_loop(model, optimizer, epochs, accum_steps):
     _record(trainer, order, counter, rows)
 
 
-def _train(model, optimizer, epochs, accum_steps, output_dir):
-    """The trainer, run: its windows, its scale, its scheduler; the data in the check's order."""
+def _train(
+    model, optimizer, epochs, accum_steps, output_dir, resume_from_checkpoint=None, **saving
+):
+    """The trainer, run: its windows, its scale, its scheduler; the data in the check's order.
+    `saving`: TrainingArguments over ONE_QUIET_STEP_ON_CPU's (which saves nothing), and
+    `resume_from_checkpoint` passed to `train()`: run_resume_sbert_trainer_mnrl_gather.py's."""
     from datasets import Dataset
     from sentence_transformers import (
         SentenceTransformerTrainer,
         SentenceTransformerTrainingArguments,
     )
-    from sentence_transformers.base.sampler import DefaultBatchSampler
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from transformers import PrinterCallback
 
@@ -150,17 +156,12 @@ def _train(model, optimizer, epochs, accum_steps, output_dir):
     order = EpochRows(len(epochs), len(per_epoch[0]))
     data = Dataset.from_list([pair for epoch in per_epoch for pair in epoch])  # anchor, positive
 
-    def in_order(dataset, batch_size, drop_last, **kwargs):
-        """BatchSamplers.BATCH_SAMPLER's own DefaultBatchSampler over the epoch's rows in
-        order (EpochRows) where that enum puts a RandomSampler."""
-        return DefaultBatchSampler(order, batch_size=batch_size, drop_last=drop_last, **kwargs)
-
     args = SentenceTransformerTrainingArguments(
         output_dir=output_dir,
         per_device_train_batch_size=ITEMS,
         gradient_accumulation_steps=accum_steps,
         num_train_epochs=len(epochs),
-        batch_sampler=in_order,
+        batch_sampler=functools.partial(_in_order, order),  # picklable: saved in args
         lr_scheduler_type="linear",
         warmup_steps=0,
         weight_decay=0.0,
@@ -170,7 +171,7 @@ def _train(model, optimizer, epochs, accum_steps, output_dir):
         eval_strategy="no",
         dataloader_num_workers=0,
         seed=0,
-        **ONE_QUIET_STEP_ON_CPU,
+        **(ONE_QUIET_STEP_ON_CPU | saving),
     )
     trainer = _observed(SentenceTransformerTrainer)(
         model=model,
@@ -182,9 +183,20 @@ def _train(model, optimizer, epochs, accum_steps, output_dir):
     trainer.remove_callback(PrinterCallback)
     counter = StepCounter(optimizer)
     rows, handle = counting_forwards(model)
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume_from_checkpoint)
     handle.remove()
     return trainer, order, counter, rows
+
+
+def _in_order(order, dataset, batch_size, drop_last, **kwargs):
+    """BatchSamplers.BATCH_SAMPLER's own DefaultBatchSampler over the epoch's rows in order
+    (`order`, an EpochRows) where that enum puts a RandomSampler. At module level, bound with
+    functools.partial: a checkpoint pickles the arguments, batch_sampler included
+    (training_args.bin, sentence_transformers/base/trainer.py:1029), and a function local to
+    `_train` cannot be pickled."""
+    from sentence_transformers.base.sampler import DefaultBatchSampler
+
+    return DefaultBatchSampler(order, batch_size=batch_size, drop_last=drop_last, **kwargs)
 
 
 def _observed(trainer_class):
@@ -204,11 +216,12 @@ def _observed(trainer_class):
     return Observed
 
 
-def _record(trainer, order, counter, rows) -> None:
-    """This rank's evidence that the trainer's own loop ran the run ($PCL_FRAMEWORK_RECORD)."""
+def _record(trainer, order, counter, rows, adapter=ADAPTER, **more) -> None:
+    """This rank's evidence that the trainer's own loop ran the run ($PCL_FRAMEWORK_RECORD);
+    `adapter` and `more`: a resume adapter's name and what it resumed from."""
     sharded = trainer._train_dataloader.batch_sampler  # Accelerate's BatchSamplerShard
     evidence(
-        ADAPTER,
+        adapter,
         trainer.loss,
         trainer.model_wrapped,
         rows,
@@ -225,4 +238,5 @@ def _record(trainer, order, counter, rows) -> None:
         num_items_in_batch=trainer.counted,  # per microstep: None (no "labels" column)
         divided_by=trainer.divided_by,  # per microstep: the window's own number of batches
         synced=trainer.synced,  # per microstep: True where DDP all-reduced
+        **more,
     )
