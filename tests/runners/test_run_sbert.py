@@ -28,8 +28,9 @@ from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.report import exit_code
 from pclab.experiments.trainer_check.run_rank import run_epochs
 
-ADAPTER = "run_sbert_trainer_mnrl_gather"
-FILE = ROOT / "examples" / "frameworks" / "sentence_transformers" / f"{ADAPTER}.py"
+ADAPTER, RESUME = "run_sbert_trainer_mnrl_gather", "run_resume_sbert_trainer_mnrl_gather"
+FOLDER = ROOT / "examples" / "frameworks" / "sentence_transformers"
+FILE = FOLDER / f"{ADAPTER}.py"
 P, K, M = 2, 2, 5
 pytestmark = pytest.mark.timeout(900)
 
@@ -42,18 +43,24 @@ def _skip_without_the_library() -> None:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, warm_pool):
-    """{"check": its check, "lines": every rank's evidence lines}: one warm launch."""
+    """{"check": its check, "resume": the resumable adapter's, "lines": every rank's evidence
+    lines of the first}: one warm launch (the resume check's own launches after it)."""
     import json
 
     _skip_without_the_library()
     record = tmp_path_factory.mktemp("run_sbert") / "record.jsonl"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PCL_FRAMEWORK_RECORD", str(record))
-        params = Params.checked([str(FILE)], world_size=P, accum=K)
+        params = Params.checked([str(FILE), str(FOLDER / f"{RESUME}.py")], world_size=P, accum=K)
         result = EXPERIMENT.run(params, timeout_s=600, runtime=warm_pool)
     assert result.ok, result.message
     lines = [json.loads(x) for x in record.read_text().splitlines()] if record.exists() else []
-    return {"check": result.report["checks"][0], "lines": lines}
+    first, resumable = result.report["checks"]
+    return {
+        "check": first,
+        "resume": resumable,
+        "lines": [x for x in lines if x["adapter"] == ADAPTER],
+    }
 
 
 def test_full_windows_are_a_pool_per_microstep_and_the_tails_the_global_pool(run):
@@ -95,10 +102,26 @@ def test_the_trainer_ran_its_own_loop_on_the_ddp_model(run):
         assert line["num_items_in_batch"] == [None] * (2 * M)
 
 
+def test_the_trainers_own_restart_is_the_same_run_at_every_kill_point(run):
+    """Saved after every update, resumed from the last checkpoint: back at the first
+    microbatch of the window the kill interrupted (or of the next), placed by what the model
+    ran on in one run of the loop (the trainer tokenizes the texts itself), the same run."""
+    check = run["resume"]
+    assert check["mode"] == "coupled_run" and check["status"] == "different"  # its windows
+    back = {e["point"]: (e["killed_at"], e["resumed_from"], e["verdict"]) for e in check["resume"]}
+    assert back == {
+        "mid_epoch": (3, 3, "same_run"),
+        "mid_window": (4, 3, "same_run"),  # checkpoint-1: the window re-run from its start
+        "before_tail": (5, 5, "same_run"),
+        "epoch_boundary": (6, 6, "same_run"),
+    }
+
+
 def test_the_row_across_a_run_records_what_the_live_loop_does(run):
     recorded = {r["code"]: r for r in run_table.load_runs()["records"]}
     assert run_table.story(run["check"]) == recorded[ADAPTER]["run"], "re-record: --runs"
     assert recorded[ADAPTER]["run"]["pool"] == "microstep_pool"
+    assert run_table.story(run["resume"])["resume"] == recorded[ADAPTER]["resume"]
 
 
 # -- blind: the trainer's arithmetic written out, two ranks simulated in one process

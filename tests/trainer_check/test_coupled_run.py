@@ -18,6 +18,7 @@ import torch
 
 from pclab.experiments.trainer_check import EXPERIMENT, trainer_file
 from pclab.experiments.trainer_check import coupled_run_rank as rank_side
+from pclab.experiments.trainer_check.coupled_run_observe import ItemObserver
 from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.report import exit_code
 from pclab.experiments.trainer_check.run_codes import LOOP_CODE_NAMES
@@ -28,6 +29,7 @@ EXAMPLES = ROOT / "examples" / "trainers"
 WRITTEN_FOR = {  # example -> (status, its run codes, the pool of every full window)
     "run_coupled_gradcache": ("same_update", set(), "global_batch"),
     "run_coupled_naive_accumulation": ("different", {"tail_window_scaled"}, "microstep_pool"),
+    "run_coupled_resume_gradcache": ("same_update", set(), "global_batch"),  # killed too
 }
 
 
@@ -72,6 +74,24 @@ def test_the_gradcache_loop_matches_every_update_and_is_evidence_for_the_pool(ch
     uneven = next(s for s in check["scenarios"] if s["name"] == "uneven_items")
     assert uneven["sizes"][0][0] == [3, 2, 5, 4, 2]  # coupled_scenarios.SIZES, every rank
     assert [u["num_valid_labels"] for u in uneven["updates"][:3]] == [10, 18, 4]  # P x items
+
+
+def test_a_resumable_contrastive_loop_is_killed_and_restarted_as_the_same_run(checks):
+    """Killed on every rank at each point, restarted from its own checkpoint (saved after
+    every update): back at the first microbatch of the window the kill interrupted, or of
+    the next, and the same run from there."""
+    check = checks[(2, 2)]["run_coupled_resume_gradcache"]
+    points = {e["point"]: e for e in check["resume"]}
+    assert list(points) == ["mid_epoch", "mid_window", "before_tail", "epoch_boundary"]
+    assert {e["verdict"] for e in points.values()} == {"same_run"}, check["resume"]
+    back = {name: (e["killed_at"], e["resumed_from"]) for name, e in points.items()}
+    assert back == {
+        "mid_epoch": (3, 3),
+        "mid_window": (4, 3),  # the window re-run from its start
+        "before_tail": (5, 5),
+        "epoch_boundary": (6, 6),
+    }
+    assert all(e["codes"] == [] for e in points.values())
 
 
 def test_one_rank_one_microstep_is_no_evidence(checks):
@@ -187,7 +207,7 @@ def test_the_run_is_cut_into_windows_of_k_and_a_tail_per_epoch(naive):
 
 def test_an_unrecognised_model_run_twice_a_microbatch_is_placed_by_its_count(naive):
     model = torch.nn.Linear(2, 1).double()
-    observer = rank_side.ItemObserver(naive, model, {}, microbatches=3)
+    observer = ItemObserver(naive, model, {}, microbatches=3)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with observer:
         for _ in range(3):  # three microbatches, each run twice (anchors, then positives)
@@ -199,7 +219,7 @@ def test_an_unrecognised_model_run_twice_a_microbatch_is_placed_by_its_count(nai
 
 def test_a_count_that_is_no_multiple_is_left_as_it_ran(naive):
     model = torch.nn.Linear(2, 1).double()
-    observer = rank_side.ItemObserver(naive, model, {}, microbatches=2)
+    observer = ItemObserver(naive, model, {}, microbatches=2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with observer:
         for runs in (2, 3):
@@ -220,14 +240,14 @@ def _file(tmp_path, body):
     return path
 
 
-def test_a_resumable_coupled_loop_is_refused_with_the_signature_it_needs(tmp_path):
-    path = _file(
-        tmp_path, "def train_loop(model, optimizer, epochs, accum_steps, checkpoint_dir): pass\n"
-    )
+def test_a_loop_with_another_signature_is_refused_with_the_one_it_needs(tmp_path):
+    path = _file(tmp_path, "def train_loop(model, optimizer, epochs): pass\n")
     with pytest.raises(trainer_file.TrainerFileError) as raised:
         trainer_file.load(path)
     assert raised.value.code == "signature"
     assert "train_loop(model, optimizer, epochs, accum_steps)" in str(raised.value)
+    resumable = "def train_loop(model, optimizer, epochs, accum_steps, checkpoint_dir): pass\n"
+    assert trainer_file.load(_file(tmp_path, resumable)).mode == "coupled_run"
 
 
 @pytest.mark.parametrize("value", ["1", "True", "'3'", "5000"])

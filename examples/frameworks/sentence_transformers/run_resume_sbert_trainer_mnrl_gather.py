@@ -10,11 +10,12 @@ optimizer state would show.
     cd examples/frameworks/sentence_transformers
     pclab check run_resume_sbert_trainer_mnrl_gather.py --json
 
-Not yet: the coupled run mode does not take a resumable loop
-(pclab/experiments/trainer_check/coupled_run_contract.py:20-22), and refuses this file's
-five-parameter train_loop before any process. What follows was read in the libraries' source
-and measured with a driver (torchrun, P = 2, the check's epochs, kills by SIGKILL); the
-check's verdicts below are predictions for when that mode takes it.
+Measured by the check (tests/runners/test_run_sbert.py pins it): the same run at all
+four kill points, back at microbatch 3, 3, 5 and 6, as the table below says; the run itself is
+run_sbert_trainer_mnrl_gather.py's (every full window `microstep_pool`). What follows was read
+in the libraries' source and measured first with a driver (torchrun, P = 2, the check's
+epochs, kills by SIGKILL). The trainer tokenizes the texts itself, so the check knows a
+microbatch by what the model ran on in one run of the loop (coupled_run_rank.own_inputs).
 
 What is saved (sentence-transformers 6.2.0, transformers 5.24.0, accelerate 1.15.0, torch
 2.13.0; paths under site-packages/):
@@ -57,8 +58,8 @@ What resume restores:
   the check handed in keeps its parameter tensors (measured: the same objects throughout),
   and the loss and DDP wrap that same model. Nothing is replaced, as with transformers'
   Trainer (run_resume_hf_trainer.py).
-- BUT ROUNDED TO FLOAT32: that new model is built at torch's default dtype. WordEmbeddings
-  makes a float32 nn.Embedding and loads the saved float64 weights into it
+- Rounded to float32 at torch's default dtype: that new model is built at the default
+  dtype. WordEmbeddings makes a float32 nn.Embedding and loads the saved float64 weights into it
   (sentence_transformer/modules/word_embeddings.py:52-53), Dense a float32 nn.Linear
   (base/modules/dense.py:75, loaded by safetensors' load_model, base/modules/module.py:362),
   the later modules are cast to the first one's dtype (base/model.py:287); the float32 values
@@ -68,7 +69,9 @@ What resume restores:
   that offset to its end. With the reload built in float64 (a driver's patch, not here:
   torch.set_default_dtype(float64) around `_load_from_checkpoint`) the resumed run equals
   the straight run exactly (0.0) at all four kill points: the rounding is the only
-  difference. A float32 model, the library's usual one, would not show it.
+  difference. A float32 model, the library's usual one, would not show it. Under the check it
+  does not show either: the check's ranks run at default dtype float64
+  (pclab/runners/worker.py:48), so the new model is built in float64 and the restart is exact.
 - The optimizer and scheduler: the lab's optimizer (`optimizers=(optimizer, None)`),
   prepared by Accelerate (trainer.py:1773: AcceleratedOptimizer wraps it), gets its state
   back from optimizer.pt (`_load_optimizer_and_scheduler`, trainer.py:1817, :3894, :3989),

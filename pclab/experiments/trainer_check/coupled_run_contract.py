@@ -18,8 +18,8 @@ update against a one-process run whose every update pools every rank's items of 
     fresh_start, GLOBAL_BATCH   as in the run mode
 
 A file that defines train_loop and a coupled objective (coupled_contract.claims) is checked in
-this mode. A resumable loop (train_loop with checkpoint_dir) is not checked here yet: its
-signature is refused with the four-parameter one it needs.
+this mode. With a fifth parameter, checkpoint_dir, the loop is resumable, as in the run mode
+(run_contract): killed at chosen points and restarted from its own checkpoint (resume.py).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from types import ModuleType
 
 import pclab.experiments.trainer_check.coupled_contract as coupled_contract
 from pclab.experiments.trainer_check.coupled_contract import MAX_ITEMS
+from pclab.experiments.trainer_check.run_contract import RESUMABLE, resumable
 
 SIGNATURES = {  # every function of the contract, as the check calls it
     "build_model": (),
@@ -42,6 +43,11 @@ SIGNATURES = {  # every function of the contract, as the check calls it
     "fresh_start": (),
 }
 MIN_ITEMS = 2  # BatchNorm in training mode needs two values a channel; a pool needs a negative
+
+
+def signatures_for(module: ModuleType) -> dict[str, tuple[str, ...]]:
+    """SIGNATURES, with the resumable train_loop where the file's takes checkpoint_dir."""
+    return SIGNATURES | ({"train_loop": RESUMABLE} if resumable(module) else {})
 
 
 def claims(module: ModuleType) -> bool:

@@ -17,8 +17,6 @@ the step started from, over that window's items) with the step's observed rate d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from types import TracebackType
 from typing import Any
 
 import torch
@@ -29,10 +27,11 @@ import pclab.experiments.trainer_check.run_loop as run_loop
 import pclab.experiments.trainer_check.run_rank as run_rank
 from pclab.core import coupled_objectives as co
 from pclab.experiments.trainer_check.coupled_run_contract import items
+from pclab.experiments.trainer_check.coupled_run_observe import ItemObserver, observing, own_inputs
 from pclab.experiments.trainer_check.coupled_scenarios import SIZES
 from pclab.experiments.trainer_check.mode_protocols import Batch, Grid
 from pclab.experiments.trainer_check.pipeline import Scenario, build
-from pclab.experiments.trainer_check.run_observe import Observer, Step, fingerprint
+from pclab.experiments.trainer_check.run_observe import Step
 from pclab.experiments.trainer_check.run_reference import Epochs, Window
 from pclab.experiments.trainer_check.run_scenarios import EPOCHS, microbatches_per_epoch
 from pclab.experiments.trainer_check.run_solve import held_at
@@ -115,51 +114,6 @@ def window_loss(
     return co.pool_objective("global_batch", coupled_rank.global_loss(trainer), model, grid)
 
 
-@dataclass
-class ItemObserver(Observer):
-    """run_observe.Observer for a loop of coupled microbatches: `microbatches` is the run's
-    count a rank (its epochs' lengths summed).
-
-    An embedding loss may never call the model itself (embed() runs its encoder on queries,
-    then documents): every module of the model is watched too, and one that runs on a
-    tensor of a microbatch places the loop there. A run whose inputs it recognised nowhere
-    (texts the loop tokenizes) and whose model ran F times that count had F forwards a
-    microbatch: each step is then placed at its forward count over F."""
-
-    microbatches: int = 0
-
-    def __enter__(self) -> ItemObserver:
-        super().__enter__()
-        inner = [m for m in self.model.modules() if m is not self.model]
-        self._handles += [m.register_forward_hook(self._inner, with_kwargs=True) for m in inner]
-        return self
-
-    def _inner(self, _: object, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
-        """A module of the model ran: on a microbatch's tensor, the loop is at that one."""
-        if not torch.is_grad_enabled():
-            return
-        at = self.positions.get(fingerprint(args, kwargs) or b"")
-        if at is None:
-            return
-        self._settle()
-        self.forwards = at
-        self.seen.append(at)
-        self.placed.append(True)
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        super().__exit__(kind, error, trace)
-        total, ran = self.microbatches, self.forwards
-        if any(self.placed) or not total or ran <= total or ran % total:
-            return
-        per = ran // total
-        self.steps = [replace(step, forwards=-(-step.forwards // per)) for step in self.steps]
-
-
 def watched(
     trainer: Trainer,
     epochs: Epochs,
@@ -170,14 +124,8 @@ def watched(
     start: int = 0,
 ) -> tuple[list[Step], State, State]:
     """run_loop.user_run for a coupled loop: watched by ItemObserver."""
-    known = run_loop.positions(epochs, every_tensor=True)
-    total = sum(len(epoch[0]) for epoch in epochs)
-
-    def observer(trainer: Trainer, model: torch.nn.Module, _: dict[bytes, int]) -> Observer:
-        return ItemObserver(trainer, model, known, microbatches=total)
-
-    return run_loop.watched_run(
-        trainer, epochs, rank, accum, device, sgd, observer=observer, start=start
+    return run_loop.user_run(
+        trainer, epochs, rank, accum, device, sgd, start, observer=observing(epochs)
     )
 
 
@@ -217,6 +165,11 @@ def solve(
     return found
 
 
+def resume_scenario(trainer: Trainer, world: int, accum: int) -> tuple[str, Any]:
+    """The scenario a resume check replays: the first (uneven_items; equal_items with ITEMS)."""
+    return next(iter(scenario_sizes(world, accum, items(trainer.module)).items()))
+
+
 OBJECTIVE = run_rank.Objective(
     shape=SHAPE,
     sizes=sizes,
@@ -224,6 +177,10 @@ OBJECTIVE = run_rank.Objective(
     reorders=coupled_rank.reorders,
     user_run=watched,
     solve=solve,
+    resume_scenario=resume_scenario,
+    observer=ItemObserver,
+    observing=lambda epochs, kind, learned: observing(epochs, kind, learned),
+    own_inputs=own_inputs,
 )
 
 

@@ -203,4 +203,10 @@ COUPLED_RUN = (  # the coupled run mode's examples (train_loop with a contrastiv
         "tail_window_scaled",
         DIFFERENT,
     ),
+    _t(
+        "run_coupled_resume_gradcache",
+        "resumable contrastive loop: model, optimizer, scheduler and position restored",
+        "—",
+        SAME,
+    ),
 )

@@ -86,7 +86,7 @@ def with_resume(check: dict[str, Any], params: Any, timeout_s: float, **options:
     import pclab.experiments.trainer_check.run_messages as run_messages
     from pclab.experiments.trainer_check.trainer_file import load
 
-    if check.get("mode") != "run" or check["status"] == "unusable":
+    if check.get("mode") not in ("run", "coupled_run") or check["status"] == "unusable":
         return
     if not run_contract.resumable(load(check["trainer"]).module):
         return

@@ -3,9 +3,10 @@ checkpoint_dir) is killed at chosen points and started again from its own checkp
 fresh processes, until the run ends; each restarted run is judged against the loop's straight
 run and the one-process reference (resume_worker.py, resume_judge.py).
 
-The kill points, on the `uneven` run scenario (epochs of M = 2K + 1 microbatches): every rank
-SIGKILLs itself at the forward of one microbatch, so that what the loop had done before it is
-all that survives:
+The kill points, on the mode's resume scenario (the run mode's `uneven`; a coupled run's first:
+run_rank.Objective.resume_scenario), epochs of M = 2K + 1 microbatches: every rank SIGKILLs
+itself at the forward of one microbatch, so that what the loop had done before it is all that
+survives:
 
     mid_epoch       after the first update (the forward of window 1's first microbatch)
     mid_window      after the first backward of window 1 (K >= 2): a window half accumulated

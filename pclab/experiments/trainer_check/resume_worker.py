@@ -9,6 +9,9 @@
              against the one-process reference and against the loop's own straight run
              (resume_judge.py), and writes rank<r>.json
 
+Both run the file's mode's run (run_rank.Objective: the token mean's, or a coupled loop's pool)
+on its resume scenario, watched by that mode's observer.
+
     torchrun --standalone --nproc-per-node 2 -m pclab.experiments.trainer_check.resume_worker \\
         --out-dir D --trainer T.py --accum 2 --kill-at 4 --phase killed --checkpoint-dir C \\
         --trace-dir R
@@ -17,24 +20,22 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
 
+import pclab.experiments.trainer_check.modes as modes
 import pclab.experiments.trainer_check.resume_judge as resume_judge
 import pclab.experiments.trainer_check.run_loop as run_loop
 import pclab.experiments.trainer_check.run_rank as run_rank
 import pclab.experiments.trainer_check.run_reference as run_reference
 from pclab.experiments.trainer_check.run_observe import Observer, Step
-from pclab.experiments.trainer_check.run_scenarios import scenario_counts
 from pclab.experiments.trainer_check.trainer_file import load
 from pclab.runners.worker import finish_worker, init_worker, write_rank_output
-
-SCENARIO = "uneven"  # the run scenario a resume check replays: every window has labels
 
 
 def _trace(trace_dir: str, rank: int) -> Path:
@@ -43,19 +44,19 @@ def _trace(trace_dir: str, rank: int) -> Path:
     return folder
 
 
-def killing_observer(trace: Path, kill_at: int) -> type[Observer]:
-    """An Observer that saves each step to `trace` as it is taken, and SIGKILLs this rank at
-    the forward of microbatch `kill_at`."""
+def killing_observer(trace: Path, kill_at: int, base: type[Observer]) -> type[Observer]:
+    """`base` (the mode's Observer) saving each step to `trace` as it is taken, and SIGKILLing
+    this rank at the forward of microbatch `kill_at`."""
 
-    class Killing(Observer):
+    class Killing(base):  # type: ignore[valid-type,misc]
         def _record(self, step: Step) -> None:
             path = trace / f"step{len(self.steps)}.pt"
             super()._record(step)
             torch.save(step.__dict__, path.with_suffix(".part"))
             os.replace(path.with_suffix(".part"), path)
 
-        def _forward(self, *args: Any) -> None:
-            super()._forward(*args)
+        def _arrived(self) -> None:
+            super()._arrived()
             if self.forwards == kill_at:
                 # Every rank reaches this forward first: the first rank to die has its peers
                 # ended at once (torchrun's agent, the zygote), and a peer still writing its
@@ -66,6 +67,18 @@ def killing_observer(trace: Path, kill_at: int) -> type[Observer]:
                 os.kill(os.getpid(), signal.SIGKILL)
 
     return Killing
+
+
+def recording_observer(seen: list[Observer], base: type[Observer]) -> type[Observer]:
+    """`base` (the mode's Observer) adding itself to `seen` as it is entered."""
+
+    class Recording(base):  # type: ignore[valid-type,misc]
+        def __enter__(self) -> Observer:
+            seen.append(self)
+            entered: Observer = super().__enter__()
+            return entered
+
+    return Recording
 
 
 def traced_steps(trace: Path) -> list[Step]:
@@ -84,30 +97,34 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rank, world = init_worker(backend="gloo")
     trainer = load(args.trainer)
-    grid = scenario_counts(world, args.accum, trainer.capacity)[SCENARIO]
-    epochs = run_rank.run_epochs(trainer, SCENARIO, grid)
+    objective: run_rank.Objective = modes.named(trainer.mode).rank_side().OBJECTIVE
+    name, grid = objective.resume_scenario(trainer, world, args.accum)
+    epochs = run_rank.run_epochs(trainer, name, grid)
     trace = _trace(args.trace_dir, rank)
+    # a loop that runs its model on inputs of its own (texts it tokenizes): what they are, from
+    # one run of it, so that a kill lands at the microbatch it names and a restart is placed
+    learned = objective.own_inputs(trainer, epochs, rank, args.accum, "cpu")
+    run = functools.partial(
+        run_loop.watched_run, trainer, epochs, rank, args.accum, "cpu", False, args.checkpoint_dir
+    )
     if args.phase == "killed":
-        observer = killing_observer(trace, args.kill_at)
-        run_loop.watched_run(
-            trainer, epochs, rank, args.accum, "cpu", False, args.checkpoint_dir, observer
+        run(
+            objective.observing(
+                epochs, killing_observer(trace, args.kill_at, objective.observer), learned
+            )
         )
         write_rank_output(args.out_dir, rank, {"rank": rank, "killed": False})
         finish_worker(0)
         return
-    terms = run_rank.run_terms(trainer, epochs, "cpu")
+    terms = objective.sizes(trainer, epochs, "cpu")
     windows = run_reference.windows(epochs, args.accum, terms)
-    initial, updates = run_reference.run(trainer, epochs, windows, "cpu")
-    straight, _, _ = run_loop.user_run(trainer, epochs, rank, args.accum, "cpu")
+    initial, updates = run_reference.run(
+        trainer, epochs, windows, "cpu", window_loss=objective.window_loss
+    )
+    straight, _, _ = objective.user_run(trainer, epochs, rank, args.accum, "cpu")
     seen: list[Observer] = []
-
-    class Recording(Observer):
-        def __enter__(self) -> Observer:
-            seen.append(self)
-            return super().__enter__()
-
-    resumed, _, _ = run_loop.watched_run(
-        trainer, epochs, rank, args.accum, "cpu", False, args.checkpoint_dir, Recording
+    resumed, _, _ = run(
+        objective.observing(epochs, recording_observer(seen, objective.observer), learned)
     )
     forwards, placed = resume_judge.from_first_handed_out(seen[0].seen, seen[0].placed)
     judged = resume_judge.judge(

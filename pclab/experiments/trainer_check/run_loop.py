@@ -75,6 +75,9 @@ def shared_folder(rank: int) -> Iterator[str]:
             shutil.rmtree(str(made[0]), ignore_errors=True)
 
 
+ObserverFactory = Callable[[Trainer, torch.nn.Module, dict[bytes, int]], Observer]
+
+
 def user_run(
     trainer: Trainer,
     epochs: Epochs,
@@ -83,6 +86,7 @@ def user_run(
     device: str,
     sgd: bool = False,
     start: int = 0,
+    observer: ObserverFactory = Observer,
 ) -> tuple[list[Step], State, State]:
     """The file's train_loop on a fresh model, watched: (its steps, its final state, its
     parameters as the loop left them); `sgd`: SGD at learning rate 1 for the file's optimizer;
@@ -90,8 +94,10 @@ def user_run(
     checkpoint_dir of its own: a run from the start."""
     if run_contract.resumable(trainer.module):
         with shared_folder(rank) as folder:
-            return watched_run(trainer, epochs, rank, accum, device, sgd, folder, start=start)
-    return watched_run(trainer, epochs, rank, accum, device, sgd, start=start)
+            return watched_run(
+                trainer, epochs, rank, accum, device, sgd, folder, observer, start=start
+            )
+    return watched_run(trainer, epochs, rank, accum, device, sgd, observer=observer, start=start)
 
 
 def moved(model: torch.nn.Module, start: int) -> None:
@@ -115,7 +121,7 @@ def watched_run(
     device: str,
     sgd: bool = False,
     checkpoint_dir: str | None = None,
-    observer: Callable[[Trainer, torch.nn.Module, dict[bytes, int]], Observer] = Observer,
+    observer: ObserverFactory = Observer,
     start: int = 0,
 ) -> tuple[list[Step], State, State]:
     """user_run's run: `checkpoint_dir` the resumable loop's folder; `observer` makes the

@@ -81,6 +81,11 @@ class Observer:
         self.forwards = self.positions.get(given, self.forwards + 1) if given else self.forwards + 1
         self.seen.append(self.forwards)
         self.placed.append(given is not None and given in self.positions)
+        self._arrived()
+
+    def _arrived(self) -> None:
+        """The loop has just run microbatch `self.forwards` (a resume launch's observer kills
+        the rank there: resume_worker.killing_observer)."""
 
     def _pre(self, optimizer: torch.optim.Optimizer, *_: object) -> None:
         lrs = tuple(float(g.get("lr", float("nan"))) for g in optimizer.param_groups)

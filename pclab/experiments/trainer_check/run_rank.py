@@ -30,8 +30,8 @@ import pclab.experiments.trainer_check.token_rank as token_rank
 from pclab.experiments.trainer_check.judging import SOLVE_RTOL
 from pclab.experiments.trainer_check.mode_protocols import Grid
 from pclab.experiments.trainer_check.pipeline import Scenario, build, scenario_tolerance
-from pclab.experiments.trainer_check.run_loop import user_run
-from pclab.experiments.trainer_check.run_observe import Step, state_read
+from pclab.experiments.trainer_check.run_loop import ObserverFactory, user_run
+from pclab.experiments.trainer_check.run_observe import Observer, Step, state_read
 from pclab.experiments.trainer_check.run_reference import (
     Epochs,
     Update,
@@ -174,6 +174,13 @@ class Objective:
     reorders: Callable[[str], bool]  # the reference run again in reverse, for its floor
     user_run: Callable[..., tuple[list[Step], State, State]]  # as run_loop.user_run
     solve: Solver  # rank 0's names for the loop's steps (None on the other ranks)
+    # what a resume check (resume_worker.py) needs besides: the scenario it replays, the
+    # observer a launch's own observer extends, what makes it for a run (given what the
+    # loop's own inputs are), and those inputs, from one run where the check's are not they
+    resume_scenario: Callable[[Trainer, int, int], tuple[str, Any]]
+    observer: type[Observer]
+    observing: Callable[[Epochs, Any, dict[bytes, int]], ObserverFactory]
+    own_inputs: Callable[[Trainer, Epochs, int, int, str], dict[bytes, int]]
 
 
 def check_scenario(
@@ -271,6 +278,11 @@ def _solved(
     return found
 
 
+def resume_scenario(trainer: Trainer, world: int, accum: int) -> tuple[str, Any]:
+    """The run scenario a resume check replays: uneven, every window with labels."""
+    return "uneven", scenario_counts(world, accum, trainer.capacity)["uneven"]
+
+
 OBJECTIVE = Objective(
     shape=SHAPE,
     sizes=run_terms,
@@ -278,4 +290,8 @@ OBJECTIVE = Objective(
     reorders=lambda dtype: True,  # a sum of terms: reversed term by term
     user_run=user_run,
     solve=_solved,
+    resume_scenario=resume_scenario,
+    observer=Observer,
+    observing=lambda epochs, kind, learned: kind,  # the class itself, placing by its inputs
+    own_inputs=lambda trainer, epochs, rank, accum, device: {},
 )

@@ -98,7 +98,10 @@ ROWS = (
         "run_olmo_core_trainer", "OLMo-core", "ai2-olmo-core", "run_resume_olmo_core_trainer"
     ),
     RunRow(  # a coupled loop (MultipleNegativesRankingLoss): the coupled run mode
-        "run_sbert_trainer_mnrl_gather", "sentence-transformers", "sentence-transformers"
+        "run_sbert_trainer_mnrl_gather",
+        "sentence-transformers",
+        "sentence-transformers",
+        "run_resume_sbert_trainer_mnrl_gather",
     ),
 )
 
@@ -148,10 +151,10 @@ def story(check: dict[str, Any]) -> dict[str, Any]:
             for u in scenarios.get(EMPTY, {}).get("updates", ())
             if u["skipped"]
         ),
-        # a coupled loop's full windows: the pool they optimise (None: a token loop's)
-        "pool": _pool(uneven) if check.get("mode") == "coupled_run" else None,
         "resume": None,
     }
+    if check.get("mode") == "coupled_run":  # a coupled loop's full windows: their one pool
+        found["pool"] = _pool(uneven)
     if check.get("resume") is not None:
         found["resume"] = [
             {"point": e["point"], "verdict": e["verdict"], "codes": sorted(e.get("codes", ()))}
