@@ -37,6 +37,30 @@ def open_tab(browser, lang: str, scheme: str, width: int = 1400):
     return context, tab
 
 
+def choose(tab, name: str) -> None:
+    """Pick `name` from the page's first select as a reader does: open it, type to filter,
+    click the option. A list that did not open (the click landed while the page was still
+    redrawing after the last run: measured once in a clean-clone suite, the option never
+    came in 60 s) is opened again, as a reader clicks again; the second try has the whole
+    timeout."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in (1, 2):
+        select = tab.get_by_role("combobox").first
+        select.click()
+        select.fill(name)
+        try:
+            tab.get_by_role("option", name=name, exact=True).click(
+                timeout=15_000 if attempt == 1 else None
+            )
+            return
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
+            tab.keyboard.press("Escape")
+            wait_for_app(tab)
+
+
 def test_every_bundled_example_runs_to_its_verdict(chromium, app_url):
     """Real runs (the server's warm pool, or torchrun): the page opened once, each example
     chosen from the page's select as a reader picks one (typed to filter, then clicked), Run
@@ -52,10 +76,7 @@ def test_every_bundled_example_runs_to_its_verdict(chromium, app_url):
         wait_for_app(tab)
         for example in EXAMPLES:
             name = say(f"check.example.{example}")
-            select = tab.get_by_role("combobox").first
-            select.click()
-            select.fill(name)
-            tab.get_by_role("option", name=name, exact=True).click()
+            choose(tab, name)
             if example != "correct_manual":  # the page's default is left out of the address
                 tab.wait_for_function(f"() => location.search.includes('chk_example={example}')")
             wait_for_app(tab)

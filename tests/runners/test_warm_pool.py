@@ -58,12 +58,17 @@ def test_every_registered_experiment_runs_at_its_defaults_and_agrees(warm, name)
 
 
 def rank_pids_when_reported(world_size: int):
-    """A progress callback that collects each rank's pid from its JSON once all reported."""
+    """A progress callback that collects each rank's pid from its JSON once all reported: from
+    this process's own launch folders only (runners.scratch names them pcl-run-<pid>-*). A
+    glob of every pcl-run-* folder read the other xdist worker's launches too, and the test
+    then killed a rank of another run (measured once in a clean-clone suite: "rank 0:
+    ... Connection reset by peer" named where "rank 1: killed by SIGKILL" was due)."""
     pids: dict[int, int] = {}
 
     def progress(event):
         if event.event == "rank_done" and event.values["done"] == world_size and not pids:
-            for path in Path(tempfile.gettempdir()).glob("pcl-run-*/out/rank*.json"):
+            own = f"pcl-run-{os.getpid()}-*/out/rank*.json"
+            for path in Path(tempfile.gettempdir()).glob(own):
                 payload = json.loads(path.read_text())
                 pids[payload["rank"]] = payload["pid"]
 
