@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from pclab.experiments.trainer_check import EXPERIMENT, trainer_file
 from pclab.experiments.trainer_check import coupled_run_rank as rank_side
+from pclab.experiments.trainer_check import trainer_file
 from pclab.experiments.trainer_check.coupled_run_observe import ItemObserver
-from pclab.experiments.trainer_check.params import Params
 from pclab.experiments.trainer_check.report import exit_code
 from pclab.experiments.trainer_check.run_codes import LOOP_CODE_NAMES
 from pclab.experiments.trainer_check.run_reference import windows
+from tests.trainer_check.examples_launch import checks_by_shape
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "trainers"
@@ -36,17 +36,7 @@ WRITTEN_FOR = {  # example -> (status, its run codes, the pool of every full win
 @pytest.fixture(scope="module")
 def checks(warm_pool) -> dict:
     """{(P, K): {example: its check}}: one warm launch per shape."""
-    found = {}
-    for (world_size, accum), names in {
-        (2, 2): list(WRITTEN_FOR),
-        (1, 1): list(WRITTEN_FOR)[:1],
-    }.items():
-        paths = [str(EXAMPLES / f"{n}.py") for n in names]
-        params = Params.checked(paths, world_size=world_size, accum=accum)
-        result = EXPERIMENT.run(params, timeout_s=600, runtime=warm_pool)
-        assert result.ok, result.message
-        found[(world_size, accum)] = dict(zip(names, result.report["checks"], strict=True))
-    return found
+    return checks_by_shape({(2, 2): list(WRITTEN_FOR), (1, 1): list(WRITTEN_FOR)[:1]}, warm_pool)
 
 
 @pytest.mark.parametrize("name", WRITTEN_FOR)

@@ -16,10 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 from pclab.core import windows  # noqa: E402
-from pclab.experiments.trainer_check import EXPERIMENT  # noqa: E402
-from pclab.experiments.trainer_check.params import Params  # noqa: E402
 from pclab.experiments.trainer_check.report import exit_code  # noqa: E402
 from pclab.experiments.trainer_check.run_codes import LOOP_CODE_NAMES  # noqa: E402
+from tests.trainer_check.examples_launch import checks_by_shape  # noqa: E402
 from tests.trainer_check.page_records import assert_agrees_with_its_record, page_loops  # noqa: E402
 
 EXAMPLES = ROOT / "examples" / "trainers"
@@ -39,15 +38,7 @@ RUN_CODES = set(LOOP_CODE_NAMES)  # the run-loop codes (run_codes.py)
 @pytest.fixture(scope="module")
 def run_checks(warm_pool) -> dict:
     """{(P, K): {example: its check}}: one warm launch per shape."""
-    found = {}
-    shapes = {(2, 2): list(WRITTEN_FOR), (1, 1): ["run_correct"]}
-    for (world_size, accum), names in shapes.items():
-        paths = [str(EXAMPLES / f"{n}.py") for n in names]
-        params = Params.checked(paths, world_size=world_size, accum=accum)
-        result = EXPERIMENT.run(params, timeout_s=600, runtime=warm_pool)
-        assert result.ok, result.message
-        found[(world_size, accum)] = dict(zip(names, result.report["checks"], strict=True))
-    return found
+    return checks_by_shape({(2, 2): list(WRITTEN_FOR), (1, 1): ["run_correct"]}, warm_pool)
 
 
 @pytest.mark.parametrize("name", WRITTEN_FOR)
