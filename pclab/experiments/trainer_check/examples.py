@@ -135,9 +135,10 @@ def files() -> dict[str, Path]:
 
 
 def run_rows_not_offered() -> list[tuple[str, Path, str]]:
-    """The run table's adapters the page does not offer (their framework has an environment of
-    its own, bench/framework_env.py): (code, file, framework), in the table's order. The index
-    lists them with their recorded story."""
+    """The run table's adapters the page does not offer (a framework with an environment of
+    its own, bench/framework_env.py; a coupled run's, which the page does not show yet):
+    (code, file, framework), in the table's order. The index lists them with their recorded
+    story."""
     offered = {e.code for e in RUN}
     return [
         (stem, row.path(stem), row.framework)

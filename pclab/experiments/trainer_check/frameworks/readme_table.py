@@ -215,15 +215,20 @@ def _run_rows(folder: str, verdicts: Words) -> list[str]:
         status = next((s for s in ("different", "no_evidence", "same_update") if s in told), None)
         scheme = ", ".join(f"`{c}`" for c in sorted(found)) or "—"
         verdict = verdicts[status] if status else "not run"
-        shows = _cell(f"{framework}: {does} (an environment of its own)")
+        row = next(r for r in ROWS if code in r.adapters())
+        where = " (an environment of its own)" if row.own_environment else ""
+        shows = _cell(f"{framework}: {does}{where}")
         lines.append(f"| {_file(path)} | {shows} | {scheme} | {verdict} |")
     return lines
 
 
 def _run_told(record: Record | None) -> tuple[set[str], set[str], str]:
-    """A run adapter's codes and verdict, from its row's run record."""
+    """A run adapter's codes and verdict, from its row's run record (a coupled loop's wrong
+    pool too: it has no code of its own)."""
     run = record["run"] if record else None
     found = {c for s in run["scenarios"].values() for c in s["codes"]} if run else set()
+    if run and run.get("pool") not in (None, "global_batch"):
+        found.add(run["pool"])
     return found, {run["status"]} if run else set(), "its own loop across a run"
 
 

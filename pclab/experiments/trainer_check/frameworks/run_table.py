@@ -54,6 +54,7 @@ class RunRow:
     framework: str  # as users name it
     package: str  # the distribution whose installed version is recorded
     resume: str | None = None  # the resume adapter's stem, in the same folder; None: none
+    own_environment: bool = False  # run under its own Python (bench/framework_env.py)
 
     def path(self, stem: str) -> Path:
         return FRAMEWORK_EXAMPLES_DIR / FOLDERS[self.package] / f"{stem}.py"
@@ -85,17 +86,20 @@ ROWS = (
         "accelerate",
         "run_resume_clm_no_trainer",
     ),
-    RunRow(  # its own environment (framework_env)
-        "run_litgpt_finetune", "litgpt", "litgpt", "run_resume_litgpt_finetune"
-    ),
-    RunRow(  # the same
+    RunRow("run_litgpt_finetune", "litgpt", "litgpt", "run_resume_litgpt_finetune", True),
+    RunRow(
         "run_torchtune_full_finetune",
         "torchtune",
         "torchtune",
         "run_resume_torchtune_full_finetune",
+        True,
     ),
-    RunRow(  # its own environment, as litgpt and torchtune
-        "run_olmo_core_trainer", "OLMo-core", "ai2-olmo-core", "run_resume_olmo_core_trainer"
+    RunRow(
+        "run_olmo_core_trainer",
+        "OLMo-core",
+        "ai2-olmo-core",
+        "run_resume_olmo_core_trainer",
+        True,
     ),
     RunRow(  # a coupled loop (MultipleNegativesRankingLoss): the coupled run mode
         "run_sbert_trainer_mnrl_gather",
