@@ -24,6 +24,7 @@ COUPLED_EXAMPLES = {e.code: e.scheme for e in examples.COUPLED}  # schemes: core
 # issue 41: run-mode loops (train_loop over epochs; the resumable ones are killed and restarted
 # too), on their own view (ui.trainer_run); the value is the run diagnoses its check names
 RUN_EXAMPLES = {e.code: e.scheme for e in examples.RUN}
+COUPLED_LOOPS = frozenset(e.code for e in examples.RUN if e.mode == "coupled_run")  # contrastive
 RUN_SHARED = {  # an example's folder below examples/ -> the module its run loops share
     "trainers": "run_loop",
     "frameworks": "framework_run",

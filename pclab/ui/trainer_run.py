@@ -31,9 +31,11 @@ from pclab.ui.input_errors import guard
 from pclab.ui.language import lang, page_link, t
 from pclab.ui.pages import PAGES
 from pclab.ui.run_panel import run_section
-from pclab.ui.trainer_examples import RUN_EXAMPLES, RUN_SHARED
+from pclab.ui.trainer_examples import COUPLED_LOOPS, COUPLED_MODEL, RUN_EXAMPLES, RUN_SHARED
 from pclab.ui.trainer_verdict import tensor_name
 
+RESUMED = ("uneven", "uneven_items")  # the scenario a resume check replays, by mode
+POOL_FIXES = ("rank_pool", "microbatch_pool", "microstep_pool")  # coupled.fix.<pool> says how
 TEACHES = {  # a run diagnosis -> the page (pclab.ui.pages key) that teaches its fix
     "tail_window_scaled": "across",
     "tail_window_dropped": "across",
@@ -59,7 +61,10 @@ def resumable(path: Path) -> bool:
 
 
 def shared_module(code: str) -> Path:
-    """The module the example's neighbours share (run_loop.py, framework_run.py)."""
+    """The module the example's neighbours share (run_loop.py, framework_run.py; a contrastive
+    loop's model, tiny_embedder.py)."""
+    if code in COUPLED_LOOPS:
+        return examples.path_of(COUPLED_MODEL)
     folder = examples.path_of(code).relative_to(EXAMPLES_ROOT).parts[0]
     return examples.path_of(RUN_SHARED[folder])
 
@@ -74,7 +79,8 @@ def section(example: str, world_size: int, accum: int) -> None:
     """The whole page below the controls for a run-mode example."""
     with guard():
         path, shared = views.bundled_path(example), shared_module(example)
-        st.markdown(t("check.run_mode.intro"))
+        coupled = example in COUPLED_LOOPS  # a contrastive loop: the global pool a window
+        st.markdown(t("check.run_mode.intro_coupled" if coupled else "check.run_mode.intro"))
         if resumable(path):
             st.info(t("check.run_mode.resumable"), icon=":material/restart_alt:")
         st.subheader(t("check.code.heading"))
@@ -90,7 +96,8 @@ def section(example: str, world_size: int, accum: int) -> None:
             st.code(shared.read_text(encoding="utf-8"), language="python")
         m = microbatches_per_epoch(accum)
         shape = {"epochs": EPOCHS, "microbatches": m, "accum": accum}
-        st.caption(t("check.run_mode.scenarios", windows=windows_text(m, accum), **shape))
+        caption = "check.run_mode.scenarios_coupled" if coupled else "check.run_mode.scenarios"
+        st.caption(t(caption, windows=windows_text(m, accum), **shape))
         st.subheader(t("check.run_mode.run.heading"))
         st.markdown(t("check.run_mode.run.body"))
         label = t(
@@ -253,7 +260,17 @@ def scenario(s: dict, check: dict) -> None:
             )
     found = [d for d in check["diagnoses"] if d.get("scenario") == s["name"]]
     _said(found, check)
+    _pools(s, accum)
     _fixes(found)
+
+
+def _pools(s: dict, accum: int) -> None:
+    """A contrastive loop's full windows that took their loss over another pool than the
+    window's global one (no code of its own): what that pool is and how to fix it."""
+    full = {u.get("scheme") for u in s.get("updates", ()) if u["microsteps"] == accum}
+    for pool in sorted(p for p in full if p in POOL_FIXES):
+        st.markdown(t("check.run_mode.results.pool", pool=t(f"coupled.scheme.{pool}"), code=pool))
+        st.markdown(f"- {t(f'coupled.fix.{pool}')}")
 
 
 def resume(check: dict) -> None:
@@ -261,7 +278,8 @@ def resume(check: dict) -> None:
     st.subheader(t("check.run_mode.resume.heading"))
     st.caption(t("check.run_mode.resume.caption"))
     entries, accum = check["resume"], check["accum_steps"]
-    uneven = next((s for s in check["scenarios"] if s["name"] == "uneven"), None)
+    # the scenario the kill points replay: uneven (a contrastive loop's first, uneven_items)
+    uneven = next((s for s in check["scenarios"] if s["name"] in RESUMED), None)
     updates = (uneven or {}).get("updates") or []
     if updates:
         figures.timeline(figures.timeline_rows(entries, updates, accum), key="chk_loop_timeline")

@@ -53,7 +53,14 @@ def scheme_words(u: dict) -> str:
     scheme = u.get("scheme")
     if scheme is None:
         return t("common.undefined")
+    if "fitting" in u:  # a contrastive loop's update: named by its pool (coupled_run_report)
+        return t(f"coupled.scheme.{scheme}")
     return views.scheme_name(scheme) if scheme != "other" else t("check.results.other")
+
+
+def size_column(s: dict) -> str:
+    """What a window's size counts: labels, or a contrastive loop's items (its grid: sizes)."""
+    return "items" if "sizes" in s else "labels"
 
 
 def two_lines(words: str, width: int = 14) -> str:
@@ -81,7 +88,7 @@ def strip_rows(s: dict, accum: int) -> list[dict]:
                 "coloured": coloured,
                 "text": scheme_words(u) if coloured else t(f"common.{kind}"),
                 "cell": two_lines(scheme_words(u) if coloured else t(f"common.{kind}")),
-                "labels": u["num_valid_labels"],
+                size_column(s): u["num_valid_labels"],
                 "steps": u["optimizer_steps"],
             }
         )
@@ -97,7 +104,8 @@ def _x(rows: list[dict]) -> alt.X:
 
 def strip(rows: list[dict], key: str) -> None:
     """The scenario's updates as one row of cells: filled by verdict, or outlined and worded."""
-    say = {c: t(f"check.run_mode.column.{c}") for c in ("where", "verdict", "labels", "steps")}
+    size = "items" if rows and "items" in rows[0] else "labels"
+    say = {c: t(f"check.run_mode.column.{c}") for c in ("where", "verdict", size, "steps")}
     tip = [alt.Tooltip(f"{c}:N", title=say[c]) for c in say] + [
         alt.Tooltip("text:N", title=t("check.run_mode.column.scheme"))
     ]
@@ -245,7 +253,7 @@ def update_frame(s: dict, accum: int) -> pd.DataFrame:
                 "update": str(i),
                 "where": cell["where"],
                 "microsteps": str(u["microsteps"]),
-                "labels": str(u["num_valid_labels"]),
+                size_column(s): str(u["num_valid_labels"]),
                 "verdict": cell["verdict"] or t(f"common.{cell['state']}"),
                 "lr_yours": fmt(u.get("lr_yours")),
                 "lr_intended": fmt(u.get("lr_intended")),

@@ -204,3 +204,52 @@ def test_page_04_and_the_full_transformer_link_to_a_run_example(page, example):
     (link,) = [a for a in at.get("page_link") if a.proto.label == i18n.text("en", key)]
     assert link.proto.page == "check-trainer"
     assert f"chk_example={example}" in link.proto.query_string
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_contrastive_loop_reads_by_the_pool_each_update_took(lang, launches):
+    """A coupled loop over epochs (its recorded report: every full window a pool per
+    microstep, each tail 1/K of its own): the contrastive intro and its scenarios, each
+    update's pool in the strip, the items column, the tail's diagnosis, and the pool's fix."""
+    say = lambda key, **v: i18n.text(lang, key, **v)  # noqa: E731
+    code = "run_coupled_naive_accumulation"
+    check = RECORDED[code]
+    assert check["mode"] == "coupled_run"
+    at = open_section(PAGE, lang, chk_example=code)
+    text = "\n".join(m.value for m in at.markdown)
+    assert say("check.run_mode.intro_coupled") in text
+    assert say("check.run_mode.intro") not in text
+    assert any("def embedding_loss" in c.value for c in at.code)  # tiny_embedder.py, shared
+    at.button(key="chk_loop_run").click().run()
+    assert not at.exception, at.exception
+    names = [say(f"check.scenario.{s['name']}") for s in check["scenarios"]]
+    assert [tab.label for tab in at.tabs] == names
+    found = charts(at, check)
+    for s in check["scenarios"]:
+        _, strip = found[f"strip_{s['name']}"]
+        full = strip[[u["microsteps"] == 2 for u in s["updates"]]]
+        assert set(full["text"]) == {say("coupled.scheme.microstep_pool")}
+        assert list(strip["items"]) == [u["num_valid_labels"] for u in s["updates"]]
+    text = "\n".join(m.value for m in at.markdown)
+    filled = say(
+        "check.run_mode.results.pool",
+        pool=say("coupled.scheme.microstep_pool"),
+        code="microstep_pool",
+    )
+    assert text.count(filled) == len(check["scenarios"])
+    assert text.count(f"- {say('coupled.fix.microstep_pool')}") == len(check["scenarios"])
+    assert text.count(f"- {say('check.run_mode.fix.tail_window_scaled')}") == 2
+    config = json.loads(at.dataframe[0].proto.columns)
+    assert config["items"]["label"] == say("check.run_mode.column.items")
+
+
+def test_a_resumable_contrastive_loop_is_the_same_run_at_every_kill_point(launches):
+    check = RECORDED["run_resume_coupled_gradcache"]
+    at = open_section(PAGE, "en", chk_example="run_resume_coupled_gradcache")
+    at.button(key="chk_loop_run").click().run()
+    assert not at.exception, at.exception
+    assert [e.value for e in at.error] == [] and at.success
+    _, timeline = charts(at, check)["timeline"]
+    assert len(timeline) == 4 * 6 and "parts" not in set(timeline["phase"])
+    claims = [i18n.text("en", f"check.run_mode.claim.{c}") for c in ("pool", "tail", "schedule")]
+    assert i18n.join("en", claims) in "\n".join(m.value for m in at.markdown)

@@ -29,7 +29,7 @@ EXAMPLES = ROOT / "examples" / "trainers"
 WRITTEN_FOR = {  # example -> (status, its run codes, the pool of every full window)
     "run_coupled_gradcache": ("same_update", set(), "global_batch"),
     "run_coupled_naive_accumulation": ("different", {"tail_window_scaled"}, "microstep_pool"),
-    "run_coupled_resume_gradcache": ("same_update", set(), "global_batch"),  # killed too
+    "run_resume_coupled_gradcache": ("same_update", set(), "global_batch"),  # killed too
 }
 
 
@@ -70,7 +70,7 @@ def test_a_resumable_contrastive_loop_is_killed_and_restarted_as_the_same_run(ch
     """Killed on every rank at each point, restarted from its own checkpoint (saved after
     every update): back at the first microbatch of the window the kill interrupted, or of
     the next, and the same run from there."""
-    check = checks[(2, 2)]["run_coupled_resume_gradcache"]
+    check = checks[(2, 2)]["run_resume_coupled_gradcache"]
     points = {e["point"]: e for e in check["resume"]}
     assert list(points) == ["mid_epoch", "mid_window", "before_tail", "epoch_boundary"]
     assert {e["verdict"] for e in points.values()} == {"same_run"}, check["resume"]

@@ -36,10 +36,11 @@ class Example(Module):
     # example (train_loop): the run diagnoses its check names, "—" for none
     verdict: str  # the check's verdict on it at P = 2 and K = `accum`
     accum: int = 2
+    mode: str = ""  # "coupled_run": a contrastive loop, which the page words as one
 
 
-def _t(stem: str, shows: str, scheme: str, verdict: str, accum: int = 2) -> Example:
-    return Example(f"trainers/{stem}.py", shows, scheme, verdict, accum)
+def _t(stem: str, shows: str, scheme: str, verdict: str, accum: int = 2, mode: str = "") -> Example:
+    return Example(f"trainers/{stem}.py", shows, scheme, verdict, accum, mode)
 
 
 SAME, DIFFERENT = "same_update", "different"

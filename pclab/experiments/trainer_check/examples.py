@@ -16,7 +16,6 @@ from pclab.experiments.trainer_check.example_entry import DIFFERENT, SAME, _t
 from pclab.experiments.trainer_check.example_entry import HF as HF  # the index's names
 from pclab.experiments.trainer_check.example_entry import Example as Example
 from pclab.experiments.trainer_check.example_entry import Module as Module
-from pclab.experiments.trainer_check.examples_run import COUPLED_RUN as COUPLED_RUN
 from pclab.experiments.trainer_check.examples_run import RUN as RUN
 from pclab.experiments.trainer_check.frameworks.run_table import ROWS as RUN_ROWS
 from pclab.experiments.trainer_check.frameworks.setting import SHARED
@@ -127,7 +126,7 @@ MODULES = (  # examples/trainers/' modules
 
 def files() -> dict[str, Path]:
     """code -> its file, for every file the index lists (a code names one file only)."""
-    found = {e.code: e.file for e in (*TOKEN, *COUPLED, *RUN, *COUPLED_RUN, *MODULES)}
+    found = {e.code: e.file for e in (*TOKEN, *COUPLED, *RUN, *MODULES)}
     found |= {s.code: s.path for s in SHARED}
     found |= {s.code: s.path for s in SETTINGS if s.adapter}
     found |= {stem: row.path(stem) for row in RUN_ROWS for stem in row.adapters()}

@@ -90,6 +90,28 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
         "window_gradient_lost",
         DIFFERENT,
     ),
+    # contrastive loops (the coupled run mode: tests/trainer_check/test_coupled_run.py)
+    _t(
+        "run_coupled_gradcache",
+        "a contrastive loop: one GradCache update a window, tail included",
+        "—",
+        SAME,
+        mode="coupled_run",
+    ),
+    _t(
+        "run_coupled_naive_accumulation",
+        "a contrastive loop: a gather per microstep ÷ K, the tail too (`microstep_pool`)",
+        "tail_window_scaled",
+        DIFFERENT,
+        mode="coupled_run",
+    ),
+    _t(
+        "run_resume_coupled_gradcache",
+        "resumable contrastive loop: model, optimizer, scheduler and position restored",
+        "—",
+        SAME,
+        mode="coupled_run",
+    ),
     Example(
         "frameworks/accelerate/run_accelerate_accumulate.py",
         "Accelerate's own loop: `accumulate`, a prepared scheduler",
@@ -186,27 +208,5 @@ RUN = (  # the run mode's examples (train_loop over epochs; the resumable ones t
         "resumable, `Trainer` saving every update, `resume_from_checkpoint`",
         "scheduler_on_skip",
         DIFFERENT,
-    ),
-)
-
-COUPLED_RUN = (  # the coupled run mode's examples (train_loop with a contrastive loss): not on
-    # the page yet; tests/trainer_check/test_coupled_run.py holds these verdicts
-    _t(
-        "run_coupled_gradcache",
-        "a contrastive loop: one GradCache update a window, tail included",
-        "—",
-        SAME,
-    ),
-    _t(
-        "run_coupled_naive_accumulation",
-        "a contrastive loop: a gather per microstep ÷ K, the tail too (`microstep_pool`)",
-        "tail_window_scaled",
-        DIFFERENT,
-    ),
-    _t(
-        "run_coupled_resume_gradcache",
-        "resumable contrastive loop: model, optimizer, scheduler and position restored",
-        "—",
-        SAME,
     ),
 )

@@ -250,7 +250,7 @@ def index() -> str:
     head = ["| file | what it shows | scheme (a run: its diagnoses) | verdict (P = 2, K = 2) |"]
     head.append("|---|---|---|---|")
     lines = ["### `trainers/`: the contract by example", "", *head]
-    every = (*examples.TOKEN, *examples.COUPLED, *examples.RUN, *examples.COUPLED_RUN)
+    every = (*examples.TOKEN, *examples.COUPLED, *examples.RUN)
     listed = [e for e in every if e.path.startswith("trainers/")]
     lines += _trainers(listed, verdicts) + [_module(m.file, m.shows) for m in examples.MODULES]
     for folder in (SHARED_FOLDER, *FOLDERS.values()):
