@@ -246,7 +246,8 @@ def scenario(s: dict, check: dict) -> None:
         st.caption(t("check.run_mode.scenario.steps", **steps))
         rows = figures.strip_rows(s, accum)
         figures.strip(rows, key=f"chk_loop_strip_{s['name']}")
-        st.caption(t("check.run_mode.scenario.strip_caption"))
+        coupled = "sizes" in s  # a contrastive loop's: each cell names a pool, not weights
+        st.caption(t(f"check.run_mode.scenario.strip_caption{'_coupled' if coupled else ''}"))
         order = [r["where"] for r in rows]
         figures.rates(figures.rate_rows(s, accum), order, key=f"chk_loop_lr_{s['name']}")
         st.caption(t("check.run_mode.scenario.lr_caption"))
