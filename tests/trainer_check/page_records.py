@@ -56,8 +56,13 @@ def _story(check: dict) -> dict:
 
 def assert_agrees_with_its_record(stem: str, live: dict) -> None:
     """The live check of `stem` tells what page 10's record of it tells."""
-    recorded = recorded_loops()[stem]
-    assert _story(live) == _story(recorded), f"{stem}: re-record {FIXTURE.name}"
+    assert_same_story(stem, live, recorded_loops()[stem], FIXTURE.name)
+
+
+def assert_same_story(stem: str, live: dict, recorded: dict, fixture: str) -> None:
+    """A live check and a recorded one (in `fixture`) tell the same story, gaps compared apart:
+    the same within the tolerance, a difference to 1e-6."""
+    assert _story(live) == _story(recorded), f"{stem}: re-record {fixture}"
     for s_live, s_rec in zip(live["scenarios"], recorded["scenarios"], strict=True):
         for u_live, u_rec in zip(s_live["updates"], s_rec["updates"], strict=True):
             got, want = u_live.get("max_abs_diff"), u_rec.get("max_abs_diff")

@@ -9,6 +9,7 @@ factors on the global pool's gradient solved by least squares. One warm launch f
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 from pathlib import Path
@@ -23,6 +24,7 @@ from pclab.experiments.trainer_check.report import exit_code
 from pclab.experiments.trainer_check.run_codes import LOOP_CODE_NAMES
 from pclab.experiments.trainer_check.run_reference import windows
 from tests.trainer_check.examples_launch import checks_by_shape
+from tests.trainer_check.page_records import assert_same_story
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "trainers"
@@ -82,6 +84,15 @@ def test_a_resumable_contrastive_loop_is_killed_and_restarted_as_the_same_run(ch
         "epoch_boundary": (6, 6),
     }
     assert all(e["codes"] == [] for e in points.values())
+
+
+@pytest.mark.parametrize("name", ["run_coupled_naive_accumulation", "run_resume_coupled_gradcache"])
+def test_the_pages_recorded_report_is_what_the_live_check_reports(checks, name):
+    """The page's AppTests read a recorded report of these loops
+    (tests/app/fixtures/trainer_check_run.json): the live check agrees."""
+    fixture = ROOT / "tests" / "app" / "fixtures" / "trainer_check_run.json"
+    recorded = json.loads(fixture.read_text())["checks"][name]
+    assert_same_story(name, checks[(2, 2)][name], recorded, fixture.name)
 
 
 def test_one_rank_one_microstep_is_no_evidence(checks):

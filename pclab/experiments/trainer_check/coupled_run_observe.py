@@ -59,7 +59,7 @@ class ItemObserver(Observer):
         self.keys.append(key)
         if key is not None and key in self.positions:
             self._settle()
-            self._at(self.positions[key])
+            self._at(self.positions[key], True)
             return
         super()._forward(module, args, kwargs, out)
 
@@ -76,13 +76,7 @@ class ItemObserver(Observer):
         at = self.positions.get(item_fingerprint(args, kwargs) or b"")
         if at is not None:
             self._settle()
-            self._at(at)
-
-    def _at(self, at: int) -> None:
-        self.forwards = at
-        self.seen.append(at)
-        self.placed.append(True)
-        self._arrived()
+            self._at(at, True)
 
     def _per(self) -> int:
         """F: forwards a microbatch of a run that recognised none (0: it recognised some, or

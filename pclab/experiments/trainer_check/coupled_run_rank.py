@@ -154,13 +154,8 @@ def solve(
             continue
         window = run_windows[w]
         cells = [list(row[window.start : window.end]) for row in epochs[window.epoch]]
-        change = torch.cat(
-            [
-                (step.after[f"parameter {n}"] - step.before[f"parameter {n}"]).flatten()
-                for n in names
-            ]
-        )
-        named = coupled_rank.solve(trainer, cells, change / lr, held_at(model, step.before))
+        at = held_at(model, step.before)
+        named = coupled_rank.solve(trainer, cells, step.change(names) / lr, at)
         found.append({"step": j, "window": w, "lr": lr, **named})
     return found
 

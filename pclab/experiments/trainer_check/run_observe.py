@@ -44,6 +44,15 @@ class Step:
     # keyed by none of the model's parameters), so `after` holds the parameters alone
     state_read: bool = True
 
+    def change(self, names: list[str]) -> torch.Tensor:
+        """Its parameters' change, flat, in the order of `names` (named_parameters')."""
+        return torch.cat(
+            [
+                (self.after[f"parameter {n}"] - self.before[f"parameter {n}"]).flatten()
+                for n in names
+            ]
+        )
+
 
 def state_read(steps: list[Step]) -> bool:
     """Every step's optimizer state was read (none stepped a wrapper's optimizer)."""
@@ -78,9 +87,14 @@ class Observer:
             return
         given = fingerprint(args, kwargs)
         # an input the check did not hand out (a copy, a framework's own batch): in order
-        self.forwards = self.positions.get(given, self.forwards + 1) if given else self.forwards + 1
-        self.seen.append(self.forwards)
-        self.placed.append(given is not None and given in self.positions)
+        at = self.positions.get(given, self.forwards + 1) if given else self.forwards + 1
+        self._at(at, given is not None and given in self.positions)
+
+    def _at(self, at: int, placed: bool) -> None:
+        """The loop ran microbatch `at` (`placed`: recognised by its input, not counted)."""
+        self.forwards = at
+        self.seen.append(at)
+        self.placed.append(placed)
         self._arrived()
 
     def _arrived(self) -> None:

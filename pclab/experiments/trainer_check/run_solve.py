@@ -110,10 +110,7 @@ def _system(
     counts = [[terms[r][(f - 1) // m][(f - 1) % m] for f in columns] for r in range(len(epochs[0]))]
     clip = _clip_coefficient(trainer, [row[-w.microsteps :] for row in grads], w)
     names = [n for n, _ in model.named_parameters()]
-    change = torch.cat(
-        [(step.after[f"parameter {n}"] - step.before[f"parameter {n}"]).flatten() for n in names]
-    )
-    return grads, change / (step.lrs[0] * (clip or 1.0)), counts, clip
+    return grads, step.change(names) / (step.lrs[0] * (clip or 1.0)), counts, clip
 
 
 def _stacked(systems: list[tuple[Any, torch.Tensor, Any, Any]]) -> tuple[Any, list[float]]:

@@ -118,6 +118,12 @@ def _diagnosis(check: dict[str, Any], code: str) -> dict[str, Any]:
     return next((d for d in check["diagnoses"] if d["code"] == code), {})
 
 
+def shown_scenario(names: list[str]) -> str:
+    """The scenario a row's columns read: uneven (a coupled run's, whose scenarios are others:
+    its first)."""
+    return UNEVEN if UNEVEN in names else names[0]
+
+
 def _pool(scenario: dict[str, Any]) -> str | None:
     """The one pool every full window of a coupled run's scenario optimised, or None."""
     k = max(u["microsteps"] for u in scenario["updates"])
@@ -128,7 +134,7 @@ def _pool(scenario: dict[str, Any]) -> str | None:
 def story(check: dict[str, Any]) -> dict[str, Any]:
     """What a row shows of one run-mode check (a resumable one: its kill points too)."""
     scenarios = {s["name"]: s for s in check["scenarios"]}
-    uneven = scenarios.get(UNEVEN) or check["scenarios"][0]  # a coupled run's: equal_items
+    uneven = scenarios[shown_scenario(list(scenarios))]
     per_epoch: dict[int, int] = {}  # the loop's optimizer steps, and the reference's updates
     reference: dict[int, int] = {}
     for u in uneven["updates"]:

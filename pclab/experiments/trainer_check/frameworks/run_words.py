@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pclab.experiments.trainer_check.frameworks.run_table import EMPTY, UNEVEN
+from pclab.experiments.trainer_check.frameworks.run_table import EMPTY, shown_scenario
 
 Say = Callable[..., str]  # (catalogue key, **values) -> the words
 COLUMNS = ("tail", "schedule", "empty", "resume", "set")  # after framework and version
@@ -24,8 +24,8 @@ def _code_list(codes: list[str]) -> str:
 
 
 def _main(run: dict[str, Any]) -> dict[str, Any]:
-    """The scenario a row's columns read: uneven (a coupled run's: its first, equal_items)."""
-    found: dict[str, Any] = run["scenarios"].get(UNEVEN) or next(iter(run["scenarios"].values()))
+    """The scenario a row's columns read (run_table.shown_scenario)."""
+    found: dict[str, Any] = run["scenarios"][shown_scenario(list(run["scenarios"]))]
     return found
 
 
@@ -65,7 +65,7 @@ def empty(run: dict[str, Any], say: Say) -> str:
     if EMPTY not in run["scenarios"]:  # a coupled run: every window holds items
         return say("frameworks.runs.empty_none")
     empty_codes = run["scenarios"][EMPTY]["codes"]
-    added = [c for c in empty_codes if c not in run["scenarios"][UNEVEN]["codes"]]
+    added = [c for c in empty_codes if c not in _main(run)["codes"]]
     if "scheduler_on_skip" in added:
         return say("frameworks.runs.empty_scheduler")
     if "trainer_error" in added:  # it raised: nothing after that window ran
