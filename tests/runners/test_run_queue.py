@@ -77,7 +77,7 @@ def submit_in_thread(run_queue, key, work, out, name=None, **kwargs):
     return thread
 
 
-def wait_for(condition, seconds=5.0):
+def wait_for(condition, seconds=30.0):  # threads handing work on: beside busy cores, slow
     deadline = time.monotonic() + seconds
     while not condition():
         assert time.monotonic() < deadline, "condition never became true"
