@@ -94,7 +94,7 @@ def test_snapshot_gathers_a_sharded_optimizer_state(one_rank_group):
         model.weight.grad = g
         optimizer.step()
         whole = getattr(model.weight, "full_tensor", model.weight.detach)()  # as full_parameters
-        states_after.append(pipeline.snapshot(model, optimizer, {"weight": whole.detach()}))
+        states_after.append(states.snapshot(model, optimizer, {"weight": whole.detach()}))
     got, want = states_after
     assert set(got) == set(want) >= {"optimizer exp_avg of weight", "optimizer step of weight"}
     for name in want:

@@ -27,7 +27,7 @@ from pclab.experiments.trainer_check.coupled_scenarios import checked_counts, sc
 from pclab.experiments.trainer_check.diagnoses import Diagnosis, objective_invalid
 from pclab.experiments.trainer_check.judging import SOLVE_RTOL
 from pclab.experiments.trainer_check.mode_protocols import Batch, Grid
-from pclab.experiments.trainer_check.trainer_file import Trainer, TrainerRaised
+from pclab.experiments.trainer_check.trainer_file import Trainer, TrainerRaised, on_device
 
 SHAPE = "sizes"  # a scenario's grid: the items of each microbatch
 
@@ -77,7 +77,7 @@ def reference_step(
 ) -> None:
     """One update on the global-batch objective, its gradient norm clipped once to
     MAX_GRAD_NORM when set."""
-    grid = [[microbatches.on_device(b, model) for b in row] for row in batches]
+    grid = [[on_device(b, model) for b in row] for row in batches]
     optimizer.zero_grad(set_to_none=True)
     co.pool_objective("global_batch", global_loss(trainer), model, grid).backward()
     if trainer.max_grad_norm is not None:
@@ -94,7 +94,7 @@ def reorders(dtype: str) -> bool:
 def preflight(trainer: Trainer, model: torch.nn.Module) -> list[Diagnosis]:
     """The objective a finite scalar on two microbatches of 2 items."""
     batches = microbatches.scenario_batches(trainer, "preflight", [[2], [2]])
-    grid = [[microbatches.on_device(b, model) for b in row] for row in batches]
+    grid = [[on_device(b, model) for b in row] for row in batches]
     try:
         co.pool_objective("global_batch", global_loss(trainer), model, grid)
     except ValueError as exc:  # core's InvalidInput: not a scalar, not finite, bad rows
@@ -108,7 +108,7 @@ def solve(
     """The scheme behind `delta` (flat, named_parameters order): each candidate's gradient at
     the fresh `model`'s weights (a candidate whose callables raise is left out, with why),
     the change over the reference's clip coefficient, and core.coupled_schemes.solve_schemes."""
-    grid = [[microbatches.on_device(b, model) for b in row] for row in batches]
+    grid = [[on_device(b, model) for b in row] for row in batches]
     given = objectives(trainer)
     flag = coupled_contract.symmetric(trainer.module)
     names = co.NAMED_SCHEMES if given["embed"] else co.POOL_SCHEMES

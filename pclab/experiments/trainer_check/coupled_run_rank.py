@@ -22,7 +22,6 @@ from typing import Any
 import torch
 
 import pclab.experiments.trainer_check.coupled_rank as coupled_rank
-import pclab.experiments.trainer_check.microbatches as microbatches
 import pclab.experiments.trainer_check.run_loop as run_loop
 import pclab.experiments.trainer_check.run_rank as run_rank
 from pclab.core import coupled_objectives as co
@@ -30,13 +29,13 @@ from pclab.experiments.trainer_check.coupled_run_contract import items
 from pclab.experiments.trainer_check.coupled_run_observe import ItemObserver, observing, own_inputs
 from pclab.experiments.trainer_check.coupled_scenarios import SIZES
 from pclab.experiments.trainer_check.mode_protocols import Batch, Grid
-from pclab.experiments.trainer_check.pipeline import Scenario, build
+from pclab.experiments.trainer_check.pipeline import Scenario
 from pclab.experiments.trainer_check.run_observe import Step
 from pclab.experiments.trainer_check.run_reference import Epochs, Window
 from pclab.experiments.trainer_check.run_scenarios import EPOCHS, microbatches_per_epoch
 from pclab.experiments.trainer_check.run_solve import held_at
 from pclab.experiments.trainer_check.states import State
-from pclab.experiments.trainer_check.trainer_file import Trainer
+from pclab.experiments.trainer_check.trainer_file import Trainer, on_device
 
 SHAPE = "sizes"  # a scenario's grid: [rank][epoch][microbatch] items
 EQUAL_ITEMS = 3  # items of every microbatch in "equal_items" (without ITEMS)
@@ -108,7 +107,7 @@ def window_loss(
     """The window's objective over every rank's items of it, pooled ([rank][microbatch],
     rank-major); `reverse`: ranks and microbatches in the opposite order (the same pool,
     another order of its sums: the reference's floor below float64)."""
-    grid = [[microbatches.on_device(b, model) for b in row] for row in cells]
+    grid = [[on_device(b, model) for b in row] for row in cells]
     if reverse:
         grid = [row[::-1] for row in grid[::-1]]
     return co.pool_objective("global_batch", coupled_rank.global_loss(trainer), model, grid)
@@ -143,7 +142,7 @@ def solve(
     steps = watched(trainer, epochs, rank, accum, device, sgd=True)[0]
     if rank != 0:
         return None
-    model = build(trainer, device)
+    model = trainer.build(device)
     names = [n for n, _ in model.named_parameters()]
     placed = run_rank.placed_steps(steps, run_windows)
     found: list[dict[str, Any]] = []

@@ -59,12 +59,6 @@ def scenario_batches(
     ]
 
 
-def on_device(batch: Batch, model: torch.nn.Module) -> Batch:
-    """The microbatch's tensors on the model's device (anything else as it is)."""
-    device = next(model.parameters()).device
-    return {k: t.to(device) if isinstance(t, torch.Tensor) else t for k, t in batch.items()}
-
-
 def labels_at_first_position(batch: Batch) -> int:
     """Counted labels at position 0 of a sequence: a causal LM's shift drops exactly these."""
     labels = batch.get("labels")

@@ -28,7 +28,6 @@ import torch
 import pclab.experiments.trainer_check.diagnoses as diagnoses
 import pclab.experiments.trainer_check.states as states
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
-from pclab.experiments.trainer_check.microbatches import on_device
 from pclab.experiments.trainer_check.mode_protocols import Batch, Grid, RankMode, RankSide, RunMode
 from pclab.experiments.trainer_check.states import (
     State,
@@ -41,27 +40,11 @@ from pclab.experiments.trainer_check.states import (
     rank_spread,
     readable,
     same_state,
+    snapshot,
 )
 from pclab.experiments.trainer_check.trainer_file import Trainer
 
 FLOOR_FACTOR = 10  # tolerance >= this x the reference's own floor (states.floor)
-
-
-# The file's model and optimizer, fresh for every step, and what they hold.
-
-
-def build(trainer: Trainer, device: str = "cpu") -> torch.nn.Module:
-    """A fresh model from the file, on this rank's device (--device cuda: its local GPU)."""
-    model = trainer.call("build_model")
-    if device == "cuda":
-        model = model.to(torch.device("cuda", torch.cuda.current_device()))
-    return model
-
-
-def make_optimizer(trainer: Trainer, model: torch.nn.Module) -> torch.optim.Optimizer:
-    if hasattr(trainer.module, "make_optimizer"):
-        return trainer.call("make_optimizer", model.parameters())
-    return torch.optim.SGD(model.parameters(), lr=0.1)
 
 
 @dataclass(frozen=True)
@@ -73,42 +56,6 @@ class Reference:
     floor: float | None  # its own precision floor in DTYPE (see `floor`)
 
 
-def model_parameters(trainer: Trainer, model: torch.nn.Module, stepped_by_user: bool) -> State:
-    """The model's parameters by name: the file's full_parameters(model) for a model the
-    user's train_step ran on (sharded or wrapped), else its named_parameters()."""
-    if stepped_by_user and trainer.has("full_parameters"):
-        full = trainer.call("full_parameters", model)
-        if not isinstance(full, dict):
-            raise ValueError("full_parameters returned no dict of {name: tensor}")
-        return {n: torch.as_tensor(t).detach() for n, t in full.items()}
-    return {n: p.detach() for n, p in model.named_parameters()}
-
-
-def snapshot(
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    named: State | None = None,
-    with_optimizer: bool = True,
-) -> State:
-    """Every parameter (`named`, default the model's) and every optimizer-state tensor (step
-    counts included; none when `with_optimizer` is False), by name, as float64."""
-    names = {id(p): n for n, p in model.named_parameters()}
-    named = {n: p.detach() for n, p in model.named_parameters()} if named is None else named
-    state = {f"parameter {n}": p.double().clone() for n, p in named.items()}
-    for param, entries in optimizer.state.items() if with_optimizer else ():
-        for key, value in sorted(entries.items()):
-            if hasattr(value, "full_tensor"):  # a sharded state (FSDP2's DTensor): gathered,
-                value = value.full_tensor()  # a collective every rank's snapshot makes alike
-            if isinstance(value, torch.Tensor):
-                value = value.detach().double().clone()
-            elif isinstance(value, int | float):
-                value = torch.tensor(float(value), dtype=torch.float64)
-            else:
-                continue
-            state[f"optimizer {key} of {names.get(id(param), '?')}"] = value
-    return state
-
-
 def preflight(trainer: Trainer, mode: RankSide, device: str) -> list[Diagnosis]:
     """The contract checks that run the file's own code, before any scenario, on every rank:
     build_model twice (and on every rank) the same, in DTYPE; then the mode's own (one term
@@ -117,7 +64,7 @@ def preflight(trainer: Trainer, mode: RankSide, device: str) -> list[Diagnosis]:
     import torch.distributed as dist
 
     found: list[Diagnosis] = []
-    first, second = build(trainer, device), build(trainer, device)
+    first, second = trainer.build(device), trainer.build(device)
     a, b = first.state_dict(), second.state_dict()
     for name, tensor in a.items():
         other = b.get(name)
@@ -150,15 +97,15 @@ def reference_update(
     asks (mode.reorders), a second fresh model takes the same step with the microbatches in
     reverse order: how far the two land apart is the reference's own rounding, which the
     tolerance must not go below."""
-    model = build(trainer, device)
+    model = trainer.build(device)
     initial = snapshot(model, torch.optim.SGD(model.parameters(), lr=0.0))
-    optimizer = make_optimizer(trainer, model)
+    optimizer = trainer.make_optimizer(model)
     mode.reference_step(trainer, model, optimizer, batches)
     final = snapshot(model, optimizer)
     reordered = final
     if mode.reorders(trainer.dtype):
-        other = build(trainer, device)
-        other_optimizer = make_optimizer(trainer, other)
+        other = trainer.build(device)
+        other_optimizer = trainer.make_optimizer(other)
         mode.reference_step(trainer, other, other_optimizer, [row[::-1] for row in batches[::-1]])
         reordered = snapshot(other, other_optimizer)
     return Reference(initial, final, floor(reordered, final, trainer.dtype))
@@ -181,20 +128,6 @@ class UserUpdate:
     # parameters (a wrapper's flat partitions): the update is compared on the parameters alone
 
 
-def step_batches(
-    trainer: Trainer, batches: list[list[Batch]], rank: int, model: torch.nn.Module
-) -> Any:
-    """What train_step is handed, on the model's device: this rank's K microbatches, or with
-    GLOBAL_BATCH = True every rank's (P lists of K, by rank: the framework's own sampler
-    hands out this rank's). The file's fresh_start() first, when it has one: each call is a
-    new update from a fresh model."""
-    if trainer.has("fresh_start"):
-        trainer.call("fresh_start")
-    if trainer.global_batch:
-        return [[on_device(b, model) for b in row] for row in batches]
-    return [on_device(b, model) for b in batches[rank]]
-
-
 def user_update(trainer: Trainer, batches: list[list[Batch]], rank: int, device: str) -> UserUpdate:
     """A fresh model and the file's optimizer, stepped by the file's train_step on this rank's K
     microbatches. The step() calls are counted and all-reduced (MAX): the optimizer state is
@@ -204,16 +137,16 @@ def user_update(trainer: Trainer, batches: list[list[Batch]], rank: int, device:
     counted: compared)."""
     import torch.distributed as dist
 
-    model = build(trainer, device)
-    optimizer = make_optimizer(trainer, model)
+    model = trainer.build(device)
+    optimizer = trainer.make_optimizer(model)
     watch = states.StepWatch(optimizer, model)
-    trainer.call("train_step", model, optimizer, step_batches(trainer, batches, rank, model))
+    trainer.call("train_step", model, optimizer, trainer.step_input(batches, rank, model))
     stepped = -1.0 if watch.steps is None else float(watch.steps)
     most = torch.tensor([stepped, float(not watch.state_read)], device=device_of(device))
     dist.all_reduce(most, op=dist.ReduceOp.MAX)
     steps = None if most[0].item() < 0 else int(most[0].item())
     state_read = most[1].item() == 0
-    named = model_parameters(trainer, model, stepped_by_user=True)
+    named = trainer.parameters(model, stepped_by_user=True)
     state = snapshot(model, optimizer, named, with_optimizer=steps != 0 and state_read)
     return UserUpdate(parameters=named, state=state, steps=steps, state_read=state_read)
 
@@ -256,12 +189,12 @@ def sgd_delta(trainer: Trainer, batches: list[list[Batch]], rank: int, device: s
     of the file's optimizer: the parameters' change (flat, float64, named_parameters order)
     is then minus the gradient the step applied, which rank 0's mode.solve reads. Every rank
     runs it: the user's train_step may hold collectives (DDP's all-reduce)."""
-    model = build(trainer, device)
+    model = trainer.build(device)
     order = [n for n, _ in model.named_parameters()]
-    before = states.flat_parameters(model_parameters(trainer, model, False), order)
+    before = states.flat_parameters(trainer.parameters(model, False), order)
     sgd = torch.optim.SGD(model.parameters(), lr=1.0)
-    trainer.call("train_step", model, sgd, step_batches(trainer, batches, rank, model))
-    after = states.flat_parameters(model_parameters(trainer, model, True), order)
+    trainer.call("train_step", model, sgd, trainer.step_input(batches, rank, model))
+    after = states.flat_parameters(trainer.parameters(model, True), order)
     return after - before
 
 
@@ -296,5 +229,5 @@ def check_scenario(
     evidence = {**named, **compare_updates(trainer, user, reference, tolerance, device)}
     delta = sgd_delta(trainer, batches, rank, device)
     if rank == 0:  # one rank solves; every rank took part in the collectives above
-        evidence |= mode.solve(trainer, batches, delta, build(trainer, device))
+        evidence |= mode.solve(trainer, batches, delta, trainer.build(device))
     return evidence

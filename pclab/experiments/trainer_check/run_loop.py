@@ -16,23 +16,16 @@ from typing import Any
 
 import torch
 
-import pclab.experiments.trainer_check.microbatches as microbatches
 import pclab.experiments.trainer_check.run_contract as run_contract
-from pclab.experiments.trainer_check.pipeline import (
-    build,
-    make_optimizer,
-    model_parameters,
-    snapshot,
-)
 from pclab.experiments.trainer_check.run_observe import Observer, Step, fingerprint, state_read
 from pclab.experiments.trainer_check.run_reference import Epochs
-from pclab.experiments.trainer_check.states import State
-from pclab.experiments.trainer_check.trainer_file import Trainer
+from pclab.experiments.trainer_check.states import State, snapshot
+from pclab.experiments.trainer_check.trainer_file import Trainer, on_device
 
 
 def _loop_input(trainer: Trainer, epochs: Epochs, rank: int, model: torch.nn.Module) -> Any:
     """What train_loop is handed: this rank's epochs (or, GLOBAL_BATCH, every rank's)."""
-    on = microbatches.on_device
+    on = on_device
     if trainer.global_batch:
         return [[[on(b, model) for b in rows] for rows in epoch] for epoch in epochs]
     return [[on(b, model) for b in epoch[rank]] for epoch in epochs]
@@ -127,20 +120,20 @@ def watched_run(
     """user_run's run: `checkpoint_dir` the resumable loop's folder; `observer` makes the
     Observer (a resume launch's records each step as it goes, and may kill the rank; a
     coupled loop's places steps by items: coupled_run_rank.ItemObserver)."""
-    model = build(trainer, device)
+    model = trainer.build(device)
     if start:
         moved(model, start)
     if sgd:
         optimizer: Any = torch.optim.SGD(model.parameters(), lr=1.0)
     else:
-        optimizer = make_optimizer(trainer, model)
+        optimizer = trainer.make_optimizer(model)
     if trainer.has("fresh_start"):
         trainer.call("fresh_start")
     given = _loop_input(trainer, epochs, rank, model)
     folder = () if checkpoint_dir is None else (checkpoint_dir,)
     with observer(trainer, model, positions(epochs)) as seen:
         trainer.call("train_loop", model, optimizer, given, accum, *folder)
-    named = model_parameters(trainer, model, stepped_by_user=True)
+    named = trainer.parameters(model, stepped_by_user=True)
     final = snapshot(
         model, optimizer, named, with_optimizer=bool(seen.steps) and state_read(seen.steps)
     )

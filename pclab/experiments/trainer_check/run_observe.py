@@ -17,8 +17,7 @@ from typing import Any
 
 import torch
 
-from pclab.experiments.trainer_check.pipeline import model_parameters, snapshot
-from pclab.experiments.trainer_check.states import State, holds_none_of, same_state
+from pclab.experiments.trainer_check.states import State, holds_none_of, same_state, snapshot
 from pclab.experiments.trainer_check.trainer_file import Trainer
 
 
@@ -75,7 +74,7 @@ class Observer:
     _deferred: tuple[int, tuple[float, ...], State, torch.optim.Optimizer] | None = None
 
     def _named(self) -> State:
-        named = model_parameters(self.trainer, self.model, stepped_by_user=True)
+        named = self.trainer.parameters(self.model, stepped_by_user=True)
         return {f"parameter {n}": t.detach().double().clone() for n, t in named.items()}
 
     def _forward(self, _: object, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
@@ -119,7 +118,7 @@ class Observer:
         last = self.steps[-1] if self.steps else None
         if last is not None and last.forwards == forwards and same_state(last.before, before):
             return  # a wrapper's step around the step just recorded (one update, not two)
-        named = model_parameters(self.trainer, self.model, stepped_by_user=True)
+        named = self.trainer.parameters(self.model, stepped_by_user=True)
         self._record(Step(forwards, lrs, before, snapshot(self.model, optimizer, named)))
 
     def _record(self, step: Step) -> None:
@@ -141,7 +140,7 @@ class Observer:
             return
         forwards, lrs, before, optimizer = self._deferred
         self._deferred = None
-        named = model_parameters(self.trainer, self.model, stepped_by_user=True)
+        named = self.trainer.parameters(self.model, stepped_by_user=True)
         after = snapshot(self.model, optimizer, named, with_optimizer=False)
         self._record(Step(forwards, lrs, before, after, state_read=False))
 

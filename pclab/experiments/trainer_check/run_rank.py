@@ -29,7 +29,7 @@ import pclab.experiments.trainer_check.run_solve as run_solve
 import pclab.experiments.trainer_check.token_rank as token_rank
 from pclab.experiments.trainer_check.judging import SOLVE_RTOL
 from pclab.experiments.trainer_check.mode_protocols import Grid
-from pclab.experiments.trainer_check.pipeline import Scenario, build, scenario_tolerance
+from pclab.experiments.trainer_check.pipeline import Scenario, scenario_tolerance
 from pclab.experiments.trainer_check.run_loop import ObserverFactory, user_run
 from pclab.experiments.trainer_check.run_observe import Observer, Step, state_read
 from pclab.experiments.trainer_check.run_reference import (
@@ -92,7 +92,7 @@ def run_epochs(trainer: Trainer, name: str, grid: Sequence[Sequence[Sequence[int
 
 def run_terms(trainer: Trainer, epochs: Epochs, device: str) -> list[list[list[int]]]:
     """[rank][epoch][microbatch] terms token_losses returns (a causal shift drops some)."""
-    model = build(trainer, device)
+    model = trainer.build(device)
     world = len(epochs[0])
     return [
         [[len(token_rank.terms(trainer, model, b)) for b in epoch[r]] for epoch in epochs]

@@ -18,8 +18,7 @@ import torch
 
 import pclab.experiments.trainer_check.token_rank as token_rank
 from pclab.experiments.trainer_check.mode_protocols import Batch
-from pclab.experiments.trainer_check.pipeline import build, make_optimizer, snapshot
-from pclab.experiments.trainer_check.states import State
+from pclab.experiments.trainer_check.states import State, snapshot
 from pclab.experiments.trainer_check.trainer_file import Trainer
 
 Epochs = Sequence[Sequence[Sequence[Batch]]]  # [epoch][rank][microbatch]
@@ -102,9 +101,9 @@ def run(
     """(the initial state, every window's update) of the one-process run; `reverse`: each
     window's microbatches in the opposite order (the reference's own floor); `window_loss`:
     the objective of one window."""
-    model = build(trainer, device)
+    model = trainer.build(device)
     initial = snapshot(model, torch.optim.SGD(model.parameters(), lr=0.0))
-    optimizer = make_optimizer(trainer, model)
+    optimizer = trainer.make_optimizer(model)
     scheduler = intended_scheduler(trainer, optimizer, true_updates(run_windows))
     updates: list[Update] = []
     for w in run_windows:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pclab.experiments.trainer_check.pipeline import Scenario, build, make_optimizer
+from pclab.experiments.trainer_check.pipeline import Scenario
 from pclab.experiments.trainer_check.run_observe import Step
 from pclab.experiments.trainer_check.run_reference import Update, Window, intended_scheduler
 from pclab.experiments.trainer_check.trainer_file import Trainer
@@ -69,7 +69,7 @@ def _rates(
 ) -> list[float]:
     """Group 0's rate at each true update when the file's scheduler is stepped `how`."""
     stepping, length = MISTAKES.get(how, ("update", "true"))
-    optimizer = make_optimizer(trainer, build(trainer))
+    optimizer = trainer.make_optimizer(trainer.build())
     scheduler = intended_scheduler(trainer, optimizer, length_of(run_windows, length, k, world))
     rates: list[float] = []
     for w in run_windows:
@@ -101,7 +101,7 @@ def _per_own_step(
     yours = [s.lrs[0] for s in steps]
     for length in OWN_STEP_LENGTHS:
         built = length_of(run_windows, length, k, world)
-        optimizer = make_optimizer(trainer, build(trainer))
+        optimizer = trainer.make_optimizer(trainer.build())
         scheduler = intended_scheduler(trainer, optimizer, built)
         rates: list[float] = []
         for _ in steps:

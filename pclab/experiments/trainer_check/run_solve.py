@@ -24,7 +24,6 @@ from typing import Any, cast
 import torch
 
 from pclab.core import update_weights
-from pclab.experiments.trainer_check.pipeline import build
 from pclab.experiments.trainer_check.run_observe import Step
 from pclab.experiments.trainer_check.run_reference import Epochs, Window
 from pclab.experiments.trainer_check.token_rank import flat_gradient
@@ -152,7 +151,7 @@ def solve(
     model with fewer parameters than a step's candidates needs; a stacked solve that does not
     fit them within `rtol` (weights that change with the starting point) is not used: that
     step stays not identifiable."""
-    model = build(trainer, device)
+    model = trainer.build(device)
     steps = runs[0]
     found: list[dict[str, Any]] = []
     for j, step in enumerate(steps):

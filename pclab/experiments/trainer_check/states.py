@@ -83,6 +83,31 @@ def same_state(a: State, b: State) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def snapshot(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    named: State | None = None,
+    with_optimizer: bool = True,
+) -> State:
+    """Every parameter (`named`, default the model's) and every optimizer-state tensor (step
+    counts included; none when `with_optimizer` is False), by name, as float64."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    named = {n: p.detach() for n, p in model.named_parameters()} if named is None else named
+    state = {f"parameter {n}": p.double().clone() for n, p in named.items()}
+    for param, entries in optimizer.state.items() if with_optimizer else ():
+        for key, value in sorted(entries.items()):
+            if hasattr(value, "full_tensor"):  # a sharded state (FSDP2's DTensor): gathered,
+                value = value.full_tensor()  # a collective every rank's snapshot makes alike
+            if isinstance(value, torch.Tensor):
+                value = value.detach().double().clone()
+            elif isinstance(value, int | float):
+                value = torch.tensor(float(value), dtype=torch.float64)
+            else:
+                continue
+            state[f"optimizer {key} of {names.get(id(param), '?')}"] = value
+    return state
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     """A torch dtype's short name, the way DTYPE spells it: torch.float32 -> "float32"."""
     return str(dtype).removeprefix("torch.")

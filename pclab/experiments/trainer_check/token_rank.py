@@ -20,7 +20,7 @@ from pclab.core import update_weights
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.mode_protocols import Batch, Grid
 from pclab.experiments.trainer_check.scenarios import scenario_counts
-from pclab.experiments.trainer_check.trainer_file import Trainer
+from pclab.experiments.trainer_check.trainer_file import Trainer, on_device
 
 SHAPE = "label_positions"  # a scenario's grid: the counted labels the check put in each cell
 
@@ -60,7 +60,7 @@ def batches(
 
 def terms(trainer: Trainer, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
     """The objective's terms for one microbatch, checked to be a 1-D tensor."""
-    losses = trainer.call("token_losses", model, microbatches.on_device(batch, model))
+    losses = trainer.call("token_losses", model, on_device(batch, model))
     if not isinstance(losses, torch.Tensor) or losses.dim() != 1:
         kind = getattr(losses, "shape", type(losses).__name__)
         raise ValueError(f"token_losses returned {kind}: it must be a 1-D tensor of losses")

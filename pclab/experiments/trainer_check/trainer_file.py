@@ -47,11 +47,14 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pclab.experiments.trainer_check.coupled_contract as coupled_contract
 import pclab.experiments.trainer_check.modes as modes
 from pclab.experiments.trainer_check.token_contract import SIGNATURES
+
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_SEQ_LEN, DEFAULT_BATCH_SIZE, MAX_SIDE = 8, 2, 4096
 MAX_VOCAB = 2**24  # a limit on nothing but typos: real vocabularies (50304, 256000) pass
@@ -115,6 +118,59 @@ class Trainer:
             raise TrainerRaised(where(exc, self.path, name)) from None
         CURRENT[0] = outer
         return result
+
+    # The file's model and optimizer, fresh for every step the check takes (the reference,
+    # the user's step, the SGD re-run, a run's loop), and what the file's train_step is handed.
+
+    def build(self, device: str = "cpu") -> torch.nn.Module:
+        """A fresh model from the file, on this rank's device (--device cuda: its local GPU)."""
+        model = self.call("build_model")
+        if device == "cuda":
+            import torch
+
+            model = model.to(torch.device("cuda", torch.cuda.current_device()))
+        return model
+
+    def make_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
+        """The file's make_optimizer(params), or SGD at learning rate 0.1."""
+        import torch
+
+        if self.has("make_optimizer"):
+            return self.call("make_optimizer", model.parameters())
+        return torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def parameters(self, model: torch.nn.Module, stepped_by_user: bool) -> dict[str, Any]:
+        """The model's parameters by name: the file's full_parameters(model) for a model the
+        user's train_step ran on (sharded or wrapped), else its named_parameters()."""
+        import torch
+
+        if stepped_by_user and self.has("full_parameters"):
+            full = self.call("full_parameters", model)
+            if not isinstance(full, dict):
+                raise ValueError("full_parameters returned no dict of {name: tensor}")
+            return {n: torch.as_tensor(t).detach() for n, t in full.items()}
+        return {n: p.detach() for n, p in model.named_parameters()}
+
+    def step_input(
+        self, batches: list[list[dict[str, Any]]], rank: int, model: torch.nn.Module
+    ) -> Any:
+        """What train_step is handed, on the model's device: this rank's K microbatches, or with
+        GLOBAL_BATCH = True every rank's (P lists of K, by rank: the framework's own sampler
+        hands out this rank's). The file's fresh_start() first, when it has one: each call is
+        a new update from a fresh model."""
+        if self.has("fresh_start"):
+            self.call("fresh_start")
+        if self.global_batch:
+            return [[on_device(b, model) for b in row] for row in batches]
+        return [on_device(b, model) for b in batches[rank]]
+
+
+def on_device(batch: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
+    """The microbatch's tensors on the model's device (anything else as it is)."""
+    import torch
+
+    device = next(model.parameters()).device
+    return {k: t.to(device) if isinstance(t, torch.Tensor) else t for k, t in batch.items()}
 
 
 def where(exc: BaseException, path: Path, name: str) -> str:
