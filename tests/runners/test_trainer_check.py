@@ -274,6 +274,18 @@ def test_bad_arguments_exit_2_in_one_line(args):
     assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("example", ["run_correct.py", "run_coupled_gradcache.py"])
+def test_counts_on_a_whole_run_exit_2_before_anything_is_launched(example):
+    """A run mode's scenarios are its own epochs: --counts (one update's) is refused as any bad
+    argument is, by the command, not by ranks that were started for nothing (exit 1)."""
+    done = cli(str(EXAMPLES / example), "--counts", "1,2;2,1")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == "" and len(done.stderr.strip().splitlines()) == 1
+    assert f"{example}: --counts gives one update's counts" in done.stderr
+    with pytest.raises(ValueError, match=r"counts='1,2;2,1': --counts gives one update's"):
+        assert_same_update(str(EXAMPLES / example), counts="1,2;2,1")
+
+
 def test_the_pytest_helper(warm_pool):
     """What it returns and says, through the session's warm pool (a user's call, cold, is
     test_trainer_check_alone.py's test_the_pytest_helper_names_the_failed_scenario)."""

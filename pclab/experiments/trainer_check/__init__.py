@@ -83,10 +83,13 @@ def assert_same_update(
     pclab.runners.runtime.Runtime to launch in, such as a warm pool; by default a fresh one,
     cold torchrun). P and K default to 2.
     """
+    from pclab.experiments.trainer_check.modes import counts_refused
     from pclab.experiments.trainer_check.summary import render
     from pclab.experiments.trainer_check.trainer_file import load
 
-    load(trainer)  # a file that can't be used raises TrainerFileError (a ValueError) here
+    mode = load(trainer).mode  # a file that can't be used raises TrainerFileError here
+    if options.get("counts") is not None and (refused := counts_refused(mode)):
+        raise ValueError(f"counts={options['counts']!r}: {refused}")
     timeout_s = options.pop("timeout_s", None)
     result = run(
         trainer=trainer, world_size=world_size, accum=accum, timeout_s=timeout_s, **options

@@ -21,6 +21,7 @@ import threading
 from functools import partial
 from typing import Any
 
+import pclab.experiments.trainer_check.modes as modes
 from pclab.experiments.trainer_check import EXPERIMENT, diagnoses
 from pclab.experiments.trainer_check.coupled_scenarios import checked_counts
 from pclab.experiments.trainer_check.params import Params
@@ -147,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         except TrainerFileError as exc:
             return _unusable(params.trainers[0], exc, args.json)
         grid = params.counts if params.counts is not None else params.counts_labels
+        if grid is not None and (refused := modes.counts_refused(trainer.mode)):
+            parser.error(f"{trainer.path.name}: {refused}")
         if trainer.mode == "coupled" and params.counts is not None:  # issue 28: items, >= 1
             checked_or_exit(parser, partial(checked_counts, params.counts), args.timeout)
         largest = max((n for row in grid or () for n in row), default=0)

@@ -28,6 +28,9 @@ from types import ModuleType
 
 import pclab.experiments.trainer_check.coupled_contract as coupled_contract
 from pclab.experiments.trainer_check.coupled_contract import MAX_ITEMS
+from pclab.experiments.trainer_check.run_contract import (
+    COUNTS_REFUSED as COUNTS_REFUSED,  # as run's
+)
 from pclab.experiments.trainer_check.run_contract import RESUMABLE, resumable
 
 SIGNATURES = {  # every function of the contract, as the check calls it

@@ -25,7 +25,7 @@ import pclab.experiments.trainer_check.coupled_rank as coupled_rank
 import pclab.experiments.trainer_check.run_loop as run_loop
 import pclab.experiments.trainer_check.run_rank as run_rank
 from pclab.core import coupled_objectives as co
-from pclab.experiments.trainer_check.coupled_run_contract import items
+from pclab.experiments.trainer_check.coupled_run_contract import COUNTS_REFUSED, items
 from pclab.experiments.trainer_check.coupled_run_observe import ItemObserver, observing, own_inputs
 from pclab.experiments.trainer_check.coupled_scenarios import SIZES
 from pclab.experiments.trainer_check.mode_protocols import Batch, Grid
@@ -71,10 +71,7 @@ def scenarios(
 ) -> tuple[dict[str, Any], list[dict[str, str]]]:
     """The coupled run scenarios; --counts is one update's, not a run's."""
     if counts is not None:
-        raise ValueError(
-            "--counts gives one update's items: a train_loop file is checked over its own "
-            "epochs (coupled_run_rank.scenario_sizes); leave --counts out"
-        )
+        raise ValueError(COUNTS_REFUSED)
     return dict(scenario_sizes(world, accum, items(trainer.module))), []
 
 

@@ -72,6 +72,12 @@ def named(name: str) -> Mode:
     return next(m for m in MODES if m.name == name)
 
 
+def counts_refused(name: str) -> str | None:
+    """Why the mode called `name` takes no --counts (its scenarios are a whole run's), or None."""
+    refused: str | None = getattr(named(name).contract, "COUNTS_REFUSED", None)
+    return refused
+
+
 def of_module(module: ModuleType) -> Mode:
     """The mode a trainer file is checked in: the first whose contract claims it."""
     return next(m for m in MODES if m.contract.claims(module))

@@ -41,6 +41,13 @@ SIGNATURES = {  # every function of the contract, as the check calls it
     "fresh_start": (),
 }
 
+# A whole run's scenarios are the check's own epochs (run_scenarios.py): --counts gives one
+# update's, and a file of a run mode refuses it before anything is launched (cli.py).
+COUNTS_REFUSED = (
+    "--counts gives one update's counts: a train_loop file is checked over its own epochs; "
+    "leave --counts out"
+)
+
 
 RESUMABLE = ("model", "optimizer", "epochs", "accum_steps", "checkpoint_dir")
 

@@ -30,6 +30,7 @@ import pclab.experiments.trainer_check.token_rank as token_rank
 from pclab.experiments.trainer_check.judging import SOLVE_RTOL
 from pclab.experiments.trainer_check.mode_protocols import Grid
 from pclab.experiments.trainer_check.pipeline import Scenario, scenario_tolerance
+from pclab.experiments.trainer_check.run_contract import COUNTS_REFUSED
 from pclab.experiments.trainer_check.run_loop import ObserverFactory, user_run
 from pclab.experiments.trainer_check.run_observe import Observer, Step, state_read
 from pclab.experiments.trainer_check.run_reference import (
@@ -63,10 +64,7 @@ def scenarios(
 ) -> tuple[dict[str, Any], list[dict[str, str]]]:
     """The run scenarios (run_scenarios.py); --counts is one update's, not a run's."""
     if counts is not None:
-        raise ValueError(
-            "--counts gives one update's counts: a train_loop file is checked over its own "
-            "epochs (run_scenarios.py); leave --counts out"
-        )
+        raise ValueError(COUNTS_REFUSED)
     return dict(scenario_counts(world, accum, trainer.capacity)), []
 
 
