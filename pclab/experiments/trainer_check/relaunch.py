@@ -90,7 +90,7 @@ def _from_stack(text: str) -> str | None:
     threads = [[FRAME.match(ln) for ln in block.splitlines()] for block in text.split("\n\n")]
     main = next((t for t in threads if any(m and m["function"] == "run_units" for m in t)), [])
     frames = [m for m in main if m]  # most recent first
-    called = next((i for i, m in enumerate(frames) if m["path"].endswith("trainer_file.py")), None)
+    called = next((i for i, m in enumerate(frames) if _calls_the_file(m)), None)
     if called is None:
         own = next((m for m in frames if CHECK_DIR in m["path"]), None)
         return None if own is None else f"in the check's own steps ({own['function']})"
@@ -100,6 +100,12 @@ def _from_stack(text: str) -> str | None:
     inner, outer = user[0], user[-1]
     name = Path(inner["path"]).name
     return f"in {outer['function']}() at {name}:{inner['line']} in {inner['function']}"
+
+
+def _calls_the_file(frame: re.Match[str]) -> bool:
+    """Trainer.call's frame: below it, the file's own function (trainer_file.py's other
+    frames, such as Trainer.build or on_device, are the check's own steps)."""
+    return frame["path"].endswith("trainer_file.py") and frame["function"] == "call"
 
 
 def _library(path: str) -> bool:
