@@ -53,8 +53,8 @@ import pclab.experiments.trainer_check.coupled_contract as coupled_contract
 import pclab.experiments.trainer_check.modes as modes
 from pclab.experiments.trainer_check.token_contract import SIGNATURES
 
-if TYPE_CHECKING:
-    import torch
+if TYPE_CHECKING:  # torch is imported by the methods that run on a rank: the command's and
+    import torch  # the report's imports of this module stay free of it (modes.py)
 
 DEFAULT_SEQ_LEN, DEFAULT_BATCH_SIZE, MAX_SIDE = 8, 2, 4096
 MAX_VOCAB = 2**24  # a limit on nothing but typos: real vocabularies (50304, 256000) pass
