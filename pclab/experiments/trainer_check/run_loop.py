@@ -25,10 +25,9 @@ from pclab.experiments.trainer_check.trainer_file import Trainer, on_device
 
 def _loop_input(trainer: Trainer, epochs: Epochs, rank: int, model: torch.nn.Module) -> Any:
     """What train_loop is handed: this rank's epochs (or, GLOBAL_BATCH, every rank's)."""
-    on = on_device
     if trainer.global_batch:
-        return [[[on(b, model) for b in rows] for rows in epoch] for epoch in epochs]
-    return [[on(b, model) for b in epoch[rank]] for epoch in epochs]
+        return [[[on_device(b, model) for b in rows] for rows in epoch] for epoch in epochs]
+    return [[on_device(b, model) for b in epoch[rank]] for epoch in epochs]
 
 
 def positions(epochs: Epochs, every_tensor: bool = False) -> dict[bytes, int]:
