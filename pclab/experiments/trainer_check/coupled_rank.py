@@ -26,7 +26,7 @@ from pclab.core.coupled_schemes import solve_schemes
 from pclab.experiments.trainer_check.coupled_scenarios import checked_counts, scenario_sizes
 from pclab.experiments.trainer_check.diagnoses import Diagnosis, objective_invalid
 from pclab.experiments.trainer_check.judging import SOLVE_RTOL
-from pclab.experiments.trainer_check.mode_protocols import Batch, Grid
+from pclab.experiments.trainer_check.mode_protocols import Batch, Grid, ReferenceLoss
 from pclab.experiments.trainer_check.trainer_file import Trainer, TrainerRaised, on_device
 
 SHAPE = "sizes"  # a scenario's grid: the items of each microbatch
@@ -72,17 +72,14 @@ def batches(
     return microbatches.scenario_batches(trainer, name, grid)
 
 
-def reference_step(
-    trainer: Trainer, model: torch.nn.Module, optimizer: Any, batches: Sequence[Sequence[Batch]]
-) -> None:
-    """One update on the global-batch objective, its gradient norm clipped once to
-    MAX_GRAD_NORM when set."""
-    grid = [[on_device(b, model) for b in row] for row in batches]
-    optimizer.zero_grad(set_to_none=True)
-    co.pool_objective("global_batch", global_loss(trainer), model, grid).backward()
-    if trainer.max_grad_norm is not None:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), trainer.max_grad_norm)
-    optimizer.step()
+def reference_loss(trainer: Trainer, batches: Sequence[Sequence[Batch]]) -> ReferenceLoss:
+    """The global-batch objective: batch_loss over every microbatch of every rank."""
+
+    def global_batch(model: torch.nn.Module) -> torch.Tensor:
+        grid = [[on_device(b, model) for b in row] for row in batches]
+        return co.pool_objective("global_batch", global_loss(trainer), model, grid)
+
+    return global_batch
 
 
 def reorders(dtype: str) -> bool:

@@ -6,7 +6,7 @@ every registered mode's modules to these members and their arguments.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 Grid = Sequence[Sequence[int]]  # P x K: counts (token) or items (coupled) per microbatch
 Batch = dict[str, Any]  # one microbatch, as the file's own functions read it
 Diagnosis = dict[str, Any]  # diagnoses.py
+# The reference objective at a model's weights (None: nothing to average, no step)
+ReferenceLoss = Callable[["torch.nn.Module"], "torch.Tensor | None"]
 
 
 class RankSide(Protocol):
@@ -49,14 +51,9 @@ class RankMode(RankSide, Protocol):
         """Every cell's microbatch, P x K, the same on every rank."""
         ...
 
-    def reference_step(
-        self,
-        trainer: Trainer,
-        model: torch.nn.Module,
-        optimizer: torch.optim.Optimizer,
-        batches: Sequence[Sequence[Batch]],
-    ) -> None:
-        """One update of the mode's reference objective on the whole grid, one process."""
+    def reference_loss(self, trainer: Trainer, batches: Sequence[Sequence[Batch]]) -> ReferenceLoss:
+        """The mode's reference objective over the whole grid, as a function of a model (one
+        process; pipeline.reference_step takes the update on it)."""
         ...
 
     def reorders(self, dtype: str) -> bool:

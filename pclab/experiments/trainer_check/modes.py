@@ -7,7 +7,8 @@ exit codes and CLI. A mode supplies only what differs, in three modules named af
     <mode>_contract.py  claims(module) -> bool: the file is this mode's (read once, by
                         trainer_file.load); problems(module) -> [what it lacks]; SIGNATURES
     <mode>_rank.py      on a rank (torch): SHAPE (the scenario's shape key), scenarios(),
-                        header(), preflight(), reference_step(), REORDERS(dtype), solve()
+                        header(), preflight(), batches(), reference_loss(), reorders(dtype),
+                        solve()
     <mode>_report.py    in the command (no torch): judge(), the scenarios' and the run's
                         own diagnoses, proves(), no_evidence_run(), fields()
     <mode>_summary.py   lines(check, only_failing): the summary under the shared headline

@@ -4,8 +4,9 @@ Per trainer file, every rank first runs `preflight` (build_model deterministic o
 and across ranks, in DTYPE; then the mode's own contract checks). Per scenario
 (`check_scenario`), every rank
     1. builds every cell's microbatch, P x K, the same on every rank (mode.batches), and
-       steps a fresh model on the mode's reference objective over the whole grid in this
-       process alone, and once more on the reversed grid for its floor (`reference_update`);
+       steps a fresh model on the mode's reference objective over the whole grid
+       (mode.reference_loss) in this process alone, and once more on the reversed grid for
+       its floor (`reference_update`, each update one `reference_step`);
     2. steps another fresh model with the file's train_step on its own K microbatches (or
        every rank's, GLOBAL_BATCH) with the file's optimizer (`user_update`) and compares
        every parameter and optimizer-state tensor with the reference (`compare_updates`),
@@ -14,7 +15,7 @@ and across ranks, in DTYPE; then the mode's own contract checks). Per scenario
        what that change optimised from a fresh model (mode.solve: each microbatch's weight,
        or a scheme).
 Every rank runs every step: the user's collectives and the check's pair up. A mode supplies
-only its reference, its solve and its scenario shapes (mode_protocols.RankMode);
+only its reference objective, its solve and its scenario shapes (mode_protocols.RankMode);
 guard.run_units runs each scenario alone (worker.check_trainer).
 """
 
@@ -28,7 +29,14 @@ import torch
 import pclab.experiments.trainer_check.diagnoses as diagnoses
 import pclab.experiments.trainer_check.states as states
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
-from pclab.experiments.trainer_check.mode_protocols import Batch, Grid, RankMode, RankSide, RunMode
+from pclab.experiments.trainer_check.mode_protocols import (
+    Batch,
+    Grid,
+    RankMode,
+    RankSide,
+    ReferenceLoss,
+    RunMode,
+)
 from pclab.experiments.trainer_check.states import (
     State,
     compare,
@@ -89,24 +97,43 @@ def preflight(trainer: Trainer, mode: RankSide, device: str) -> list[Diagnosis]:
     return found
 
 
+def reference_step(
+    trainer: Trainer,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loss: torch.Tensor | None,
+) -> None:
+    """The reference's one update on `loss` (None: nothing to average, no step), in every
+    mode: gradients zeroed, `loss` differentiated, the global gradient norm clipped once to
+    MAX_GRAD_NORM when the file sets one (as torch.nn.utils.clip_grad_norm_ does it:
+    coefficient max / (norm + 1e-6), at most 1), the file's optimizer stepped."""
+    if loss is None:
+        return
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if trainer.max_grad_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), trainer.max_grad_norm)
+    optimizer.step()
+
+
 def reference_update(
-    trainer: Trainer, mode: RankMode, batches: list[list[Batch]], device: str
+    trainer: Trainer, loss: ReferenceLoss, reordered_loss: ReferenceLoss | None, device: str
 ) -> Reference:
     """The update the user's step must match: a fresh model and the file's optimizer stepped on
     the mode's reference objective over the whole grid, in this process alone. Where the mode
-    asks (mode.reorders), a second fresh model takes the same step with the microbatches in
-    reverse order: how far the two land apart is the reference's own rounding, which the
-    tolerance must not go below."""
+    asks (mode.reorders), a second fresh model takes the same step on the grid reversed
+    (`reordered_loss`): how far the two land apart is the reference's own rounding,
+    which the tolerance must not go below."""
     model = trainer.build(device)
     initial = snapshot(model, torch.optim.SGD(model.parameters(), lr=0.0))
     optimizer = trainer.make_optimizer(model)
-    mode.reference_step(trainer, model, optimizer, batches)
+    reference_step(trainer, model, optimizer, loss(model))
     final = snapshot(model, optimizer)
     reordered = final
-    if mode.reorders(trainer.dtype):
+    if reordered_loss is not None:
         other = trainer.build(device)
         other_optimizer = trainer.make_optimizer(other)
-        mode.reference_step(trainer, other, other_optimizer, [row[::-1] for row in batches[::-1]])
+        reference_step(trainer, other, other_optimizer, reordered_loss(other))
         reordered = snapshot(other, other_optimizer)
     return Reference(initial, final, floor(reordered, final, trainer.dtype))
 
@@ -222,7 +249,10 @@ def check_scenario(
         return cast("RunMode", mode).check_scenario(trainer, scenario, at)
     tolerance, rank, device = at
     batches = mode.batches(trainer, scenario.name, scenario.grid, scenario.counts, scenario.given)
-    reference = reference_update(trainer, mode, batches, device)
+    loss, reordered = mode.reference_loss(trainer, batches), None
+    if mode.reorders(trainer.dtype):  # the grid reversed: the reference's own floor
+        reordered = mode.reference_loss(trainer, [row[::-1] for row in batches[::-1]])
+    reference = reference_update(trainer, loss, reordered, device)
     tolerance = scenario_tolerance(tolerance, reference.floor)
     user = user_update(trainer, batches, rank, device)
     named = {"name": scenario.name, mode.SHAPE: [list(row) for row in scenario.grid]}

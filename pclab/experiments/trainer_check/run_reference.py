@@ -18,6 +18,7 @@ import torch
 
 import pclab.experiments.trainer_check.token_rank as token_rank
 from pclab.experiments.trainer_check.mode_protocols import Batch
+from pclab.experiments.trainer_check.pipeline import reference_step
 from pclab.experiments.trainer_check.states import State, snapshot
 from pclab.experiments.trainer_check.trainer_file import Trainer
 
@@ -111,12 +112,9 @@ def run(
             updates.append(Update(w, None, None))
             continue
         cells = [list(rank[w.start : w.end]) for rank in epochs[w.epoch]]
-        optimizer.zero_grad(set_to_none=True)
-        window_loss(trainer, model, cells, w.num_valid_labels, reverse).backward()
-        if trainer.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), trainer.max_grad_norm)
-        lrs = tuple(float(g["lr"]) for g in optimizer.param_groups)
-        optimizer.step()
+        lrs = tuple(float(g["lr"]) for g in optimizer.param_groups)  # the ones it steps with
+        loss = window_loss(trainer, model, cells, w.num_valid_labels, reverse)
+        reference_step(trainer, model, optimizer, loss)
         if scheduler is not None:
             scheduler.step()
         updates.append(Update(w, lrs, snapshot(model, optimizer)))

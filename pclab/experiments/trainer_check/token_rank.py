@@ -18,7 +18,7 @@ import pclab.experiments.trainer_check.diagnoses as diagnoses
 import pclab.experiments.trainer_check.microbatches as microbatches
 from pclab.core import update_weights
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
-from pclab.experiments.trainer_check.mode_protocols import Batch, Grid
+from pclab.experiments.trainer_check.mode_protocols import Batch, Grid, ReferenceLoss
 from pclab.experiments.trainer_check.scenarios import scenario_counts
 from pclab.experiments.trainer_check.trainer_file import Trainer, on_device
 
@@ -81,24 +81,16 @@ def preflight(trainer: Trainer, model: torch.nn.Module) -> list[Diagnosis]:
     return []
 
 
-def reference_step(
-    trainer: Trainer,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    batches: Sequence[Sequence[Batch]],
-) -> None:
-    """One update on the global token mean: sum of every microbatch's terms / N, its global
-    gradient norm clipped once to MAX_GRAD_NORM when the file sets one (as
-    torch.nn.utils.clip_grad_norm_ does it: coefficient max / (norm + 1e-6), at most 1); no
-    step at N = 0 (nothing to average)."""
-    losses = [terms(trainer, model, b) for row in batches for b in row]
-    n = sum(len(x) for x in losses)
-    if n:
-        optimizer.zero_grad(set_to_none=True)
-        (sum(x.sum() for x in losses) / n).backward()
-        if trainer.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), trainer.max_grad_norm)
-        optimizer.step()
+def reference_loss(trainer: Trainer, batches: Sequence[Sequence[Batch]]) -> ReferenceLoss:
+    """The global token mean over the grid: the sum of every microbatch's terms over N, the
+    global count of terms; None at N = 0 (nothing to average: no step)."""
+
+    def global_token_mean(model: torch.nn.Module) -> torch.Tensor | None:
+        losses = [terms(trainer, model, b) for row in batches for b in row]
+        n = sum(len(x) for x in losses)
+        return sum(x.sum() for x in losses) / n if n else None
+
+    return global_token_mean
 
 
 def reorders(dtype: str) -> bool:
