@@ -61,11 +61,16 @@ def _warm() -> None:
 
 def _first_press() -> None:
     """What a server's first press pays once and every later one finds done: the run path
-    (ui.runs: the launcher, the run queue, the cache key) and Altair's schema validator,
-    built the first time a chart is checked (the Transformer's result draws one)."""
+    (ui.runs: the launcher, the run queue, the cache key), each experiment's worker-code hash
+    (part of that key: 30-70 ms a worker the first time, memoised after) and Altair's schema
+    validator, built the first time a chart is checked (the Transformer's result draws one)."""
     import altair as alt
     import pandas as pd
 
     import pclab.ui.runs  # noqa: F401 - loaded for later: once per server
+    from pclab.experiments import registry
+    from pclab.runners.code_hash import worker_code_hash
 
+    for name in registry.names():
+        worker_code_hash(registry.get(name).worker)
     alt.Chart(pd.DataFrame({"x": [1.0]})).mark_point().encode(x="x").to_dict()
