@@ -74,7 +74,8 @@ class RankMode(RankSide, Protocol):
 
 class RunMode(RankSide, Protocol):
     """A mode whose scenario is a whole run (run): it supplies the scenario's steps itself,
-    from the shared parts (Trainer.build, states.snapshot, compare, rank_spread)."""
+    from the shared parts (Trainer.build, pipeline.reference_step, states.snapshot, compare,
+    rank_spread)."""
 
     def check_scenario(
         self, trainer: Trainer, scenario: Any, at: tuple[float, int, str]
