@@ -80,7 +80,7 @@ class Start:
     def fresh(self, optimizer: str) -> tuple[Parameters, torch.optim.Optimizer]:
         """A copy of the step-800 parameters and a fresh optimizer over them, for one update.
         An update needs the parameters, not the module: copying the module for each of a
-        run's two dozen updates was about a fifth of a rank's time."""
+        run's two dozen updates was about a tenth of a rank's time."""
         model = Parameters(self.weights)
         if optimizer == "sgd":
             return model, torch.optim.SGD(model.parameters(), lr=SGD_LR, foreach=False)
