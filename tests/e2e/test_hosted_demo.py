@@ -77,6 +77,8 @@ def test_a_server_past_its_memory_budget_refuses_runs_with_a_clear_message(brows
     memory message (nothing is started), the page works on, and the server keeps serving."""
     import re
 
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     from pclab.ui import i18n
     from tests.e2e.conftest import streamlit_server, wait_for_app
 
@@ -87,7 +89,11 @@ def test_a_server_past_its_memory_budget_refuses_runs_with_a_clear_message(brows
             wait_for_app(tab)
             tab.get_by_role("button", name=re.compile("Run the check on 2 processes")).click()
             said = i18n.text("en", "runs.busy_memory").split("{")[0].strip()
-            tab.get_by_text(said).wait_for(timeout=60_000)
+            try:
+                tab.get_by_text(said).wait_for(timeout=60_000)
+            except PlaywrightTimeout:  # seen once in a loaded suite, never alone: say what showed
+                shown = tab.locator('[data-testid="stMain"]').inner_text()[-1500:]
+                pytest.fail(f"no memory message 60 s after Run; the page shows: {shown!r}")
             wait_for_app(tab)
             assert tab.locator('[data-testid="stException"]').count() == 0
             tab.goto(f"{url}/ledger")  # the server is alive and serving
