@@ -104,7 +104,7 @@ class Parameters:
 @cache
 def shared_start() -> Start:
     """`Start.from_artifacts()`, once per process. Nothing ever writes to it (`model` copies
-    the loaded model, `fresh` clones AdamW's state), so every update may start from it; a
+    the loaded model, `fresh` the weights and AdamW's state), so every update may start from it; a
     rank forked from the warm pool's zygote finds it loaded there (`worker.preload`)."""
     return Start.from_artifacts()
 
