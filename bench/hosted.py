@@ -49,7 +49,7 @@ from bench.cold_start import (
 )
 from bench.report import Goal, Section, duration, megabytes, now
 from pclab.runners import memory
-from pclab.runners.zygote import SPARE_RANKS
+from pclab.runners.zygote import waiting_spares
 from pclab.ui import i18n
 
 MARK_ENV = "PCL_BENCH_MARK"
@@ -170,7 +170,7 @@ class Server:
         a run), or None if none does within `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            ready = [z for z in self.zygotes() if _holds_spares(z)]
+            ready = [z for z in self.zygotes() if waiting_spares(z)]
             if ready:
                 return ready[0]
             time.sleep(0.2)
@@ -193,34 +193,6 @@ class Server:
         shutil.rmtree(self.tmp, ignore_errors=True)
         self.log.close()
         return left
-
-
-def _pipes(pid: int) -> set[str]:
-    """The pipes `pid` holds open beyond stdin, stdout and stderr ("pipe:[inode]")."""
-    found = set()
-    try:
-        fds = [fd for fd in os.listdir(f"/proc/{pid}/fd") if int(fd) > 2]
-    except OSError:
-        return found
-    for fd in fds:
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("pipe:"):
-            found.add(target)
-    return found
-
-
-def _holds_spares(zygote: int) -> bool:
-    """The zygote's spare ranks are forked and waiting: each shares its job and exit-code
-    pipes with the zygote (runners.zygote._spare_rank). Counting children is not enough: as
-    a run is answered, its store and ranks are still the zygote's children while they exit,
-    and a reading then (seen once: 3 fds, against 7 with the spares) is not of an idle zygote."""
-    own = _pipes(zygote)
-    children = memory.children(zygote)
-    spares = [child for child in children if own and _pipes(child) & own]
-    return len(children) > SPARE_RANKS and len(spares) >= SPARE_RANKS
 
 
 def _cmdline(pid: int) -> str:

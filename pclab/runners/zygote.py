@@ -161,6 +161,41 @@ def _spare_rank() -> tuple[int, int, int]:
     return pid, job_w, code_r
 
 
+def _job_pipes(zygote: int) -> int:
+    """How many pipes the zygote holds open for writing beyond its stdout: one job pipe per
+    spare rank still waiting for its part (`_serve_one` closes each once it has written it;
+    an exit-code pipe is held for reading)."""
+    try:
+        fds = [int(fd) for fd in os.listdir(f"/proc/{zygote}/fd") if int(fd) > 2]
+    except OSError:
+        return 0
+    count = 0
+    for fd in fds:
+        try:
+            if not os.readlink(f"/proc/{zygote}/fd/{fd}").startswith("pipe:"):
+                continue
+            with open(f"/proc/{zygote}/fdinfo/{fd}") as info:
+                flags = next(line for line in info if line.startswith("flags:"))
+        except (OSError, StopIteration):
+            continue
+        count += int(flags.split()[1], 8) & os.O_ACCMODE == os.O_WRONLY
+    return count
+
+
+def waiting_spares(zygote: int) -> list[int]:
+    """A running zygote's children once its spares are forked and waiting (its store and
+    SPARE_RANKS ranks), read from /proc by another process (the tests, the bench); [] before.
+    Counting children is not enough: as a launch is answered, its store and ranks are still
+    the zygote's children while they exit, and during a launch its ranks are."""
+    try:  # the zygote starts no thread: its main task's children are all of them
+        with open(f"/proc/{zygote}/task/{zygote}/children") as f:
+            children = [int(pid) for pid in f.read().split()]
+    except OSError:  # gone
+        return []
+    ready = len(children) > SPARE_RANKS and _job_pipes(zygote) >= SPARE_RANKS
+    return children if ready else []
+
+
 def _alive(pid: int) -> bool:
     """Still running (reaps it when it has died)."""
     try:

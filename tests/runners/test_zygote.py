@@ -19,7 +19,7 @@ from runner_support import MARK_ENV, ROOT, alive, marked, wait_for, warm_runtime
 
 from pclab.runners import launcher
 from pclab.runners.settings import ENV_NAMES
-from pclab.runners.zygote import SPARE_RANKS, _end_others
+from pclab.runners.zygote import SPARE_RANKS, _end_others, waiting_spares
 
 LOOP = "tests.runners.workers.collective_loop"
 
@@ -84,14 +84,10 @@ def test_ranks_find_the_transformer_loaded_until_one_of_its_files_changes(warm):
 def test_a_spare_rank_killed_while_it_waits_is_never_used(warm):
     """The zygote forks ranks ahead of time; one that dies while waiting is replaced."""
     (zygote,) = warm.pool.zygote_pids()
-
-    def spares() -> list[int]:
-        with open(f"/proc/{zygote}/task/{zygote}/children") as f:
-            return [int(pid) for pid in f.read().split()]
-
-    # the ranks and a store, all waiting (forked again once the zygote is idle after a run)
-    assert wait_for(lambda: len(spares()) == SPARE_RANKS + 1, 5), spares()
-    killed = spares()
+    # the ranks and a store, all waiting (forked again once the zygote is idle after a run),
+    # not the last launch's store and ranks on their way out
+    assert wait_for(lambda: len(waiting_spares(zygote)) == SPARE_RANKS + 1, 5)
+    killed = waiting_spares(zygote)
     for pid in killed:
         os.kill(pid, signal.SIGKILL)
     # dead, not merely signalled: a SIGKILLed process of ~300 MB takes a moment to go
