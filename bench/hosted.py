@@ -179,7 +179,7 @@ class Server:
     def extra_processes(self) -> list[str]:
         """Descendants that are neither a zygote nor one of its idle spares."""
         zygotes = set(self.zygotes())
-        spares = {c for z in zygotes for c in memory.children(z)}
+        spares = {c for z in zygotes for c in waiting_spares(z)}
         left = [p for p in self.descendants() if p not in zygotes | spares]
         return [f"{pid}: {_cmdline(pid)[:80]}" for pid in left]
 

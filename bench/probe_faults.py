@@ -29,6 +29,7 @@ from bench.cold_start import CHROMIUM, CHROMIUM_ARGS
 from bench.hosted import ANSWERS, Server, _prefix
 from bench.report import duration
 from pclab.runners import memory, scratch
+from pclab.runners.zygote import waiting_spares
 
 HF_CHECK = "check-trainer?chk_example=hf_trainer&chk_world_size=4&chk_accum=3"
 EXPERIMENT = "experiment?exp_labels0={}"
@@ -83,11 +84,7 @@ def warm(browser, server: Server, timeout_s: float = 240.0) -> bool:
     """Open the home page (the server starts its pool on its first script run) in this
     browser; True once a zygote has forked its spares (Server.wait_for_pool, in our browser)."""
     open_page(browser, server.url, "").close()
-    return bool(
-        wait_for(
-            lambda: any(len(memory.children(z)) >= 3 for z in server.zygotes()), timeout_s, 0.2
-        )
-    )
+    return bool(wait_for(lambda: any(waiting_spares(z) for z in server.zygotes()), timeout_s, 0.2))
 
 
 def ranks(server: Server) -> list[int]:
