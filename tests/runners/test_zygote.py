@@ -117,6 +117,30 @@ def _listening_addresses(pids: list[int]) -> set[str]:
     return found
 
 
+def test_spares_are_told_from_a_launchs_ranks(warm):
+    """While a launch runs, the zygote's children are its store and ranks, as many as its
+    spares: `waiting_spares` names none of them (the bench reads an idle zygote by it), and
+    names the new spares once the zygote has forked them after the launch."""
+    (zygote,) = warm.pool.zygote_pids()
+    during: list[tuple[list[int], list[int]]] = []
+
+    def look(event):
+        if event.event == "rank_done" and event.values["done"] == 2:
+            with open(f"/proc/{zygote}/task/{zygote}/children") as f:
+                children = [int(pid) for pid in f.read().split()]
+            during.append((children, waiting_spares(zygote)))
+
+    result = launcher.launch(
+        LOOP, 2, ["--seconds", "1"], timeout_s=120, progress=look, runtime=warm
+    )
+    assert result.ok, result.message
+    ranks = {r["pid"] for r in result.ranks}
+    ((running, said),) = during
+    assert ranks < set(running) and said == []  # read mid-launch: its ranks, no spare
+    assert wait_for(lambda: len(waiting_spares(zygote)) == SPARE_RANKS + 1, 60)
+    assert set(waiting_spares(zygote)).isdisjoint(running)
+
+
 def test_a_rank_killed_before_it_joined_ends_the_run_at_once(warm):
     """Rank 1 is SIGKILLed before it joins the group: rank 0 would wait in its rendezvous for
     the process-group timeout (60 s; the probe of issue 34 saw a killed Transformer rank
