@@ -178,7 +178,8 @@ def _job_pipes(zygote: int) -> int:
                 flags = next(line for line in info if line.startswith("flags:"))
         except (OSError, StopIteration):
             continue
-        count += int(flags.split()[1], 8) & os.O_ACCMODE == os.O_WRONLY
+        if int(flags.split()[1], 8) & os.O_ACCMODE == os.O_WRONLY:
+            count += 1
     return count
 
 
