@@ -4,6 +4,8 @@ The dumps are real: a child process calls into the check's trainer_file.py and d
 with faulthandler (as units.Units.watch_stack has a dying rank do), once from inside the user's
 train_step (under Trainer.call) and once from inside the check's own on_device, both under a
 function named run_units as guard.py's (how the scenarios' thread is told from the others).
+And a rank stopped by a real SIGTERM while it handles its trainer's failure, read by `_doing`
+with the rank<r>.doing file units.Units.watch_stack keeps.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import subprocess
 import sys
 import textwrap
 
-from pclab.experiments.trainer_check.relaunch import _from_stack
+import pytest
+
+from pclab.experiments.trainer_check.relaunch import _doing, _from_stack
 
 CHILD = textwrap.dedent(
     """
@@ -70,3 +74,67 @@ def test_a_rank_in_the_checks_own_steps_in_trainer_file_is_not_left_out(tmp_path
     """trainer_file.py holds the check's own steps too (Trainer.build, step_input, on_device):
     only below Trainer.call's frame is the user's function."""
     assert _from_stack(_dump("check", tmp_path)) == "in the check's own steps (on_device)"
+
+
+STOPPED = textwrap.dedent(
+    """
+    import os, pathlib, signal, sys
+    import pclab.experiments.trainer_check.doing as doing
+    import pclab.experiments.trainer_check.trainer_file as trainer_file
+    from pclab.experiments.trainer_check.units import Units
+
+    when, folder = sys.argv[1], pathlib.Path(sys.argv[2])
+    (folder / "my_trainer.py").write_text(
+        "VOCAB_SIZE = 3\\n"
+        "def build_model(): ...\\n"
+        "def token_losses(model, microbatch): ...\\n"
+        "def train_step(model, optimizer, microbatches):\\n"
+        "    raise RuntimeError('Connection closed by peer')\\n"
+    )
+    trainer = trainer_file.load(folder / "my_trainer.py")
+    Units(progress=str(folder)).watch_stack(0)
+
+    def stop(*_):
+        os.kill(os.getpid(), signal.SIGTERM)  # torchrun's, once a peer aborted
+
+    if when == "raising":  # in Trainer.call's except, reading the user's traceback
+        trainer_file.traceback.extract_tb = stop
+
+    def run_units():
+        try:
+            trainer.call("train_step", None, None, [])
+        except trainer_file.TrainerRaised:
+            if when == "handled":  # what guard.alone does once it has said what it saw
+                doing.now_in(doing.CHECK_STEPS)
+            stop()
+
+    run_units()
+    """
+)
+
+
+def _stopped(when: str, tmp_path) -> dict[int, str]:
+    done = subprocess.run(
+        [sys.executable, "-c", STOPPED, when, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == -15, done.stderr  # ended by the SIGTERM, its stacks dumped
+    assert "run_units" in (tmp_path / "rank0.stack").read_text()
+    return _doing(tmp_path, world_size=1, unit=0)
+
+
+@pytest.mark.parametrize("when", ["raising", "raised"])
+def test_a_rank_stopped_while_it_handles_its_trainers_failure_is_placed_in_that_function(
+    when, tmp_path
+):
+    """Under load, torchrun's SIGTERM (0.1 s after a peer's abort) can land after train_step
+    raised and before the rank wrote what it saw: its stacks are then the check's (in
+    trainer_file.py's own frames, or further out), and only the function it last entered
+    (rank<r>.doing) says where it failed."""
+    assert _stopped(when, tmp_path) == {0: "in train_step()"}
+
+
+def test_a_rank_back_in_the_checks_steps_is_not_placed_in_the_trainer(tmp_path):
+    assert _stopped("handled", tmp_path) == {}

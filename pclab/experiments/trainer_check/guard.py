@@ -25,8 +25,9 @@ from functools import partial
 from typing import Any
 
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
+from pclab.experiments.trainer_check.doing import CHECK_STEPS, CURRENT, now_in
 from pclab.experiments.trainer_check.failures import scenario_failed
-from pclab.experiments.trainer_check.trainer_file import CHECK_STEPS, CURRENT, TrainerRaised
+from pclab.experiments.trainer_check.trainer_file import TrainerRaised
 from pclab.experiments.trainer_check.units import Units
 
 MARKER = 7.0e11  # the end-of-scenario all_gather carries [MARKER, index]: a paired-up foreign
@@ -190,7 +191,7 @@ def alone(
     try:
         with deadline(timeout_s):
             evidence = step()
-            CURRENT[0] = "the check's end-of-scenario collective"
+            now_in("the check's end-of-scenario collective")
             if not _marker(index, device):
                 seen = {
                     "rank": rank,
@@ -201,7 +202,7 @@ def alone(
     except (Exception, ScenarioTimeout) as exc:  # noqa: BLE001 - this scenario's verdict
         seen = _seen(exc, rank, timeout_s)
     finally:
-        CURRENT[0] = CHECK_STEPS
+        now_in(CHECK_STEPS)
     if seen is None:
         return evidence, None
     say(seen)

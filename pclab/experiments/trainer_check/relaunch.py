@@ -7,7 +7,8 @@ check runs again with --progress-dir: every rank appends each scenario it starts
 launcher's one line as its diagnosis (failures.launch_failed) and the next launch starts
 after it (--skip), in the time that is left (no launch once no scenario is left). What each
 rank was doing goes with it: what a surviving rank saw (its "seen" line) or the stack
-faulthandler left in <dir>/rank<r>.stack (units.Units.watch_stack). Both modes of the check
+faulthandler left in <dir>/rank<r>.stack, or the trainer function it last entered
+(<dir>/rank<r>.doing; units.Units.watch_stack). Both modes of the check
 write these lines (guard.run_units). The ranks' outputs are then put together from those
 lines, as if one launch had run them all. A failure before any scenario started (a
 preflight, an import in the worker) is the run's failure, as before.
@@ -59,14 +60,17 @@ def _all_done(progress: Path, skip: int, trainers: int) -> bool:
 
 FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
 CHECK_DIR = "pclab/experiments/trainer_check/"  # the check's own frames
+OWN_STEPS = "in the check's own steps"
 
 
 def _doing(progress: Path, world_size: int, unit: int) -> dict[int, str]:
     """What each rank was doing in scenario `unit` when the launch ended: what it saw there,
     when it caught the failure (guard.alone's "seen" line: "in train_step(): a peer left the
     collective"), else from the stacks faulthandler left (units.Units.watch_stack): the
-    trainer function the check had called and the innermost line of the user's code, or the
-    check's own step. Ranks without either are left out."""
+    trainer function the check had called and the innermost line of the user's code. A rank
+    stopped after its trainer function raised, before it wrote what it saw, is in the check's
+    own frames by then: the function it last entered (rank<r>.doing) says where it failed.
+    Else the check's own step. Ranks without any of these are left out."""
     found: dict[int, str] = {}
     for rank in range(world_size):
         seen = [
@@ -77,8 +81,11 @@ def _doing(progress: Path, world_size: int, unit: int) -> dict[int, str]:
         if seen:
             found[rank] = seen[-1]
             continue
-        path = progress / f"rank{rank}.stack"
-        where = _from_stack(path.read_text(errors="replace")) if path.is_file() else None
+        stack, doing = (progress / f"rank{rank}.{kind}" for kind in ("stack", "doing"))
+        where = _from_stack(stack.read_text(errors="replace")) if stack.is_file() else None
+        last = doing.read_text(errors="replace").strip() if doing.is_file() else ""
+        if last and (where is None or where.startswith(OWN_STEPS)) and last.endswith("()"):
+            where = f"in {last}"  # a trainer function: left by its exception, or no stack
         if where is not None:
             found[rank] = where
     return found
@@ -93,8 +100,8 @@ def _from_stack(text: str) -> str | None:
     called = next((i for i, m in enumerate(frames) if _calls_the_file(m)), None)
     if called is None:
         own = next((m for m in frames if CHECK_DIR in m["path"]), None)
-        return None if own is None else f"in the check's own steps ({own['function']})"
-    user = [m for m in frames[:called] if not _library(m["path"])]
+        return None if own is None else f"{OWN_STEPS} ({own['function']})"
+    user = [m for m in frames[:called] if not _library(m["path"]) and CHECK_DIR not in m["path"]]
     if not user:
         return None
     inner, outer = user[0], user[-1]

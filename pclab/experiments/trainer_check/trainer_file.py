@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import pclab.experiments.trainer_check.coupled_contract as coupled_contract
 import pclab.experiments.trainer_check.modes as modes
+from pclab.experiments.trainer_check.doing import now_in
 from pclab.experiments.trainer_check.token_contract import SIGNATURES
 
 if TYPE_CHECKING:  # torch is imported by the methods that run on a rank: the command's and
@@ -60,8 +61,6 @@ DEFAULT_SEQ_LEN, DEFAULT_BATCH_SIZE, MAX_SIDE = 8, 2, 4096
 MAX_VOCAB = 2**24  # a limit on nothing but typos: real vocabularies (50304, 256000) pass
 DTYPES = ("float64", "float32", "bfloat16")
 FIRST_POSITION = "FIRST_POSITION_LABELLED"
-CHECK_STEPS = "the check's own steps"
-CURRENT: list[str] = [CHECK_STEPS]  # what this rank is running: a failure's "where" (guard.py)
 
 
 class TrainerFileError(ValueError):
@@ -111,12 +110,12 @@ class Trainer:
         """Call the file's `name`, turning any exception into TrainerRaised at the user's
         own line (the lab's frames are not the user's business)."""
         function = getattr(self.module, name)
-        outer, CURRENT[0] = CURRENT[0], f"{name}()"  # left as is when it raises: the where
+        outer = now_in(f"{name}()")  # left as is when it raises: the where
         try:
             result = function(*args)
         except Exception as exc:  # noqa: BLE001 - reported, with where it happened
             raise TrainerRaised(where(exc, self.path, name)) from None
-        CURRENT[0] = outer
+        now_in(outer)
         return result
 
     # The file's model and optimizer, fresh for every step the check takes (the reference,

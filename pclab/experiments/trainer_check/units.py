@@ -1,7 +1,8 @@
 """Which scenarios a launch of the trainer check runs, and what it leaves for a relaunch: a
 unit is one trainer file's scenario, counted across the files in order. Each rank appends its
-progress to <progress>/rank<r>.jsonl and, when it dies, its stacks to rank<r>.stack, from
-which relaunch.py says what it was doing and launches the rest (--skip N)."""
+progress to <progress>/rank<r>.jsonl and, when it dies, its stacks to rank<r>.stack (and what
+it last ran to rank<r>.doing), from which relaunch.py says what it was doing and launches the
+rest (--skip N)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pclab.experiments.trainer_check.doing as doing
 from pclab.runners.worker import PG_TIMEOUT_ENV
 
 SCENARIO_TIMEOUT_ENV = "PCL_SCENARIO_TIMEOUT_S"  # one scenario's deadline (default 4 x the
@@ -36,8 +38,9 @@ class Units:
     def watch_stack(self, rank: int) -> None:
         """With a progress folder: a rank that dies (a Gloo abort, a segfault) or is stopped
         (torchrun's SIGTERM once a peer died) leaves its Python stacks in
-        <progress>/rank<r>.stack (faulthandler), from which relaunch.py says what it was
-        doing. Once per process: the file stays open until it exits."""
+        <progress>/rank<r>.stack (faulthandler), and the trainer function or check step it
+        was last in, in rank<r>.doing (doing.py), from which relaunch.py says what
+        it was doing. Once per process: the files stay open until it exits."""
         if self.progress is None or _STACKS:
             return
         import faulthandler
@@ -46,6 +49,7 @@ class Units:
         _STACKS.append(Path(self.progress, f"rank{rank}.stack").open("w"))  # noqa: SIM115
         faulthandler.enable(_STACKS[0], all_threads=True)
         faulthandler.register(signal.SIGTERM, _STACKS[0], all_threads=True, chain=True)
+        doing.write_to(Path(self.progress, f"rank{rank}.doing"))
 
 
 _STACKS: list[Any] = []  # the open file faulthandler writes this rank's stacks to
