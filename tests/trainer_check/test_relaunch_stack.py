@@ -24,16 +24,6 @@ CHILD = textwrap.dedent(
     import pclab.experiments.trainer_check.trainer_file as trainer_file
 
     where, folder = sys.argv[1], pathlib.Path(sys.argv[2])
-    (folder / "my_trainer.py").write_text(
-        "import faulthandler, sys\\n"
-        "VOCAB_SIZE = 3\\n"
-        "def build_model(): ...\\n"
-        "def token_losses(model, microbatch): ...\\n"
-        "def helper():\\n"
-        "    faulthandler.dump_traceback(sys.stderr, all_threads=True)\\n"
-        "def train_step(model, optimizer, microbatches):\\n"
-        "    helper()\\n"
-    )
     trainer = trainer_file.load(folder / "my_trainer.py")
 
     class Dumps:  # on_device asks the model for its device: the dump is taken there
@@ -52,13 +42,33 @@ CHILD = textwrap.dedent(
 )
 
 
-def _dump(where: str, tmp_path) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, where, str(tmp_path)],
+def _trainer(folder, train_step: str) -> None:
+    """my_trainer.py in `folder`: the contract's smallest file, with this train_step body."""
+    (folder / "my_trainer.py").write_text(
+        "import faulthandler, sys\n"
+        "VOCAB_SIZE = 3\n"
+        "def build_model(): ...\n"
+        "def token_losses(model, microbatch): ...\n"
+        "def helper():\n"
+        "    faulthandler.dump_traceback(sys.stderr, all_threads=True)\n"
+        "def train_step(model, optimizer, microbatches):\n"
+        f"    {train_step}\n"
+    )
+
+
+def _child(script: str, arg: str, tmp_path, train_step: str) -> subprocess.CompletedProcess:
+    """`script` run in a child process with `arg` and `tmp_path`, my_trainer.py written there."""
+    _trainer(tmp_path, train_step)
+    return subprocess.run(
+        [sys.executable, "-c", script, arg, str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def _dump(where: str, tmp_path) -> str:
+    done = _child(CHILD, where, tmp_path, "helper()")
     assert done.returncode == 0, done.stderr
     return done.stderr
 
@@ -84,13 +94,6 @@ STOPPED = textwrap.dedent(
     from pclab.experiments.trainer_check.units import Units
 
     when, folder = sys.argv[1], pathlib.Path(sys.argv[2])
-    (folder / "my_trainer.py").write_text(
-        "VOCAB_SIZE = 3\\n"
-        "def build_model(): ...\\n"
-        "def token_losses(model, microbatch): ...\\n"
-        "def train_step(model, optimizer, microbatches):\\n"
-        "    raise RuntimeError('Connection closed by peer')\\n"
-    )
     trainer = trainer_file.load(folder / "my_trainer.py")
     Units(progress=str(folder)).watch_stack(0)
 
@@ -114,12 +117,7 @@ STOPPED = textwrap.dedent(
 
 
 def _stopped(when: str, tmp_path) -> dict[int, str]:
-    done = subprocess.run(
-        [sys.executable, "-c", STOPPED, when, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _child(STOPPED, when, tmp_path, "raise RuntimeError('Connection closed by peer')")
     assert done.returncode == -15, done.stderr  # ended by the SIGTERM, its stacks dumped
     assert "run_units" in (tmp_path / "rank0.stack").read_text()
     return _doing(tmp_path, world_size=1, unit=0)
