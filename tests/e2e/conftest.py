@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.cold_start import CHROMIUM, SETTLED, free_port, start_server, wait_healthy
+from bench.cold_start import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    SETTLED,
+    free_port,
+    start_server,
+    wait_healthy,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 # Screenshots are for a person to look at, so they are taken only when PCL_SCREENSHOTS names
@@ -30,18 +37,6 @@ ENABLE_HINT = (
     "browser tests need Debian's Chromium and Playwright for Python: "
     "`sudo apt-get install -y chromium && pip install -r requirements-dev.txt`"
 )
-# Chromium flags for a closed network: no background calls home, no sandbox as root.
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
 
 
 def _missing(reason: str) -> None:
