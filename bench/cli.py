@@ -57,8 +57,11 @@ def timed(job: str, timeout_s: float = 300.0) -> dict:
     """One run of `job` from the checkout, as a user's shell starts it: wall seconds, the CPU
     seconds of its whole process tree (user + system, every rank included: far less moved
     by other work on a shared box than the wall time) and ok."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), PCL_WARM_POOL="0")
     out_dir = tempfile.mkdtemp(prefix="pcl-bench-cli-")
+    # TMPDIR: a bare torchrun keeps its agent's logs in a torchelastic_* folder of its own
+    # under it and never removes it; here it goes with the out-dir
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), PCL_WARM_POOL="0")
+    env["TMPDIR"] = out_dir
     cmd = COMMANDS[job] + (["--out-dir", out_dir] if job in TAKES_OUT_DIR else [])
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()

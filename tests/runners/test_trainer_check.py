@@ -156,6 +156,7 @@ def test_cli_json_and_a_hand_typed_torchrun_agree(tmp_path):
     by_hand = subprocess.run(
         [*torchrun, "--nproc-per-node", "2", *worker, *trainer],
         cwd=ROOT,
+        env=dict(os.environ, TMPDIR=str(tmp_path)),  # the agent's torchelastic_* logs: here
         capture_output=True,
         text=True,
         timeout=240,

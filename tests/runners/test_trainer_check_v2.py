@@ -198,7 +198,8 @@ def test_a_hand_typed_torchrun_exits_1_with_the_summary(tmp_path):
         [*torchrun, "--nproc-per-node", "2", "-m", "pclab.experiments.trainer_check"]
         + ["--out-dir", str(tmp_path), "--trainer", str(EXAMPLES / "double_divide_by_k.py")],
         cwd=ROOT,
-        env={k: v for k, v in os.environ.items() if k != "PCL_LAUNCH_TOKEN"},
+        env={k: v for k, v in os.environ.items() if k != "PCL_LAUNCH_TOKEN"}
+        | {"TMPDIR": str(tmp_path)},  # the agent's torchelastic_* logs: here, not in /tmp
         capture_output=True,
         text=True,
         timeout=240,

@@ -121,7 +121,8 @@ def _launch(agent_args: list[list[str]], module: str, args: tuple[str, ...], tmp
     """Start one torchrun agent per entry of `agent_args` at once, each with its own --out-dir
     (a node's local disk), wait for all; at the timeout kill each agent's process group."""
     mark, began = uuid.uuid4().hex, time.monotonic()
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **{MARK_ENV: mark})
+    # TMPDIR: each agent keeps its logs in a torchelastic_* folder it never removes
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp), **{MARK_ENV: mark})
     started = []
     for i, launcher in enumerate(agent_args):
         out_dir, log = tmp / f"node{i}", tmp / f"node{i}"
