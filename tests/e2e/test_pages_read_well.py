@@ -79,6 +79,12 @@ def test_every_bundled_example_runs_to_its_verdict(chromium, app_url):
             choose(tab, name)
             if example != "correct_manual":  # the page's default is left out of the address
                 tab.wait_for_function(f"() => location.search.includes('chk_example={example}')")
+            # The address changes at the click, before the server reruns the page: on a loaded
+            # box both of wait_for_app's looks could come before the rerun began, and find the
+            # last example's verdict still drawn. Its question names the new example once the
+            # rerun is under way; wait_for_app then waits for the rerun's end.
+            asked = say("check.exercise").split("**")[0] + name
+            tab.wait_for_function("(t) => document.body.innerText.includes(t)", arg=asked)
             wait_for_app(tab)
             assert heading.count() == 0, f"{example}: a verdict before its Run"
             tab.get_by_role("button", name=say("check.run.button")).click()
