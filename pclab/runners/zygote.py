@@ -27,6 +27,7 @@ import select
 import signal
 import socket
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +43,9 @@ from pclab.runners.protocol import (
 )
 
 SPARE_RANKS = 2  # ranks forked ahead of time: the lab's experiments run on 2 processes
+# After a rank failed, how long the others may take to end by themselves before they are
+# killed (a rank blocked in a collective never does; one killed from outside is ending).
+PEER_GRACE_S = 0.5
 # Third-party modules only here: the project's own are read fresh when a file changed.
 PRELOAD = (
     "torch",
@@ -350,10 +354,18 @@ def _end_others(
     """One rank failed: kill the ranks still running (each leads its own process group), which
     would otherwise wait for it in their rendezvous or collective until the process-group
     timeout. Each reports 0: the failure the launch names is the first rank's, not theirs.
-    A rank that has already ended keeps its own code: a rank killed from outside makes its
-    peer fail at once, and the peer's word can be read first."""
-    for fd in select.select(list(waiting), [], [], 0)[0]:
-        _collect(fd, ranks, waiting, codes)
+    A rank that ends by itself within PEER_GRACE_S keeps its own code: a rank killed from
+    outside (kill -9, the OOM killer) makes its peer fail at once, and the peer's word can be
+    read before the killed rank's pipe closes (measured under load: the killed rank reported
+    0, and the launch named the peer's lost connection instead of the SIGKILL)."""
+    deadline = time.monotonic() + PEER_GRACE_S
+    while waiting:
+        left = max(0.0, deadline - time.monotonic())
+        ready = select.select(list(waiting), [], [], left)[0]
+        if not ready:
+            break
+        for fd in ready:
+            _collect(fd, ranks, waiting, codes)
     for fd, i in waiting.items():
         try:
             os.killpg(ranks[i][0], signal.SIGKILL)

@@ -17,7 +17,7 @@ import uuid
 import pytest
 from runner_support import MARK_ENV, ROOT, alive, marked, wait_for, warm_runtime
 
-from pclab.runners import launcher
+from pclab.runners import launcher, zygote
 from pclab.runners.settings import ENV_NAMES
 from pclab.runners.zygote import SPARE_RANKS, _end_others, waiting_spares
 
@@ -256,6 +256,29 @@ def test_a_peer_killed_from_outside_keeps_its_signal_when_the_other_rank_is_read
     _end_others(ranks, waiting, codes)
     assert codes == [1, -signal.SIGKILL, 0] and waiting == {}
     assert os.waitstatus_to_exitcode(os.waitpid(running[0], 0)[1]) == -signal.SIGKILL
+
+
+def test_a_peer_killed_from_outside_keeps_its_signal_when_its_pipe_closes_after_the_other_word(
+    monkeypatch,
+):
+    """The same, with rank 1's pipe closing only after rank 0's word was read (under load, a
+    killed rank can end after the peer it broke: its SIGKILL was reported as 0, and the launch
+    named rank 0's lost connection). Here a grandchild holds the killed rank's pipe open for a
+    moment; the others are given PEER_GRACE_S (long here, so that the test waits for nothing
+    but the pipe) to end by themselves before they are ended."""
+    monkeypatch.setattr(zygote, "PEER_GRACE_S", 60.0)
+    killed = _child(
+        "import os, signal, time\n"
+        "if os.fork() == 0:\n"
+        "    time.sleep(1.5)\n"  # the pipe's last holder
+        "    os._exit(0)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    assert wait_for(lambda: not alive(killed[0]), 10) and not _readable(killed[2])
+    waiting = {killed[2]: 1}
+    codes: list[int | None] = [1, None]  # rank 0's word, read before rank 1's pipe closed
+    _end_others([(0, -1, -1), killed], waiting, codes)
+    assert codes == [1, -signal.SIGKILL] and waiting == {}
 
 
 def _readable(fd: int) -> bool:
