@@ -24,6 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pclab.experiments.trainer_check.doing import CHECK_STEPS
 from pclab.experiments.trainer_check.failures import launch_failed
 from pclab.runners.launcher import launch
 from pclab.runners.results import Outcome, RunResult
@@ -60,7 +61,7 @@ def _all_done(progress: Path, skip: int, trainers: int) -> bool:
 
 FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
 CHECK_DIR = "pclab/experiments/trainer_check/"  # the check's own frames
-OWN_STEPS = "in the check's own steps"
+OWN_STEPS = f"in {CHECK_STEPS}"
 
 
 def _doing(progress: Path, world_size: int, unit: int) -> dict[int, str]:
