@@ -101,7 +101,7 @@ with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
     if report.diverged[variant]:
         st.error(t("clipping.diverged_note"), icon=":material/call_split:")
     st.subheader(t("clipping.table_title"))
-    rank_table(report, steps, fmt, lambda c: t(f"clipping.col_{c}"), key="clip_table")
+    rank_table(report, steps, fmt, lambda c: t(f"clipping.col_{c}"))
 
     st.subheader(t("clipping.chart_title"), help=t("clipping.chart_help"))
     top = min(2 * max(tau, report.global_norm or 0, 0.5), 1e308)  # the chart's last threshold

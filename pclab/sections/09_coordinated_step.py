@@ -118,9 +118,7 @@ with guard({"scale": t("clipping.scale"), "max_norm": t("clipping.threshold")}):
         st.success(t("step.skip_note"), icon=":material/pause_circle:")
 
     st.subheader(t("clipping.table_title"))
-    rank_table(
-        report, steps, given, lambda c: t(f"step.col.{c}"), key="step_table", with_steps=True
-    )
+    rank_table(report, steps, given, lambda c: t(f"step.col.{c}"), with_steps=True)
     st.caption(t("step.scope"))
 
 st.subheader(t("clipping.run_title"))

@@ -13,6 +13,9 @@ from pclab.ui import downloads
 from pclab.ui.figures import fmt, magnitude
 from pclab.ui.language import t
 
+# Cells kept on one line: "rank 0", and figures never split inside "+1e-05 → inf".
+ONE_LINE = ("rank", "value", "coefficient", "applied", "param")
+
 
 def rank_label(rank: int) -> str:
     return t("clipping.rank_label", rank=rank)
@@ -29,7 +32,6 @@ def rank_table(
     value_text: Callable[[float], str],
     header: Callable[[str], str],
     *,
-    key: str,
     with_steps: bool = False,
 ) -> None:
     """One row per (rank, parameter) of `report` (core.clipping.ClipReport) under the
@@ -78,6 +80,15 @@ def rank_table(
         c: t(f"clipping.col_{c}") for c in ("scaled", "unscaled", "skipped")
     }
     frame = pd.DataFrame(data).rename(columns=labels)
+    # A static table: its cells wrap, so all eight columns fit a projector's 800 px in both
+    # languages (an interactive grid sizes its columns to their text and scrolled there: by
+    # 110 px in English, and in Chinese by a few pixels on one machine's fonts and not another's).
     downloads.table(
-        pd.DataFrame(shown), "ranks", data=frame, hide_index=True, column_config=config, key=key
+        pd.DataFrame(shown),
+        "ranks",
+        data=frame,
+        static=True,
+        unbroken=ONE_LINE,
+        whole_words=("owner",),
+        column_config=config,
     )

@@ -34,6 +34,25 @@ def text(at: AppTest) -> str:
     return " ".join(m.value for m in at.markdown)
 
 
+RANK_COLUMNS = ("rank", "id", "value", "owner", "coefficient", "applied", "param", "steps")
+HEADINGS = ("clipping.col_{}", "step.col.{}")  # page 08's and page 09's
+
+
+def rank_rows(at: AppTest):
+    """The per-rank table (a static table, headed in the page's language) by column code."""
+    table = at.table[0].value
+    codes = {}
+    for lang in i18n.LANGUAGES:
+        for heading in HEADINGS:
+            codes |= {
+                i18n.text(lang, heading.format(c)): c
+                for c in RANK_COLUMNS
+                if heading.format(c) in i18n.catalogue(lang)
+            }
+    assert set(table.columns) <= set(codes), list(table.columns)
+    return table.rename(columns=codes)
+
+
 def download_labels(at: AppTest) -> list[str]:
     return sorted(b.proto.label for b in at.get("download_button"))
 
@@ -48,7 +67,7 @@ def reveal(at: AppTest, key: str) -> AppTest:
 @pytest.mark.parametrize("page", [CLIP, STEP])
 def test_pages_render_in_both_languages(page, lang):
     at = open_page(page, lang)
-    assert at.dataframe and not at.error
+    assert at.table and not at.error
     has_chinese = any("\u4e00" <= ch <= "\u9fff" for ch in at.title[0].value)
     assert has_chinese == (lang == "zh")
 
@@ -56,13 +75,13 @@ def test_pages_render_in_both_languages(page, lang):
 def test_clipping_shows_the_seed_figures():
     at = open_page(CLIP)
     assert metrics(at) == ["5", "1", "0.2"]  # n, norm after clipping, c: magnitudes, unsigned
-    table = at.dataframe[0].value
+    table = rank_rows(at)
     assert list(table["value"]) == ["+24 → +3", "+32 → +4"]
     assert list(table["applied"]) == ["+0.6", "+0.8"]
     assert list(table["param"]) == ["+0.94", "+0.92"]
     at.segmented_control(key="clip_variant").set_value("per_rank").run()
     assert metrics(at) == ["5", "1.414214", "0.333333 / 0.25"]  # [1, 1], norm sqrt(2)
-    assert list(at.dataframe[0].value["applied"]) == ["+1", "+1"]
+    assert list(rank_rows(at)["applied"]) == ["+1", "+1"]
     assert at.error  # the wrong norm changes the update here
 
 
@@ -71,7 +90,7 @@ def test_replicated_twelve_gives_thirteen_and_double_counting_sqrt_313():
     at.toggle(key="clip_add_rep").set_value(True).run()
     assert metrics(at)[0] == "13"
     assert "17.691806" in text(at) and "+17.691806" not in text(at)  # sqrt(313), a norm
-    owners = list(at.dataframe[0].value["owner"])
+    owners = list(rank_rows(at)["owner"])
     assert owners.count("rank 0 — copy not counted") == 1
     at.segmented_control(key="clip_variant").set_value("per_rank").run()
     assert any("differs between the ranks" in e.value for e in at.error)
@@ -84,9 +103,9 @@ def test_widgets_drive_the_figures():
     at.toggle(key="clip_add_shard").set_value(True).run()
     at.selectbox(key="clip_rank").set_value(1).run()
     assert metrics(at)[0] == "5.385165"  # sqrt(9 + 16 + 4)
-    assert list(at.dataframe[0].value["id"]) == ["w0", "w1", "w2"]
+    assert list(rank_rows(at)["id"]) == ["w0", "w1", "w2"]
     at.number_input(key="clip_scale").set_value(1.0).run()
-    assert at.dataframe[0].value["value"][0] == "+3 → +3"
+    assert rank_rows(at)["value"][0] == "+3 → +3"
     assert metrics(at)[0] == "5.385165"  # the scale never changes the unscaled norm
 
 
@@ -122,13 +141,13 @@ def test_a_norm_or_coefficient_shows_no_plus_sign(lang, variant):
     for x in figures:
         assert not [w for w in words if signed(x).search(w)], (fmt(x), words)
     assert not [w for w in words if SLOT.search(w)], words
-    table = at.dataframe[0].value
+    table = rank_rows(at)
     assert not any(c.startswith("+") for c in table["coefficient"]), list(table["coefficient"])
     assert table["value"][0] == "+24 → +3"  # a gradient: signed
     at = open_page(STEP, lang, step_variant=variant, step_inject="none")
     assert not at.exception, at.exception
     assert "n = " in text(at) and not SLOT.search(text(at))  # "n = 13, c = 0.076923"
-    assert not any(c.startswith("+") for c in at.dataframe[0].value["coefficient"])
+    assert not any(c.startswith("+") for c in rank_rows(at)["coefficient"])
 
 
 @pytest.mark.parametrize("lang, words", [("en", "finite number > 0"), ("zh", "有限")])
@@ -142,7 +161,7 @@ def test_bad_scale_is_a_translated_error_not_a_traceback(lang, words):
 
 def test_step_default_overflow_skips_every_rank():
     at = open_page(STEP)
-    table = at.dataframe[0].value
+    table = rank_rows(at)
     assert set(table["coefficient"]) == {"skipped"} and set(table["steps"]) == {"0"}
     assert list(table["param"]) == ["+1 · skipped"] * 4
     assert table.loc[table["id"] == "w1", "value"].item() == "inf → inf"
@@ -157,16 +176,16 @@ def test_step_marks_follow_the_scenario():
     at.radio(key="step_variant").set_value("local_skip").run()
     assert ":red-badge[" in text(at) and "rank 1 skips, rank 0 steps" in text(at)
     assert any("different parameters" in e.value for e in at.error)
-    assert sorted(at.dataframe[0].value["steps"]) == ["0", "0", "1", "1"]
+    assert sorted(rank_rows(at)["steps"]) == ["0", "0", "1", "1"]
     at.selectbox(key="step_inject").set_value("none").run()
     assert "every rank steps" in text(at) and ":red-badge[" not in text(at)  # latent, not wrong
     assert ":orange-badge[" in text(at)
-    assert set(at.dataframe[0].value["steps"]) == {"1"}
+    assert set(rank_rows(at)["steps"]) == {"1"}
 
 
 def test_nan_on_a_copy_that_is_not_counted_still_stops_everyone():
     at = open_page(STEP, step_inject="nan", step_inject_id="shared")
-    table = at.dataframe[0].value
+    table = rank_rows(at)
     row = table[(table["rank"] == "rank 1") & (table["id"] == "shared")]
     assert row["value"].item() == "NaN → NaN" and "not counted" in row["owner"].item()
     assert "rank 1: **non-finite**" in text(at) and set(table["steps"]) == {"0"}
@@ -193,7 +212,7 @@ def test_clipping_exercise_judges_the_coefficient():
 def test_clipping_workshop_mode_hides_the_figures_until_revealed():
     at = open_page(CLIP, workshop=True, clip_threshold="2.5")
     assert at.session_state["clip_threshold"] == 2.5  # the bound number came from the link
-    assert not at.metric and not at.dataframe and not at.get("vega_lite_chart")
+    assert not at.metric and not at.table and not at.get("vega_lite_chart")
     at.number_input(key="clip_ex_guess").set_value(0.5).run()
     assert not at.metric
     reveal(at, "clip_ex")
@@ -202,13 +221,13 @@ def test_clipping_workshop_mode_hides_the_figures_until_revealed():
     assert metrics(at) == ["5", "2.5", "0.5"] and len(at.get("vega_lite_chart")) == 1
     assert download_labels(at) == ["CSV", "JSON"]
     at.toggle(key="clip_add_rep").set_value(True).run()  # a new scenario: hidden again
-    assert not at.metric and not at.dataframe
+    assert not at.metric and not at.table
 
 
 def test_clipping_choice_links_carry_the_option_code():
     at = open_page(CLIP, clip_layout="mixed")
     assert at.selectbox(key="clip_layout").value == "mixed"
-    assert list(at.dataframe[0].value["id"]) == ["a0", "a1", "bias", "b0", "bias"]
+    assert list(rank_rows(at)["id"]) == ["a0", "a1", "bias", "b0", "bias"]
     at.segmented_control(key="clip_variant").set_value("double_counted").run()
     assert at.query_params["clip_variant"] == "double_counted"
     at.session_state["lang"] = "zh"
@@ -219,11 +238,11 @@ def test_clipping_choice_links_carry_the_option_code():
 
 def test_step_exercise_asks_for_the_decision():
     at = open_page(STEP, workshop=True)
-    assert not at.dataframe and "02 / AGREE" not in text(at)  # no protocol cards, no table
+    assert not at.table and "02 / AGREE" not in text(at)  # no protocol cards, no table
     at.radio(key="step_ex_guess").set_value("split").run()  # one rank overflows: does only it skip?
     reveal(at, "step_ex")
     assert any("every rank skips" in w.value for w in at.warning)
-    assert len(at.dataframe) == 1 and set(at.dataframe[0].value["steps"]) == {"0"}
+    assert len(at.table) == 1 and set(rank_rows(at)["steps"]) == {"0"}
     assert "02 / AGREE" in text(at)
     assert download_labels(at) == ["CSV", "JSON"]
 
@@ -241,7 +260,7 @@ def test_step_linked_local_skip_splits_the_ranks():
     )
     assert "rank 1 skips, rank 0 steps" in text(at)
     at.selectbox(key="step_inject").set_value("none").run()  # new scenario: every rank steps
-    assert not at.dataframe
+    assert not at.table
     reveal(at, "step_ex")
     assert any("every rank steps" in w.value for w in at.warning)
 
@@ -348,7 +367,7 @@ def test_a_stored_run_for_other_parameters_is_not_shown():
     at = stored("step_run_result", {"inject_overflow": 0, "nonfinite": "inf"}, rank_payloads(0))
     at.run()  # the entry script first: it registers the sections
     at.switch_page(STEP).run()  # the page asks for an overflow on rank 1: a different experiment
-    assert len(at.dataframe) == 1
+    assert len(at.table) == 1 and not at.dataframe  # the rank table only
 
 
 @pytest.mark.parametrize(
@@ -391,9 +410,9 @@ def test_run_button_launches_with_the_page_parameters(monkeypatch, page, button,
     )
     runs.clear()
     at = open_page(page, **query)
-    assert len(at.dataframe) == 1
+    assert len(at.table) == 1 and not at.dataframe
     at.button(key=button).click().run()
     assert not at.exception, at.exception
     assert calls == [expected]
-    assert len(at.dataframe) == 2 and "yes" in set(at.dataframe[-1].value["agrees"])
+    assert len(at.dataframe) == 1 and "yes" in set(at.dataframe[-1].value["agrees"])
     runs.clear()

@@ -47,12 +47,13 @@ def invalid_input_errors(at: AppTest, lang: str = "en") -> list[str]:
 
 
 def shown_figures(at: AppTest) -> set[str]:
-    """Every metric value and table cell that reads NaN or inf (or holds an infinite float)."""
+    """Every metric value and table cell (interactive or static) that reads NaN or inf (or
+    holds an infinite float)."""
     found = set()
     for metric in at.metric:
         if BAD_FIGURE.search(str(metric.value)):
             found.add(f"metric {metric.label} = {metric.value}")
-    for frame in at.dataframe:
+    for frame in [*at.dataframe, *at.table]:  # interactive and static tables
         data = frame.value.data if hasattr(frame.value, "data") else frame.value  # a Styler's frame
         if not isinstance(data, pd.DataFrame):
             continue
