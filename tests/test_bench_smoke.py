@@ -279,3 +279,62 @@ def test_the_room_check_asks_what_holds_on_a_busy_box_and_the_goals_ask_the_timi
     assert lost(dropped) == ["2 of 3 answers recorded"]
     assert missed(dropped) == lost(dropped)
     assert lost({"error": "no browser"}) == ["no browser"]
+
+
+SPIN_AND_SLEEP = """
+import time
+
+def test_spins():  # 0.3 s of this process's own CPU, however busy the box is
+    start = time.process_time()
+    while time.process_time() - start < 0.3:
+        pass
+
+def test_sleeps():
+    time.sleep(0.05)
+"""
+
+
+def test_the_suite_cpu_plugin_charges_each_test_and_states_the_floor(tmp_path):
+    """bench.suite_cpu, as its docstring runs it, on two tests of a throwaway file: the
+    spinning test is charged at least the CPU it burned itself (the box's busy time can only
+    add to it), the table sums the file and divides by the cores, and under xdist the plugin
+    refuses to run (each test would be charged the other worker's work)."""
+    import json
+    import os
+
+    from bench.suite_cpu import table
+
+    (tmp_path / "test_work.py").write_text(SPIN_AND_SLEEP)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))  # `-p bench.suite_cpu` from the checkout
+    record = tmp_path / "cpu.json"
+    pytest_args = [sys.executable, "-m", "pytest", "-q", "-p", "bench.suite_cpu", "test_work.py"]
+    done = subprocess.run(
+        [*pytest_args, "--suite-cpu", str(record)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    tests = {t["test"]: t for t in json.loads(record.read_text())["tests"]}
+    assert set(tests) == {"test_work.py::test_spins", "test_work.py::test_sleeps"}
+    assert tests["test_work.py::test_spins"]["cpu_s"] >= 0.25  # 0.3 s, less a tick or two
+    assert tests["test_work.py::test_sleeps"]["wall_s"] >= 0.05
+    cpu = sum(t["cpu_s"] for t in tests.values())
+    shown = table([{"cores": 2, "tests": list(tests.values())}])
+    assert f"{cpu:,.0f} CPU-seconds" in shown and f"before {cpu / 2:,.0f} s" in shown
+    assert "| `test_work.py` |" in shown and "| 2 |" in shown
+    with pytest.raises(ValueError, match="no test"):
+        table([{"cores": 2, "tests": []}])
+
+    refused = subprocess.run(
+        [*pytest_args, "-n", "2", "--suite-cpu", str(tmp_path / "no.json")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 4 and "-n 0" in refused.stderr, refused.stderr[-2000:]
+    assert not (tmp_path / "no.json").exists()
