@@ -307,15 +307,14 @@ def test_the_suite_cpu_plugin_charges_each_test_and_states_the_floor(tmp_path):
     (tmp_path / "test_work.py").write_text(SPIN_AND_SLEEP)
     env = dict(os.environ, PYTHONPATH=str(ROOT))  # `-p bench.suite_cpu` from the checkout
     record = tmp_path / "cpu.json"
-    pytest_args = [sys.executable, "-m", "pytest", "-q", "-p", "bench.suite_cpu", "test_work.py"]
-    done = subprocess.run(
-        [*pytest_args, "--suite-cpu", str(record)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+
+    def pytest_with_plugin(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "bench.suite_cpu", "test_work.py"]
+        return subprocess.run(
+            [*command, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+
+    done = pytest_with_plugin("--suite-cpu", str(record))
     assert done.returncode == 0, done.stdout[-2000:]
     tests = {t["test"]: t for t in json.loads(record.read_text())["tests"]}
     assert set(tests) == {"test_work.py::test_spins", "test_work.py::test_sleeps"}
@@ -328,13 +327,6 @@ def test_the_suite_cpu_plugin_charges_each_test_and_states_the_floor(tmp_path):
     with pytest.raises(ValueError, match="no test"):
         table([{"cores": 2, "tests": []}])
 
-    refused = subprocess.run(
-        [*pytest_args, "-n", "2", "--suite-cpu", str(tmp_path / "no.json")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    refused = pytest_with_plugin("-n", "2", "--suite-cpu", str(tmp_path / "no.json"))
     assert refused.returncode == 4 and "-n 0" in refused.stderr, refused.stderr[-2000:]
     assert not (tmp_path / "no.json").exists()
