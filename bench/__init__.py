@@ -8,6 +8,10 @@ One module per measurement family (core, pages, preload, cold_start, runs, frame
 and hosted for load and soak), each returning a `report.Section`; `report` renders them as
 Markdown. Numbers live here, never in timed tests. This file holds the small helpers the
 families share.
+
+One module measures the test suite rather than the lab: `suite_cpu`, a pytest plugin that
+charges each test with the box's busy CPU-seconds and states the floor that puts under the
+suite's wall time (`python -m bench.suite_cpu --help`).
 """
 
 from __future__ import annotations

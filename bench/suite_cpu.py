@@ -122,7 +122,11 @@ def table(records: list[dict], top: int = 25) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.suite_cpu", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.suite_cpu",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("records", nargs="+", type=Path, help="files written by --suite-cpu")
     parser.add_argument("--top", type=int, default=25, help="files to list (default 25)")
     args = parser.parse_args(argv)
