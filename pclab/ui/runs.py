@@ -31,6 +31,7 @@ warm pool). When the warm pool cannot start, runs fall back to torchrun (runners
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from typing import Literal
@@ -42,11 +43,14 @@ from pclab.core.validation import DamagedFile
 from pclab.experiments import registry
 from pclab.experiments.base import Experiment, Params, params_record
 from pclab.runners.code_hash import worker_code_hash
+from pclab.runners.diagnosis import one_line
 from pclab.runners.results import Outcome, ProgressEvent, RunResult
 from pclab.ui import serving
 from pclab.ui.input_errors import error_message
 from pclab.ui.language import t
+from pclab.ui.plain_text import plain
 
+_LOG = logging.getLogger(__name__)
 HEARTBEAT_S = 1.0  # how often a running page makes a Streamlit call (where Stop surfaces)
 SHOW_AFTER_S = 0.4  # a run still going after this gets a live st.status (it costs 50 ms)
 FALLBACK_SHOWN_KEY = "pcl_pool_fallback_shown"  # this session was told the pool is down
@@ -91,8 +95,9 @@ def run_with_status(label: str, experiment: str | Experiment, **raw: object) -> 
     """Run the experiment (a registry name) on `raw` parameters under `st.status`, cached on
     the validated parameters + the worker's code hash.
 
-    Returns the `RunResult` (ok or not; a failure is also shown with `st.error`), or None
-    when the parameters are invalid (shown as a translated `st.error`, nothing launched).
+    Returns the `RunResult` (ok or not; a failure is also shown with `st.error`, and so is
+    an exception the run raised, which is a bug of the lab's: its stack goes to the server's
+    log), or None when the parameters are invalid (a translated `st.error`, nothing launched).
     """
     if isinstance(experiment, str):
         experiment = registry.get(experiment)
@@ -117,9 +122,21 @@ def run_with_status(label: str, experiment: str | Experiment, **raw: object) -> 
         return result
 
     live = _Live(label)
-    result = experiment.run(
-        params, progress=live.on_event, cancel=live.heartbeat, runtime=serving.started()
-    )
+    try:
+        result = experiment.run(
+            params, progress=live.on_event, cancel=live.heartbeat, runtime=serving.started()
+        )
+    except Exception as exc:  # noqa: BLE001 - the lab's own fault, said in the panel
+        # A run's failures come back as a RunResult; an exception here is a bug of the lab's.
+        # Left alone it would end the page in Streamlit's exception box, whose text the lab's
+        # config hides from visitors. Stop and reruns are BaseExceptions and go on.
+        _LOG.exception("a run of %s raised", experiment.name)  # the stack, in the server's log
+        error = one_line(f"{type(exc).__name__}: {exc}")
+        seconds = time.monotonic() - live.began
+        failed = RunResult.ended(Outcome.FAILED, error, seconds, worker_hash)
+        live.finish(failed)
+        st.error(t("runs.lab_error", error=plain(error)), icon=":material/error:")
+        return failed
     live.finish(result)
     if live.fallback and not st.session_state.get(FALLBACK_SHOWN_KEY):
         st.session_state[FALLBACK_SHOWN_KEY] = True  # once per session: it is the server's state
