@@ -95,9 +95,9 @@ def run_with_status(label: str, experiment: str | Experiment, **raw: object) -> 
     """Run the experiment (a registry name) on `raw` parameters under `st.status`, cached on
     the validated parameters + the worker's code hash.
 
-    Returns the `RunResult` (ok or not; a failure is also shown with `st.error`, and so is
-    an exception the run raised, which is a bug of the lab's: its stack goes to the server's
-    log), or None when the parameters are invalid (a translated `st.error`, nothing launched).
+    Returns the `RunResult` (ok or not; a failure is also shown with `st.error`, and so is an
+    exception raised on the way, a bug of the lab's whose stack goes to the server's log), or
+    None when the parameters are invalid (a translated `st.error`, nothing launched).
     """
     if isinstance(experiment, str):
         experiment = registry.get(experiment)
@@ -110,6 +110,24 @@ def run_with_status(label: str, experiment: str | Experiment, **raw: object) -> 
             message = t("runs.cannot_start", message=message)
         st.error(message, icon=":material/error:")
         return None
+    live = _Live(label)
+    try:
+        return _stored_or_run(live, experiment, params)
+    except Exception as exc:  # noqa: BLE001 - the lab's own fault, said in the panel
+        # A run's failures come back as a RunResult; an exception here is a bug of the lab's.
+        # Left alone it would end the page in Streamlit's exception box, whose text the lab's
+        # config hides from visitors. Stop and reruns are BaseExceptions and go on.
+        _LOG.exception("a run of %s raised", experiment.name)  # the stack, in the server's log
+        error = one_line(f"{type(exc).__name__}: {exc}")
+        failed = RunResult.ended(Outcome.FAILED, error, time.monotonic() - live.began, "")
+        live.finish(failed)
+        st.error(t("runs.lab_error", error=plain(error)), icon=":material/error:")
+        return failed
+
+
+def _stored_or_run(live: _Live, experiment: Experiment, params: Params) -> RunResult:
+    """The stored result for these parameters and this worker code, or a run drawn by `live`
+    (stored when it finished)."""
     runner_id, worker_hash, params_key = cache_key(experiment, params)
     try:
         result = _stored(runner_id, worker_hash, params_key)
@@ -118,25 +136,13 @@ def run_with_status(label: str, experiment: str | Experiment, **raw: object) -> 
     if result is not None:
         # A plain line, not st.status: creating a status element costs ~50 ms of the
         # ~51 ms a cached call took (BENCHMARKS.md), the lookup itself about 1 ms.
-        st.caption(f":material/cached: {t('runs.cached', label=label, seconds=result.seconds)}")
+        seconds = result.seconds
+        st.caption(f":material/cached: {t('runs.cached', label=live.label, seconds=seconds)}")
         return result
 
-    live = _Live(label)
-    try:
-        result = experiment.run(
-            params, progress=live.on_event, cancel=live.heartbeat, runtime=serving.started()
-        )
-    except Exception as exc:  # noqa: BLE001 - the lab's own fault, said in the panel
-        # A run's failures come back as a RunResult; an exception here is a bug of the lab's.
-        # Left alone it would end the page in Streamlit's exception box, whose text the lab's
-        # config hides from visitors. Stop and reruns are BaseExceptions and go on.
-        _LOG.exception("a run of %s raised", experiment.name)  # the stack, in the server's log
-        error = one_line(f"{type(exc).__name__}: {exc}")
-        seconds = time.monotonic() - live.began
-        failed = RunResult.ended(Outcome.FAILED, error, seconds, worker_hash)
-        live.finish(failed)
-        st.error(t("runs.lab_error", error=plain(error)), icon=":material/error:")
-        return failed
+    result = experiment.run(
+        params, progress=live.on_event, cancel=live.heartbeat, runtime=serving.started()
+    )
     live.finish(result)
     if live.fallback and not st.session_state.get(FALLBACK_SHOWN_KEY):
         st.session_state[FALLBACK_SHOWN_KEY] = True  # once per session: it is the server's state

@@ -58,23 +58,27 @@ def test_a_run_cut_off_is_said_on_the_next_render(app):
     assert not any("did not finish" in i.value for i in app.info)
 
 
-def test_a_run_that_raises_is_said_in_the_panel_not_in_an_exception_box(app, monkeypatch):
+@pytest.mark.parametrize("where", ["run", "cache_key"])
+def test_a_run_that_raises_is_said_in_the_panel_not_in_an_exception_box(app, monkeypatch, where):
     """A run's failures come back as a RunResult; one that raises instead (a bug of the
-    lab's: a loaded suite once showed Streamlit's redacted exception box under Run) is said
-    in the panel in the reader's language, and the next press runs again."""
+    lab's: a loaded suite once showed Streamlit's redacted exception box under Run), in the
+    run or in finding its stored result, is said in the panel in the reader's language, and
+    the next press runs again."""
+    from pclab.ui import runs
     from tests.runners.workers.fake_runner import FakeExperiment
 
-    def raising(self, params, **_):
-        raise RuntimeError("the *pool* broke")
+    def raising(*args, **kwargs):
+        raise SystemError("the *pool* broke")
 
-    working = FakeExperiment.run
-    monkeypatch.setattr(FakeExperiment, "run", raising)
+    owner, name = (FakeExperiment, "run") if where == "run" else (runs, "cache_key")
+    working = getattr(owner, name)
+    monkeypatch.setattr(owner, name, raising)
     app.button(key="demo").click().run()
     assert not app.exception
     (error,) = [e.value for e in app.error]
-    assert "the lab itself failed" in error and "RuntimeError" in error
+    assert "the lab itself failed" in error and "SystemError" in error
     assert "*pool*" not in error and "pool" in error  # its text is text, never markup
     assert app.text[0].value == "none"  # no result kept
-    monkeypatch.setattr(FakeExperiment, "run", working)
+    monkeypatch.setattr(owner, name, working)
     app.button(key="demo").click().run()
     assert app.text[0].value == "report={'world_size': 2}"
