@@ -140,6 +140,7 @@ def _stored_or_run(live: _Live, experiment: Experiment, params: Params) -> RunRe
         st.caption(f":material/cached: {t('runs.cached', label=live.label, seconds=seconds)}")
         return result
 
+    live.began = live.beat = time.monotonic()  # the run's clock: the lookup is not the run's
     result = experiment.run(
         params, progress=live.on_event, cancel=live.heartbeat, runtime=serving.started()
     )
