@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from pclab.experiments.trainer_check import pipeline, states
+from pclab.experiments.trainer_check import pipeline, states, trainer
 from pclab.experiments.trainer_check.trainer_file import DTYPES
 
 
@@ -94,7 +94,7 @@ def test_snapshot_gathers_a_sharded_optimizer_state(one_rank_group):
         model.weight.grad = g
         optimizer.step()
         whole = getattr(model.weight, "full_tensor", model.weight.detach)()  # as full_parameters
-        states_after.append(states.snapshot(model, optimizer, {"weight": whole.detach()}))
+        states_after.append(trainer.snapshot(model, optimizer, {"weight": whole.detach()}))
     got, want = states_after
     assert set(got) == set(want) >= {"optimizer exp_avg of weight", "optimizer step of weight"}
     for name in want:

@@ -1,6 +1,6 @@
 """What relaunch.py reads from a rank's faulthandler dump: where the rank was when it died.
 
-The dumps are real: a child process calls into the check's trainer_file.py and dumps its stacks
+The dumps are real: a child process calls into the check's trainer.py and dumps its stacks
 with faulthandler (as units.Units.watch_stack has a dying rank do), once from inside the user's
 train_step (under Trainer.call) and once from inside the check's own on_device, both under a
 function named run_units as guard.py's (how the scenarios' thread is told from the others).
@@ -21,6 +21,7 @@ from pclab.experiments.trainer_check.relaunch import _doing, _from_stack
 CHILD = textwrap.dedent(
     """
     import faulthandler, pathlib, sys
+    import pclab.experiments.trainer_check.trainer as trainer_runs
     import pclab.experiments.trainer_check.trainer_file as trainer_file
 
     where, folder = sys.argv[1], pathlib.Path(sys.argv[2])
@@ -35,7 +36,7 @@ CHILD = textwrap.dedent(
         if where == "user":
             trainer.call("train_step", None, None, [])
         else:
-            trainer_file.on_device({}, Dumps())
+            trainer_runs.on_device({}, Dumps())
 
     run_units()
     """
@@ -80,17 +81,18 @@ def test_a_rank_in_the_users_function_is_named_by_the_function_the_check_called(
     assert said.endswith(" in helper")  # the innermost line of the user's code
 
 
-def test_a_rank_in_the_checks_own_steps_in_trainer_file_is_not_left_out(tmp_path):
-    """trainer_file.py holds the check's own steps too (Trainer.build, step_input, on_device):
+def test_a_rank_in_the_checks_own_steps_in_trainer_py_is_not_left_out(tmp_path):
+    """trainer.py holds the check's own steps too (Trainer.build, step_input, on_device):
     only below Trainer.call's frame is the user's function."""
     assert _from_stack(_dump("check", tmp_path)) == "in the check's own steps (on_device)"
 
 
 STOPPED = textwrap.dedent(
     """
-    import os, pathlib, signal, sys
+    import os, pathlib, signal, sys, traceback
     import pclab.experiments.trainer_check.doing as doing
     import pclab.experiments.trainer_check.trainer_file as trainer_file
+    from pclab.experiments.trainer_check.trainer_raised import TrainerRaised
     from pclab.experiments.trainer_check.units import Units
 
     when, folder = sys.argv[1], pathlib.Path(sys.argv[2])
@@ -101,12 +103,12 @@ STOPPED = textwrap.dedent(
         os.kill(os.getpid(), signal.SIGTERM)  # torchrun's, once a peer aborted
 
     if when == "raising":  # in Trainer.call's except, reading the user's traceback
-        trainer_file.traceback.extract_tb = stop
+        traceback.extract_tb = stop
 
     def run_units():
         try:
             trainer.call("train_step", None, None, [])
-        except trainer_file.TrainerRaised:
+        except TrainerRaised:
             if when == "handled":  # what guard.alone does once it has said what it saw
                 doing.now_in(doing.CHECK_STEPS)
             stop()
@@ -129,7 +131,7 @@ def test_a_rank_stopped_while_it_handles_its_trainers_failure_is_placed_in_that_
 ):
     """Under load, torchrun's SIGTERM (0.1 s after a peer's abort) can land after train_step
     raised and before the rank wrote what it saw: its stacks are then the check's (in
-    trainer_file.py's own frames, or further out), and only the function it last entered
+    trainer.py's own frames, or further out), and only the function it last entered
     (rank<r>.doing) says where it failed."""
     assert _stopped(when, tmp_path) == {0: "in train_step()"}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from pclab.experiments.trainer_check.run_observe import Observer
-from pclab.experiments.trainer_check.states import StepWatch
+from pclab.experiments.trainer_check.trainer import StepWatch
 from pclab.experiments.trainer_check.trainer_file import load
 
 TRAINER = load(Path(__file__).parent / "blind_run" / "zero_grad_per_epoch.py")
@@ -114,7 +114,7 @@ def test_a_wrapper_s_inner_steps_on_flat_copies_are_one_update_read_once_copied_
 
 
 def test_the_one_update_step_watch_counts_steps_and_sees_flat_copies():
-    """states.StepWatch (the one-update modes' counter): a plain optimizer's steps are read;
+    """trainer.StepWatch (the one-update modes' counter): a plain optimizer's steps are read;
     the inner optimizer of a ZeroLike wrapper, handed to the watch as ZeRO is handed the
     user's, steps once per group on flat copies: counted, and its state marked unread."""
     model, batches = _model(), [_batch(1), _batch(2)]

@@ -1,4 +1,4 @@
-"""trainer_file.where: how an exception the trainer raised is said, one line at the user's own
+"""trainer_raised.where: how an exception the trainer raised is said, one line at the user's own
 line, and, for one raised `from` another (a framework's wrapper), with the first of its chain.
 
     python -m pytest -q tests/trainer_check/test_trainer_raised.py
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from pclab.experiments.trainer_check.trainer_file import where
+from pclab.experiments.trainer_check.trainer_raised import where
 
 SOURCE = """
 def inner():

@@ -27,7 +27,8 @@ from pclab.experiments.trainer_check.coupled_scenarios import checked_counts, sc
 from pclab.experiments.trainer_check.diagnoses import Diagnosis, objective_invalid
 from pclab.experiments.trainer_check.judging import SOLVE_RTOL
 from pclab.experiments.trainer_check.mode_protocols import Batch, Grid, ReferenceLoss
-from pclab.experiments.trainer_check.trainer_file import Trainer, TrainerRaised, on_device
+from pclab.experiments.trainer_check.trainer import Trainer, on_device
+from pclab.experiments.trainer_check.trainer_raised import TrainerRaised
 
 SHAPE = "sizes"  # a scenario's grid: the items of each microbatch
 

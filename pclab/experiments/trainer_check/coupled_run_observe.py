@@ -20,7 +20,7 @@ import torch
 import pclab.experiments.trainer_check.run_loop as run_loop
 from pclab.experiments.trainer_check.run_observe import Observer, fingerprint
 from pclab.experiments.trainer_check.run_reference import Epochs
-from pclab.experiments.trainer_check.trainer_file import Trainer
+from pclab.experiments.trainer_check.trainer import Trainer
 
 
 def item_fingerprint(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes | None:

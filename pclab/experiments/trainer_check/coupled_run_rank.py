@@ -35,7 +35,7 @@ from pclab.experiments.trainer_check.run_reference import Epochs, Window
 from pclab.experiments.trainer_check.run_scenarios import EPOCHS, microbatches_per_epoch
 from pclab.experiments.trainer_check.run_solve import held_at
 from pclab.experiments.trainer_check.states import State
-from pclab.experiments.trainer_check.trainer_file import Trainer, on_device
+from pclab.experiments.trainer_check.trainer import Trainer, on_device
 
 SHAPE = "sizes"  # a scenario's grid: [rank][epoch][microbatch] items
 EQUAL_ITEMS = 3  # items of every microbatch in "equal_items" (without ITEMS)

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from pclab.experiments.trainer_check.scenarios import OFF_FIRST_POSITION
-from pclab.experiments.trainer_check.trainer_file import Trainer
+from pclab.experiments.trainer_check.trainer import Trainer
 
 IGNORE = -100  # a position that does not count (the Hugging Face convention)
 Batch = dict[str, Any]  # one microbatch: whatever the file's token_losses reads

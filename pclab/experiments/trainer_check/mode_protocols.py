@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import torch
 
-    from pclab.experiments.trainer_check.trainer_file import Trainer
+    from pclab.experiments.trainer_check.trainer import Trainer
 
 Grid = Sequence[Sequence[int]]  # P x K: counts (token) or items (coupled) per microbatch
 Batch = dict[str, Any]  # one microbatch, as the file's own functions read it
@@ -53,7 +53,7 @@ class RankMode(RankSide, Protocol):
 
     def reference_loss(self, trainer: Trainer, batches: Sequence[Sequence[Batch]]) -> ReferenceLoss:
         """The mode's reference objective over the whole grid, as a function of a model (one
-        process; pipeline.reference_step takes the update on it)."""
+        process; trainer.reference_step takes the update on it)."""
         ...
 
     def reorders(self, dtype: str) -> bool:
@@ -74,8 +74,8 @@ class RankMode(RankSide, Protocol):
 
 class RunMode(RankSide, Protocol):
     """A mode whose scenario is a whole run (run): it supplies the scenario's steps itself,
-    from the shared parts (Trainer.build, pipeline.reference_step, states.snapshot, compare,
-    rank_spread)."""
+    from the shared parts (Trainer.build, trainer.reference_step, trainer.snapshot,
+    states.compare, states.rank_spread)."""
 
     def check_scenario(
         self, trainer: Trainer, scenario: Any, at: tuple[float, int, str]

@@ -3,20 +3,20 @@
 Per trainer file, every rank first runs `preflight` (build_model deterministic on two calls
 and across ranks, in DTYPE; then the mode's own contract checks). Per scenario
 (`check_scenario`), every rank
-    1. builds every cell's microbatch, P x K, the same on every rank (mode.batches), and
-       steps a fresh model on the mode's reference objective over the whole grid
-       (mode.reference_loss) in this process alone, and once more on the reversed grid for
-       its floor (`reference_update`, each update one `reference_step`);
-    2. steps another fresh model with the file's train_step on its own K microbatches (or
-       every rank's, GLOBAL_BATCH) with the file's optimizer (`user_update`) and compares
-       every parameter and optimizer-state tensor with the reference (`compare_updates`),
-       the ranks' spread all-reduced (`rank_spread`);
-    3. runs train_step again with SGD at learning rate 1 (`sgd_delta`); rank 0 asks the mode
-       what that change optimised from a fresh model (mode.solve: each microbatch's weight,
-       or a scheme).
-Every rank runs every step: the user's collectives and the check's pair up. A mode supplies
-only its reference objective, its solve and its scenario shapes (mode_protocols.RankMode);
-guard.run_units runs each scenario alone (worker.check_trainer).
+    1. builds every cell's microbatch, P x K, the same on every rank (mode.batches), and the
+       mode's reference objective over the whole grid (mode.reference_loss), and over the
+       grid reversed where the mode asks (mode.reorders: the reference's own floor);
+    2. runs the trainer on three fresh models (trainer.py): the reference's update in this
+       process alone (`reference_update`), the file's train_step on its own K microbatches
+       (or every rank's, GLOBAL_BATCH) with the file's optimizer (`user_update`), and
+       train_step again with SGD at learning rate 1 (`sgd_delta`);
+    3. compares every parameter and optimizer-state tensor of the user's update with the
+       reference (`compare_updates`), the ranks' spread all-reduced (`rank_spread`); rank 0
+       asks the mode what the SGD change optimised from a fresh model (mode.solve: each
+       microbatch's weight, or a scheme).
+Every rank runs every step, in the same order: the user's collectives and the check's pair
+up. A mode supplies only its reference objective, its solve and its scenario shapes
+(mode_protocols.RankMode); guard.run_units runs each scenario alone (worker.check_trainer).
 """
 
 from __future__ import annotations
@@ -27,20 +27,10 @@ from typing import Any, cast
 import torch
 
 import pclab.experiments.trainer_check.diagnoses as diagnoses
-import pclab.experiments.trainer_check.states as states
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
-from pclab.experiments.trainer_check.mode_protocols import (
-    Batch,
-    Grid,
-    RankMode,
-    RankSide,
-    ReferenceLoss,
-    RunMode,
-)
+from pclab.experiments.trainer_check.mode_protocols import Grid, RankMode, RankSide, RunMode
 from pclab.experiments.trainer_check.states import (
-    State,
     compare,
-    device_of,
     extra_state,
     first_non_finite,
     first_not_in,
@@ -48,20 +38,18 @@ from pclab.experiments.trainer_check.states import (
     rank_spread,
     readable,
     same_state,
-    snapshot,
 )
-from pclab.experiments.trainer_check.trainer_file import Trainer
+from pclab.experiments.trainer_check.trainer import (
+    Reference,
+    Trainer,
+    UserUpdate,
+    device_of,
+    reference_update,
+    sgd_delta,
+    user_update,
+)
 
 FLOOR_FACTOR = 10  # tolerance >= this x the reference's own floor (states.floor)
-
-
-@dataclass(frozen=True)
-class Reference:
-    """The single-process reference of one scenario (the same on every rank)."""
-
-    initial: State  # the fresh model's parameters, before any step
-    final: State  # its parameters and optimizer state after the reference step
-    floor: float | None  # its own precision floor in DTYPE (see `floor`)
 
 
 def preflight(trainer: Trainer, mode: RankSide, device: str) -> list[Diagnosis]:
@@ -97,85 +85,10 @@ def preflight(trainer: Trainer, mode: RankSide, device: str) -> list[Diagnosis]:
     return found
 
 
-def reference_step(
-    trainer: Trainer,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    loss: torch.Tensor | None,
-) -> None:
-    """The reference's one update on `loss` (None: nothing to average, no step), in every
-    mode: gradients zeroed, `loss` differentiated, the global gradient norm clipped once to
-    MAX_GRAD_NORM when the file sets one (as torch.nn.utils.clip_grad_norm_ does it:
-    coefficient max / (norm + 1e-6), at most 1), the file's optimizer stepped."""
-    if loss is None:
-        return
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    if trainer.max_grad_norm is not None:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), trainer.max_grad_norm)
-    optimizer.step()
-
-
-def reference_update(
-    trainer: Trainer, loss: ReferenceLoss, reordered_loss: ReferenceLoss | None, device: str
-) -> Reference:
-    """The update the user's step must match: a fresh model and the file's optimizer stepped on
-    the mode's reference objective over the whole grid, in this process alone. Where the mode
-    asks (mode.reorders), a second fresh model takes the same step on the grid reversed
-    (`reordered_loss`): how far the two land apart is the reference's own rounding,
-    which the tolerance must not go below."""
-    model = trainer.build(device)
-    initial = snapshot(model, torch.optim.SGD(model.parameters(), lr=0.0))
-    optimizer = trainer.make_optimizer(model)
-    reference_step(trainer, model, optimizer, loss(model))
-    final = snapshot(model, optimizer)
-    reordered = final
-    if reordered_loss is not None:
-        other = trainer.build(device)
-        other_optimizer = trainer.make_optimizer(other)
-        reference_step(trainer, other, other_optimizer, reordered_loss(other))
-        reordered = snapshot(other, other_optimizer)
-    return Reference(initial, final, floor(reordered, final, trainer.dtype))
-
-
 def scenario_tolerance(tolerance: float, own_floor: float | None) -> float:
     """--tolerance, raised to FLOOR_FACTOR x the reference's own floor: a step cannot be asked
     to match the reference closer than the reference matches itself (float32, bfloat16)."""
     return tolerance if own_floor is None else max(tolerance, FLOOR_FACTOR * own_floor)
-
-
-@dataclass(frozen=True)
-class UserUpdate:
-    """What the file's own train_step did to a fresh model on this rank."""
-
-    parameters: State  # by name, as the step left them (full_parameters when the file has it)
-    state: State  # parameters as float64, and optimizer state when any rank's optimizer stepped
-    steps: int | None  # optimizer.step() calls, most on any rank (None: none could be counted)
-    state_read: bool = True  # False: some rank's optimizer stepped none of the model's
-    # parameters (a wrapper's flat partitions): the update is compared on the parameters alone
-
-
-def user_update(trainer: Trainer, batches: list[list[Batch]], rank: int, device: str) -> UserUpdate:
-    """A fresh model and the file's optimizer, stepped by the file's train_step on this rank's K
-    microbatches. The step() calls are counted and all-reduced (MAX): the optimizer state is
-    compared only when some rank's optimizer stepped and every rank's stepped the model's own
-    parameters (not a wrapper's flat copies, whose state no parameter name keys), so every rank
-    compares the same tensors (an optimizer that is no torch.optim.Optimizer cannot be
-    counted: compared)."""
-    import torch.distributed as dist
-
-    model = trainer.build(device)
-    optimizer = trainer.make_optimizer(model)
-    watch = states.StepWatch(optimizer, model)
-    trainer.call("train_step", model, optimizer, trainer.step_input(batches, rank, model))
-    stepped = -1.0 if watch.steps is None else float(watch.steps)
-    most = torch.tensor([stepped, float(not watch.state_read)], device=device_of(device))
-    dist.all_reduce(most, op=dist.ReduceOp.MAX)
-    steps = None if most[0].item() < 0 else int(most[0].item())
-    state_read = most[1].item() == 0
-    named = trainer.parameters(model, stepped_by_user=True)
-    state = snapshot(model, optimizer, named, with_optimizer=steps != 0 and state_read)
-    return UserUpdate(parameters=named, state=state, steps=steps, state_read=state_read)
 
 
 def compare_updates(
@@ -186,11 +99,14 @@ def compare_updates(
     device: str,
 ) -> dict[str, Any]:
     """The user's update against the reference: the largest gap and the first tensor beyond
-    `tolerance`; whether either moved the parameters at all; how far the ranks' updates are
-    apart (an all-reduce: rank_spread); optimizer state only the user's step made; and the
-    first parameter no longer in DTYPE."""
+    the tolerance (`tolerance` raised to the reference's own floor: scenario_tolerance);
+    whether either moved the parameters at all; how far the ranks' updates are apart (an
+    all-reduce: rank_spread); optimizer state only the user's step made; and the first
+    parameter no longer in DTYPE."""
+    own_floor = floor(reference.reordered, reference.final, trainer.dtype)
+    tolerance = scenario_tolerance(tolerance, own_floor)
     # no optimizer stepped, or a wrapper's on flat copies: compare the parameters alone
-    want = readable(reference.final, user.steps != 0 and user.state_read)
+    want = readable(reference.final, user.noted["stepped"] != 0 and user.noted["state_read"])
     max_abs_diff, first = compare(user.state, want, tolerance)
     user_parameters = {k: t for k, t in user.state.items() if k.startswith("parameter ")}
     return {
@@ -202,27 +118,12 @@ def compare_updates(
         "reference_changed": not same_state(want, reference.initial),
         "spread": rank_spread(user.state, device_of(device)),
         "tolerance": tolerance,
-        "floor": reference.floor,
-        "stepped": user.steps,
-        "state_read": user.state_read,
+        "floor": own_floor,
+        **user.noted,
         "extra_state": extra_state(user.state, want),
         "dtype_after": first_not_in(user.parameters, trainer.dtype),
         "non_finite": first_non_finite(user.state),
     }
-
-
-def sgd_delta(trainer: Trainer, batches: list[list[Batch]], rank: int, device: str) -> torch.Tensor:
-    """The file's train_step once more on a fresh model, with SGD at learning rate 1 in place
-    of the file's optimizer: the parameters' change (flat, float64, named_parameters order)
-    is then minus the gradient the step applied, which rank 0's mode.solve reads. Every rank
-    runs it: the user's train_step may hold collectives (DDP's all-reduce)."""
-    model = trainer.build(device)
-    order = [n for n, _ in model.named_parameters()]
-    before = states.flat_parameters(trainer.parameters(model, False), order)
-    sgd = torch.optim.SGD(model.parameters(), lr=1.0)
-    trainer.call("train_step", model, sgd, trainer.step_input(batches, rank, model))
-    after = states.flat_parameters(trainer.parameters(model, True), order)
-    return after - before
 
 
 @dataclass(frozen=True)
@@ -253,11 +154,11 @@ def check_scenario(
     if mode.reorders(trainer.dtype):  # the grid reversed: the reference's own floor
         reordered = mode.reference_loss(trainer, [row[::-1] for row in batches[::-1]])
     reference = reference_update(trainer, loss, reordered, device)
-    tolerance = scenario_tolerance(tolerance, reference.floor)
     user = user_update(trainer, batches, rank, device)
+    delta = sgd_delta(trainer, batches, rank, device)
+    fresh = trainer.build(device) if rank == 0 else None  # where rank 0's solve starts from
     named = {"name": scenario.name, mode.SHAPE: [list(row) for row in scenario.grid]}
     evidence = {**named, **compare_updates(trainer, user, reference, tolerance, device)}
-    delta = sgd_delta(trainer, batches, rank, device)
-    if rank == 0:  # one rank solves; every rank took part in the collectives above
-        evidence |= mode.solve(trainer, batches, delta, trainer.build(device))
+    if fresh is not None:  # one rank solves; every rank took part in the collectives above
+        evidence |= mode.solve(trainer, batches, delta, fresh)
     return evidence

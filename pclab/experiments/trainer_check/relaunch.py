@@ -111,9 +111,9 @@ def _from_stack(text: str) -> str | None:
 
 
 def _calls_the_file(frame: re.Match[str]) -> bool:
-    """Trainer.call's frame: below it, the file's own function (trainer_file.py's other
-    frames, such as Trainer.build or on_device, are the check's own steps)."""
-    return frame["path"].endswith("trainer_file.py") and frame["function"] == "call"
+    """Trainer.call's frame: below it, the file's own function (trainer.py's other frames,
+    such as Trainer.build or on_device, are the check's own steps)."""
+    return frame["path"].endswith(f"{CHECK_DIR}trainer.py") and frame["function"] == "call"
 
 
 def _library(path: str) -> bool:

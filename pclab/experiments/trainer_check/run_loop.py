@@ -19,8 +19,8 @@ import torch
 import pclab.experiments.trainer_check.run_contract as run_contract
 from pclab.experiments.trainer_check.run_observe import Observer, Step, fingerprint, state_read
 from pclab.experiments.trainer_check.run_reference import Epochs
-from pclab.experiments.trainer_check.states import State, snapshot
-from pclab.experiments.trainer_check.trainer_file import Trainer, on_device
+from pclab.experiments.trainer_check.states import State
+from pclab.experiments.trainer_check.trainer import Trainer, on_device, snapshot
 
 
 def _loop_input(trainer: Trainer, epochs: Epochs, rank: int, model: torch.nn.Module) -> Any:

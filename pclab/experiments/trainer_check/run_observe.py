@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from pclab.experiments.trainer_check.states import State, holds_none_of, same_state, snapshot
-from pclab.experiments.trainer_check.trainer_file import Trainer
+from pclab.experiments.trainer_check.states import State, same_state
+from pclab.experiments.trainer_check.trainer import Trainer, holds_none_of, snapshot
 
 
 def fingerprint(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes | None:

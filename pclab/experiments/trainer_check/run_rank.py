@@ -47,14 +47,13 @@ from pclab.experiments.trainer_check.run_scenarios import (
 from pclab.experiments.trainer_check.states import (
     State,
     compare,
-    device_of,
     first_non_finite,
     first_not_in,
     floor,
     rank_spread,
     readable,
 )
-from pclab.experiments.trainer_check.trainer_file import Trainer
+from pclab.experiments.trainer_check.trainer import Trainer, device_of
 
 SHAPE = "label_positions"  # a scenario's grid: [rank][epoch][microbatch] counted labels
 

@@ -18,9 +18,8 @@ import torch
 
 import pclab.experiments.trainer_check.token_rank as token_rank
 from pclab.experiments.trainer_check.mode_protocols import Batch
-from pclab.experiments.trainer_check.pipeline import reference_step
-from pclab.experiments.trainer_check.states import State, snapshot
-from pclab.experiments.trainer_check.trainer_file import Trainer
+from pclab.experiments.trainer_check.states import State
+from pclab.experiments.trainer_check.trainer import Trainer, reference_step, snapshot
 
 Epochs = Sequence[Sequence[Sequence[Batch]]]  # [epoch][rank][microbatch]
 # (trainer, model, the window's microbatches [rank][microbatch], N, reverse) -> the objective

@@ -26,7 +26,7 @@ from typing import Any
 from pclab.experiments.trainer_check.pipeline import Scenario
 from pclab.experiments.trainer_check.run_observe import Step
 from pclab.experiments.trainer_check.run_reference import Update, Window, intended_scheduler
-from pclab.experiments.trainer_check.trainer_file import Trainer
+from pclab.experiments.trainer_check.trainer import Trainer
 
 # How a loop may step the file's schedule (name -> (stepping, its length)): the stepping is
 # "update" (once per update), "microstep" (after every backward; "ran": of the windows the loop

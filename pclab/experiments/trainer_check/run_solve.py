@@ -27,7 +27,7 @@ from pclab.core import update_weights
 from pclab.experiments.trainer_check.run_observe import Step
 from pclab.experiments.trainer_check.run_reference import Epochs, Window
 from pclab.experiments.trainer_check.token_rank import flat_gradient
-from pclab.experiments.trainer_check.trainer_file import Trainer
+from pclab.experiments.trainer_check.trainer import Trainer
 
 
 def held_at(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> torch.nn.Module:

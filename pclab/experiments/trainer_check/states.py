@@ -1,11 +1,12 @@
 """Parameters and optimizer state as the trainer check compares them (every mode, on a rank):
-a State is float64 tensors by name ("parameter <name>", "optimizer <key> of <name>"); its
-comparison with the reference, the reference's own floor, and the ranks' spread."""
+a State is float64 tensors by name ("parameter <name>", "optimizer <key> of <name>", as
+trainer.snapshot reads them); its comparison with the reference, the reference's own floor,
+and the ranks' spread."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, TypedDict
 
 import torch
@@ -83,31 +84,6 @@ def same_state(a: State, b: State) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def snapshot(
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    named: State | None = None,
-    with_optimizer: bool = True,
-) -> State:
-    """Every parameter (`named`, default the model's) and every optimizer-state tensor (step
-    counts included; none when `with_optimizer` is False), by name, as float64."""
-    names = {id(p): n for n, p in model.named_parameters()}
-    named = {n: p.detach() for n, p in model.named_parameters()} if named is None else named
-    state = {f"parameter {n}": p.double().clone() for n, p in named.items()}
-    for param, entries in optimizer.state.items() if with_optimizer else ():
-        for key, value in sorted(entries.items()):
-            if hasattr(value, "full_tensor"):  # a sharded state (FSDP2's DTensor): gathered,
-                value = value.full_tensor()  # a collective every rank's snapshot makes alike
-            if isinstance(value, torch.Tensor):
-                value = value.detach().double().clone()
-            elif isinstance(value, int | float):
-                value = torch.tensor(float(value), dtype=torch.float64)
-            else:
-                continue
-            state[f"optimizer {key} of {names.get(id(param), '?')}"] = value
-    return state
-
-
 def dtype_name(dtype: torch.dtype) -> str:
     """A torch dtype's short name, the way DTYPE spells it: torch.float32 -> "float32"."""
     return str(dtype).removeprefix("torch.")
@@ -118,13 +94,6 @@ def first_not_in(named: Mapping[str, torch.Tensor], dtype: str) -> tuple[str, st
     as "float64"), or None when all are: what build_model or train_step got wrong."""
     declared = getattr(torch, dtype)
     return next(((n, dtype_name(t.dtype)) for n, t in named.items() if t.dtype != declared), None)
-
-
-def device_of(device: str) -> torch.device:
-    """The torch device of --device on this rank (cuda: the rank's local GPU)."""
-    if device == "cuda":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
 
 
 def rank_spread(state: State, device: torch.device) -> float | None:
@@ -163,40 +132,3 @@ def first_non_finite(state: State) -> dict[str, Any] | None:
         "nan": bool(tensor.isnan().any()),
         "tensors": len(bad),
     }
-
-
-def flat_parameters(named: State, order: Iterable[str]) -> torch.Tensor:
-    """The named parameters flattened in `order` (names), as float64."""
-    return torch.cat([named[n].flatten() for n in order]).double()
-
-
-def holds_none_of(optimizer: torch.optim.Optimizer, model: torch.nn.Module) -> bool:
-    """An optimizer that holds none of the model's parameters: a wrapper's inner one on flat
-    copies of them (DeepSpeed ZeRO steps the optimizer it was given on its fp32 partitions,
-    then copies them back and gathers them: stage_1_and_2.py `step`), whose state no name of
-    the model keys. Read at the step, as a loop may replace the model's parameters (FSDP2's
-    fully_shard)."""
-    own = {id(p) for p in model.parameters()}
-    return not any(id(p) in own for g in optimizer.param_groups for p in g["params"])
-
-
-class StepWatch:
-    """Counts an optimizer's step() calls from now on and notes whether any of them stepped
-    none of the model's parameters (holds_none_of: its state cannot be read by name).
-    `steps` is None for an optimizer that is no torch.optim.Optimizer: nothing to count."""
-
-    def __init__(self, optimizer: object, model: torch.nn.Module) -> None:
-        self.steps: int | None = None
-        self.state_read = True
-        if isinstance(optimizer, torch.optim.Optimizer):
-            self.steps = 0
-            optimizer.register_step_pre_hook(self._pre)
-            optimizer.register_step_post_hook(self._post)
-        self._model = model
-
-    def _pre(self, optimizer: torch.optim.Optimizer, *_: object) -> None:
-        if holds_none_of(optimizer, self._model):
-            self.state_read = False
-
-    def _post(self, *_: object) -> None:
-        self.steps = (self.steps or 0) + 1

@@ -20,7 +20,7 @@ from pclab.core import update_weights
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.mode_protocols import Batch, Grid, ReferenceLoss
 from pclab.experiments.trainer_check.scenarios import scenario_counts
-from pclab.experiments.trainer_check.trainer_file import Trainer, on_device
+from pclab.experiments.trainer_check.trainer import Trainer, on_device
 
 SHAPE = "label_positions"  # a scenario's grid: the counted labels the check put in each cell
 

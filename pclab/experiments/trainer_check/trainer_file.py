@@ -43,19 +43,13 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import sys
-import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
 
-import pclab.experiments.trainer_check.coupled_contract as coupled_contract
 import pclab.experiments.trainer_check.modes as modes
-from pclab.experiments.trainer_check.doing import now_in
 from pclab.experiments.trainer_check.token_contract import SIGNATURES
-
-if TYPE_CHECKING:  # torch is imported by the methods that run on a rank: the command's and
-    import torch  # the report's imports of this module stay free of it (modes.py)
+from pclab.experiments.trainer_check.trainer import Trainer
+from pclab.experiments.trainer_check.trainer_raised import where
 
 DEFAULT_SEQ_LEN, DEFAULT_BATCH_SIZE, MAX_SIDE = 8, 2, 4096
 MAX_VOCAB = 2**24  # a limit on nothing but typos: real vocabularies (50304, 256000) pass
@@ -71,126 +65,6 @@ class TrainerFileError(ValueError):
     def __init__(self, message: str, code: str = "contract") -> None:
         super().__init__(message)
         self.code = code
-
-
-class TrainerRaised(RuntimeError):
-    """The trainer raised while it ran; the message names the user's file and line."""
-
-
-@dataclass(frozen=True)
-class Trainer:
-    path: Path
-    module: ModuleType
-    vocab_size: int
-    seq_len: int
-    batch_size: int
-    first_position_labelled: bool = True
-    dtype: str = "float64"
-    max_grad_norm: float | None = None
-    mode: str = "token"  # modes.NAMES: "coupled" for a file with batch_loss
-    global_batch: bool = False  # GLOBAL_BATCH: train_step is handed every rank's microbatches
-
-    def has(self, name: str) -> bool:
-        """The file defines the optional function `name`."""
-        return callable(getattr(self.module, name, None))
-
-    @property
-    def labelled_columns(self) -> int:
-        """Positions of a sequence that may hold a counted label."""
-        return self.seq_len - (0 if self.first_position_labelled else 1)
-
-    @property
-    def capacity(self) -> int:
-        """Label positions of one microbatch: the most any n_rk can be (coupled: items)."""
-        if self.mode in ("coupled", "coupled_run"):
-            return coupled_contract.MAX_ITEMS
-        return self.labelled_columns * self.batch_size
-
-    def call(self, name: str, *args: object) -> Any:
-        """Call the file's `name`, turning any exception into TrainerRaised at the user's
-        own line (the lab's frames are not the user's business)."""
-        function = getattr(self.module, name)
-        outer = now_in(f"{name}()")  # left as is when it raises: the where
-        try:
-            result = function(*args)
-        except Exception as exc:  # noqa: BLE001 - reported, with where it happened
-            raise TrainerRaised(where(exc, self.path, name)) from None
-        now_in(outer)
-        return result
-
-    # The file's model and optimizer, fresh for every step the check takes (the reference,
-    # the user's step, the SGD re-run, a run's loop), and what the file's train_step is handed.
-
-    def build(self, device: str = "cpu") -> torch.nn.Module:
-        """A fresh model from the file, on this rank's device (--device cuda: its local GPU)."""
-        model = self.call("build_model")
-        if device == "cuda":
-            import torch
-
-            model = model.to(torch.device("cuda", torch.cuda.current_device()))
-        return model
-
-    def make_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
-        """The file's make_optimizer(params), or SGD at learning rate 0.1."""
-        import torch
-
-        if self.has("make_optimizer"):
-            return self.call("make_optimizer", model.parameters())
-        return torch.optim.SGD(model.parameters(), lr=0.1)
-
-    def parameters(self, model: torch.nn.Module, stepped_by_user: bool) -> dict[str, Any]:
-        """The model's parameters by name: the file's full_parameters(model) for a model the
-        user's train_step ran on (sharded or wrapped), else its named_parameters()."""
-        import torch
-
-        if stepped_by_user and self.has("full_parameters"):
-            full = self.call("full_parameters", model)
-            if not isinstance(full, dict):
-                raise ValueError("full_parameters returned no dict of {name: tensor}")
-            return {n: torch.as_tensor(t).detach() for n, t in full.items()}
-        return {n: p.detach() for n, p in model.named_parameters()}
-
-    def step_input(
-        self, batches: list[list[dict[str, Any]]], rank: int, model: torch.nn.Module
-    ) -> Any:
-        """What train_step is handed, on the model's device: this rank's K microbatches, or with
-        GLOBAL_BATCH = True every rank's (P lists of K, by rank: the framework's own sampler
-        hands out this rank's). The file's fresh_start() first, when it has one: each call is
-        a new update from a fresh model."""
-        if self.has("fresh_start"):
-            self.call("fresh_start")
-        if self.global_batch:
-            return [[on_device(b, model) for b in row] for row in batches]
-        return [on_device(b, model) for b in batches[rank]]
-
-
-def on_device(batch: dict[str, Any], model: torch.nn.Module) -> dict[str, Any]:
-    """The microbatch's tensors on the model's device (anything else as it is)."""
-    import torch
-
-    device = next(model.parameters()).device
-    return {k: t.to(device) if isinstance(t, torch.Tensor) else t for k, t in batch.items()}
-
-
-def where(exc: BaseException, path: Path, name: str) -> str:
-    """'trainer.py:12 in train_step: ZeroDivisionError: division by zero'; an exception raised
-    `from` another also names the first of its chain, which says what went wrong where the
-    last often does not (OLMo-core's Trainer: 'RuntimeError: An error occurred (from
-    RuntimeError: nan loss encountered at step 2)')."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == path]
-    at = (
-        f"{path.name}:{frames[-1].lineno} in {frames[-1].name}" if frames else f"{path.name} {name}"
-    )
-    said = f"{at}: {_named(exc)}"
-    first = exc.__cause__
-    while first is not None and first.__cause__ is not None:
-        first = first.__cause__
-    return said if first is None else f"{said} (from {_named(first)})"
-
-
-def _named(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return type(exc).__name__ + (f": {text}" if text else "")
 
 
 def load(path: str | Path) -> Trainer:
