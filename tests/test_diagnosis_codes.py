@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import streamlit as st
 
+from pclab.experiments.trainer_check import coupled_messages as cm
 from pclab.experiments.trainer_check import diagnoses as d
 from pclab.experiments.trainer_check import failures
 from pclab.experiments.trainer_check import run_messages as rm
@@ -79,10 +80,10 @@ SAMPLES = [  # (a diagnosis its builder made, its check, the case the page must 
     (d.no_evidence_scenario("no_labels", [], state_unread=True), token(), "state_unread"),
     (d.no_evidence_run(2, 2), token(), "run"),
     (d.no_evidence_run(1, 1), token(1, 1), "unsplit_run"),
-    (d.no_evidence_coupled_scenario("custom", ["rank_pool"]), coupled(), "coupled_scenario"),
-    (d.no_evidence_coupled_scenario("custom", []), coupled(1, 1), "coupled_unsplit_scenario"),
-    (d.no_evidence_coupled_run(2, 2), coupled(), "coupled_run"),
-    (d.no_evidence_coupled_run(1, 1), coupled(1, 1), "coupled_unsplit_run"),
+    (cm.no_evidence_coupled_scenario("custom", ["rank_pool"]), coupled(), "coupled_scenario"),
+    (cm.no_evidence_coupled_scenario("custom", []), coupled(1, 1), "coupled_unsplit_scenario"),
+    (cm.no_evidence_coupled_run(2, 2), coupled(), "coupled_run"),
+    (cm.no_evidence_coupled_run(1, 1), coupled(1, 1), "coupled_unsplit_run"),
     (rm.no_evidence_resume(), run(), "resume_run"),
     (failures.scenario_failed("uneven", [{**SEEN, "kind": "trainer_error"}]), token(), None),
     (failures.scenario_failed("uneven", [{**SEEN, "kind": "mismatch"}]), token(), "ranks"),
@@ -95,7 +96,7 @@ SAMPLES = [  # (a diagnosis its builder made, its check, the case the page must 
     (d.counts_not_terms("uneven", [[3, 1], [2, 5]], [[3, 0], [2, 5]], "terms")[0], token(), None),
     (d.non_finite("no_labels", 0, NAN, [[0, 0], [0, 0]], True), token(), None),
     (d.objective_invalid("batch_loss returned a vector"), coupled(), None),
-    (d.candidate_left_out(LEFT), coupled(), None),
+    (cm.candidate_left_out(LEFT), coupled(), None),
     (d.elsewhere(), coupled(), None),
     (d.not_run("busy", "the run queue is full"), token(), None),
     (rm.tail_window_scaled("uneven", 0.5, 1, 2, "microbatch_mean"), run(), None),

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import pclab.experiments.trainer_check.diagnoses as diagnoses
+import pclab.experiments.trainer_check.coupled_messages as coupled_messages
 import pclab.experiments.trainer_check.judging as judging
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.judging import RunShape
@@ -154,7 +154,7 @@ def scenario_diagnoses(
         return [failure]
     found = judging.state_diagnoses(s["name"], per_rank, run.dtype, 1)
     if s["verdict"] == "no_evidence":
-        found.append(diagnoses.no_evidence_coupled_scenario(s["name"], s["untold"]))
+        found.append(coupled_messages.no_evidence_coupled_scenario(s["name"], s["untold"]))
     return found
 
 
@@ -165,7 +165,7 @@ def run_diagnoses(
     found = judging.not_stepped(scenarios, per_scenario, proves)
     left: dict[str, str] = next((s["left_out"] for s in scenarios if s["left_out"]), {})
     if left:
-        found.append(diagnoses.candidate_left_out(left))
+        found.append(coupled_messages.candidate_left_out(left))
     return found
 
 
@@ -175,7 +175,7 @@ def proves(s: Mapping[str, Any]) -> bool:
 
 
 def no_evidence_run(world_size: int, accum: int) -> Diagnosis:
-    return diagnoses.no_evidence_coupled_run(world_size, accum)
+    return coupled_messages.no_evidence_coupled_run(world_size, accum)
 
 
 def fields(check: Mapping[str, Any]) -> dict[str, Any]:

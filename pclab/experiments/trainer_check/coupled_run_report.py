@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import pclab.experiments.trainer_check.diagnoses as diagnoses
+import pclab.experiments.trainer_check.coupled_messages as coupled_messages
 import pclab.experiments.trainer_check.run_reading as run_reading
 import pclab.experiments.trainer_check.run_report as run_report
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
@@ -95,7 +95,7 @@ proves = run_report.proves
 
 
 def no_evidence_run(world_size: int, accum: int) -> Diagnosis:
-    return diagnoses.no_evidence_coupled_run(world_size, accum)
+    return coupled_messages.no_evidence_coupled_run(world_size, accum)
 
 
 def fields(check: Mapping[str, Any]) -> dict[str, Any]:

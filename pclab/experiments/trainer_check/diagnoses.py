@@ -4,8 +4,9 @@ code, its details, its exit effect and the modes that raise it are in one regist
 _diagnosis refuses a code (or a detail) that is not there.
 
 Messages are plain English, built once, by the builders here (failures.py's for a scenario
-that failed): that message is the diagnosis's one English wording, in the JSON, the summary
-and the English page alike (ui/trainer_diagnoses); other languages translate it by code.
+that failed; one mode's own in coupled_messages.py and run_messages.py): that message is the
+diagnosis's one English wording, in the JSON, the summary and the English page alike
+(ui/trainer_diagnoses); other languages translate it by code.
 """
 
 from __future__ import annotations
@@ -267,34 +268,3 @@ def counts_not_terms(
         )
     cells_out = [[r, k, g, t] for r, k, g, t in cells]
     return [_diagnosis("counts_not_terms", message, scenario, given=counts_given, cells=cells_out)]
-
-
-def candidate_left_out(left: dict[str, str]) -> Diagnosis:
-    """The coupled candidates the file's callables could not compute ({scheme: why})."""
-    message = (
-        f"{', '.join(left)} left out: {next(iter(left.values())).rstrip('.')}. "
-        "embedding_loss must "
-        "accept more documents than queries (rows past the queries are extra negatives) "
-        "for the check to name a gradient path; for a symmetric loss (CLIP) make it one "
-        "direction and set SYMMETRIC = True"
-    )
-    return _diagnosis("candidate_left_out", message, schemes=list(left))
-
-
-def no_evidence_coupled_scenario(scenario: str, untold: list[str]) -> Diagnosis:
-    names = ", ".join(untold) or "every candidate (nothing is split)"
-    message = (
-        f"{scenario}: {names} gives this scenario's update too, so matching the "
-        "global batch here is no evidence"
-    )
-    return _diagnosis("no_evidence", message, scenario, untold=untold)
-
-
-def no_evidence_coupled_run(world_size: int, accum: int) -> Diagnosis:
-    why = (
-        "with P = 1 and K = 1 nothing is split"
-        if world_size * accum == 1
-        else "no scenario tells the global batch from every other objective"
-    )
-    rerun = "Run with more ranks or microsteps (--world-size 2 --accum 2, the default)"
-    return _diagnosis("no_evidence", f"no evidence: {why}. {rerun}")

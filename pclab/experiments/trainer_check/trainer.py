@@ -67,8 +67,7 @@ class Trainer:
         now_in(outer)
         return result
 
-    # The file's model and optimizer, fresh for every step the check takes (the reference,
-    # the user's step, the SGD re-run, a run's loop), and what the file's train_step is handed.
+    # A fresh model and optimizer for every step the check takes, and train_step's input.
 
     def build(self, device: str = "cpu") -> torch.nn.Module:
         """A fresh model from the file, on this rank's device (--device cuda: its local GPU)."""
@@ -96,10 +95,9 @@ class Trainer:
         return {n: p.detach() for n, p in model.named_parameters()}
 
     def step_input(self, batches: Batches, rank: int, model: torch.nn.Module) -> Any:
-        """What train_step is handed, on the model's device: this rank's K microbatches, or with
-        GLOBAL_BATCH = True every rank's (P lists of K, by rank: the framework's own sampler
-        hands out this rank's). The file's fresh_start() first, when it has one: each call is
-        a new update from a fresh model."""
+        """train_step's input on the model's device: this rank's K microbatches, or every rank's
+        with GLOBAL_BATCH (P lists of K: the framework's sampler picks). The file's fresh_start()
+        first, when it has one: each call is a new update from a fresh model."""
         if self.has("fresh_start"):
             self.call("fresh_start")
         if self.global_batch:
@@ -152,11 +150,9 @@ def snapshot(
 
 
 def holds_none_of(optimizer: torch.optim.Optimizer, model: torch.nn.Module) -> bool:
-    """An optimizer that holds none of the model's parameters: a wrapper's inner one on flat
-    copies of them (DeepSpeed ZeRO steps the optimizer it was given on its fp32 partitions,
-    then copies them back and gathers them: stage_1_and_2.py `step`), whose state no name of
-    the model keys. Read at the step, as a loop may replace the model's parameters (FSDP2's
-    fully_shard)."""
+    """An optimizer holding none of the model's parameters: a wrapper's inner one on flat copies
+    (DeepSpeed ZeRO steps it on fp32 partitions: stage_1_and_2.py `step`), whose state no name
+    of the model keys. Read at the step: a loop may replace the parameters (fully_shard)."""
     own = {id(p) for p in model.parameters()}
     return not any(id(p) in own for g in optimizer.param_groups for p in g["params"])
 
@@ -254,11 +250,9 @@ class UserUpdate:
 
 def user_update(trainer: Trainer, batches: Batches, rank: int, device: str) -> UserUpdate:
     """A fresh model and the file's optimizer, stepped by the file's train_step on this rank's K
-    microbatches. The step() calls are counted and all-reduced (MAX): the optimizer state is
-    compared only when some rank's optimizer stepped and every rank's stepped the model's own
-    parameters (not a wrapper's flat copies, whose state no parameter name keys), so every rank
-    compares the same tensors (an optimizer that is no torch.optim.Optimizer cannot be
-    counted: compared)."""
+    microbatches. Its step() calls are counted and all-reduced (MAX), so every rank compares the
+    same tensors: optimizer state only when some rank stepped and every rank's optimizer held
+    the model's own parameters (not a wrapper's flat copies, which no parameter name keys)."""
     import torch
     import torch.distributed as dist
 
@@ -277,10 +271,10 @@ def user_update(trainer: Trainer, batches: Batches, rank: int, device: str) -> U
 
 
 def sgd_delta(trainer: Trainer, batches: Batches, rank: int, device: str) -> torch.Tensor:
-    """The file's train_step once more on a fresh model, with SGD at learning rate 1 in place
-    of the file's optimizer: the parameters' change (flat, float64, named_parameters order)
-    is then minus the gradient the step applied, which rank 0's mode.solve reads. Every rank
-    runs it: the user's train_step may hold collectives (DDP's all-reduce)."""
+    """train_step once more on a fresh model, with SGD at learning rate 1 for the file's
+    optimizer: the parameters' change (flat, float64, named_parameters order) is minus the
+    gradient the step applied (rank 0's mode.solve reads it). Every rank runs it: train_step
+    may hold collectives (DDP's all-reduce)."""
     import torch
 
     model = trainer.build(device)
