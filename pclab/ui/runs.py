@@ -156,7 +156,7 @@ def _stored_or_run(live: _Live, experiment: Experiment, params: Params) -> RunRe
         elif result.outcome is Outcome.CANCELLED:
             st.info(t("runs.cancelled"), icon=":material/stop_circle:")
         else:
-            st.error(t("runs.error", message=result.message), icon=":material/error:")
+            st.error(t("runs.error", message=plain(result.message)), icon=":material/error:")
         return result
     with _FRESH_LOCK:
         _FRESH[(runner_id, worker_hash, params_key)] = result

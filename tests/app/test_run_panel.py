@@ -58,6 +58,29 @@ def test_a_run_cut_off_is_said_on_the_next_render(app):
     assert not any("did not finish" in i.value for i in app.info)
 
 
+def test_a_failed_runs_own_line_is_text_never_markup(app, monkeypatch):
+    """The launcher's line names files and says what a rank raised: `__init__.py` or a
+    trainer's `**kwargs` must read as written, not bold (Streamlit renders an error as
+    Markdown)."""
+    import html
+
+    from pclab.runners.results import Outcome, RunResult
+    from pclab.ui.plain_text import WORD_JOINER
+    from tests.runners.workers.fake_runner import FakeExperiment
+
+    line = "rank 1 raised in __init__.py: step(**kwargs) got [x](http://a.example)"
+
+    def failing(*args, **kwargs):
+        return RunResult.ended(Outcome.FAILED, line, 0.1, "f" * 64)
+
+    monkeypatch.setattr(FakeExperiment, "run", failing)
+    app.button(key="demo").click().run()
+    (error,) = [e.value for e in app.error]
+    assert "__init__" not in error and "**kwargs" not in error and "](http" not in error
+    shown = html.unescape(error).replace(WORD_JOINER, "")  # plain() keeps "://" from linking
+    assert line in shown and shown.startswith("The multi-process run did not complete: ")
+
+
 @pytest.mark.parametrize("where", ["run", "cache_key"])
 def test_a_run_that_raises_is_said_in_the_panel_not_in_an_exception_box(app, monkeypatch, where):
     """A run's failures come back as a RunResult; one that raises instead (a bug of the
