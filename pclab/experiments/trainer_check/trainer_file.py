@@ -29,7 +29,8 @@ The contract (README, "Check your own trainer"):
 A file that defines batch_loss (or embed and embedding_loss without token_losses) is a
 coupled trainer, its loss of one item depending on the others: coupled_contract says which
 functions it needs. The mode is read here, once, from the registry (modes.of_module: the first
-mode whose contract claims the file), and is `Trainer.mode`.
+mode whose contract claims the file), and is `Trainer.mode`. On a rank the file's functions
+run only through the Trainer (trainer.py).
 
 FIRST_POSITION_LABELLED = False is for causal LMs, whose loss shifts the labels: position t
 predicts the label at t + 1, so a label at position 0 is never a term. With it, every counted
