@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from pclab.ui import i18n
+from pclab.ui.plain_text import plain
 from tests.runners.workers import fake_runner
 
 
@@ -67,7 +68,8 @@ def test_failure_is_shown_and_not_cached(app):
     app.checkbox(key="fail").check().run()
     assert not app.exception
     assert app.expander[0].label.startswith("Did not finish: demo")
-    assert "rank 1: ZeroDivisionError: division by zero" in app.error[0].value
+    # the launcher's line as text (plain: its colons are character references, never markup)
+    assert plain("rank 1: ZeroDivisionError: division by zero") in app.error[0].value
     assert app.text[0].value == "ok=False report=None"
     app.run()
     assert len(fake_runner.CALLS) == 3  # initial ok run + two failing attempts
