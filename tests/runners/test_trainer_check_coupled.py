@@ -151,7 +151,7 @@ def test_a_gather_of_unequal_items_is_a_collective_mismatch_in_its_scenario(uneq
     assert "rank 0 was in train_step() at tiny_embedder.py:" in message  # the user's line
     assert {str(r) for r in d["ranks"]} == {"0", "1"} and all(
         "train_step()" in w for w in d["ranks"].values()
-    )
+    ), d["ranks"]  # what each rank said it was doing (a loaded run once lacked one's train_step)
     for raw in ("pair.cc", "EnforceNotMet", "terminate called"):  # never raw Gloo
         assert raw not in message
     assert "collective_mismatch" in render(check) and "DIFFERENT" in render(check)
