@@ -27,6 +27,7 @@ from typing import Any
 from pclab.experiments.trainer_check.diagnoses import Diagnosis
 from pclab.experiments.trainer_check.doing import CHECK_STEPS, CURRENT, now_in
 from pclab.experiments.trainer_check.failures import scenario_failed
+from pclab.experiments.trainer_check.trainer import device_of  # torch-free at import
 from pclab.experiments.trainer_check.trainer_raised import TrainerRaised
 from pclab.experiments.trainer_check.units import Units
 
@@ -225,8 +226,6 @@ def run_units(
     as it goes (the header, each scenario's start and entry: relaunch.py reads them back).
     `where`: the launch's Units, this rank, the index of the file's first scenario; `header`:
     the file's check header and the name of a scenario's shape (label_positions, sizes)."""
-    from pclab.experiments.trainer_check.trainer import device_of
-
     run, rank, first_unit = where
     lines, shape = header
     todo = [(first_unit + j, n, g) for j, (n, g) in enumerate(grids.items())]
