@@ -5,7 +5,8 @@ with faulthandler (as units.Units.watch_stack has a dying rank do), once from in
 train_step (under Trainer.call) and once from inside the check's own on_device, both under a
 function named run_units as guard.py's (how the scenarios' thread is told from the others).
 And a rank stopped by a real SIGTERM while it handles its trainer's failure, read by `_doing`
-with the rank<r>.doing file units.Units.watch_stack keeps.
+with the rank<r>.doing file units.Units.watch_stack keeps, among them one stopped inside the real
+guard.alone just before it writes what it saw.
 """
 
 from __future__ import annotations
@@ -138,3 +139,45 @@ def test_a_rank_stopped_while_it_handles_its_trainers_failure_is_placed_in_that_
 
 def test_a_rank_back_in_the_checks_steps_is_not_placed_in_the_trainer(tmp_path):
     assert _stopped("handled", tmp_path) == {}
+
+
+ALONE = textwrap.dedent(
+    """
+    import os, pathlib, signal, sys
+    from datetime import timedelta
+    import torch.distributed as dist
+    import pclab.experiments.trainer_check.guard as guard
+    import pclab.experiments.trainer_check.trainer_file as trainer_file
+    from pclab.experiments.trainer_check.units import Units
+
+    folder = pathlib.Path(sys.argv[2])
+    # one rank, its store served here as torchrun's agent serves it (heartbeat's rendezvous
+    # is then a client, as on a launched rank)
+    agent = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, timeout=timedelta(seconds=60))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(agent.port), RANK="0",
+                      WORLD_SIZE="1", TORCHELASTIC_USE_AGENT_STORE="True")
+    dist.init_process_group("gloo")
+    trainer = trainer_file.load(folder / "my_trainer.py")
+    Units(progress=str(folder)).watch_stack(0)
+
+    def stopped(seen):  # torchrun's SIGTERM, landing as the rank is about to say what it saw
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def run_units():
+        step = lambda: trainer.call("train_step", None, None, [])
+        guard.alone(step, "custom", 0, (60.0, 60.0), "gloo", None, stopped)
+
+    run_units()
+    """
+)
+
+
+def test_a_rank_stopped_as_guard_alone_says_what_it_saw_is_placed_in_the_trainer(tmp_path):
+    """The loaded suite's case (a coupled gather of unequal items): the peer of the rank that
+    aborted caught its lost connection in train_step and was stopped before its "seen" line
+    was written. guard.alone must not reset the doing file to the check's steps before that
+    line: it did, and the rank was said to be "in the check's own steps (alone)"."""
+    done = _child(ALONE, "", tmp_path, "raise RuntimeError('Connection closed by peer')")
+    assert done.returncode == -15, done.stderr  # stopped inside alone, its stacks dumped
+    assert "in alone" in (tmp_path / "rank0.stack").read_text()
+    assert _doing(tmp_path, world_size=1, unit=0) == {0: "in train_step()"}

@@ -202,11 +202,11 @@ def alone(
                 }
     except (Exception, ScenarioTimeout) as exc:  # noqa: BLE001 - this scenario's verdict
         seen = _seen(exc, rank, timeout_s)
-    finally:
-        now_in(CHECK_STEPS)
+    if seen is not None:  # said before the reset below: a rank stopped in between (torchrun
+        say(seen)  # ends the peers of one that aborted) is placed by the doing file, which
+    now_in(CHECK_STEPS)  # still names the function that failed (relaunch._doing)
     if seen is None:
         return evidence, None
-    say(seen)
     rejoin(f"pcl_scenario_{index}", backend, timeout_s + pg_timeout_s)
     every: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(every, seen)
