@@ -202,9 +202,12 @@ def alone(
                 }
     except (Exception, ScenarioTimeout) as exc:  # noqa: BLE001 - this scenario's verdict
         seen = _seen(exc, rank, timeout_s)
-    if seen is not None:  # said before the reset below: a rank stopped in between (torchrun
-        say(seen)  # ends the peers of one that aborted) is placed by the doing file, which
-    now_in(CHECK_STEPS)  # still names the function that failed (relaunch._doing)
+    if seen is not None:
+        # Said before the doing file is reset below: a rank stopped in between (torchrun ends
+        # the peers of one that aborted) is then placed by the file, which still names the
+        # trainer function that failed (relaunch._doing).
+        say(seen)
+    now_in(CHECK_STEPS)
     if seen is None:
         return evidence, None
     rejoin(f"pcl_scenario_{index}", backend, timeout_s + pg_timeout_s)
